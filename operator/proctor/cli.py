@@ -1,0 +1,153 @@
+"""The `proctor` command: run evaluations, validate datasets, run a work item's steps."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from proctor import __version__
+from proctor.model import Summary
+from proctor.report import figures_table
+
+
+class UsageError(Exception):
+    """A mistake in how the command was called."""
+
+
+def _load_evaluation(files: Sequence[str]):
+    from proctor.manifest import load_manifests
+    from proctor.spec import Evaluation
+
+    docs = [doc for f in files for doc in load_manifests(Path(f))]
+    evaluations = [d for d in docs if isinstance(d, Evaluation)]
+    if len(evaluations) != 1:
+        raise UsageError(f"expected exactly one Evaluation in {', '.join(files)}, "
+                         f"found {len(evaluations)}")
+    return evaluations[0]
+
+
+def _print_summary(summary: Summary, output_dir: Path) -> None:
+    print("\n".join(figures_table([(summary.agent, summary.results)], "Agent")))
+    print(f"\nResults in {output_dir}/ (summary.json, report.md, results.jsonl)")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from proctor.local.engine import run_evaluation
+
+    evaluation = _load_evaluation(args.file)
+    summary = run_evaluation(evaluation, Path(args.output_dir), progress=not args.quiet)
+    _print_summary(summary, Path(args.output_dir))
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from proctor.local.validate import validate
+
+    evaluation = _load_evaluation(args.file)
+    out = Path(args.output_dir)
+    found = validate(evaluation, out, runs=args.runs, progress=not args.quiet)
+    rows = [(label, s.results) for label, s in found.summaries.items()]
+    print("\n".join(figures_table(rows, "Predictions")))
+    for title, tasks in (("Broken tasks", found.broken), ("Flaky tasks", found.flaky)):
+        print(f"\n{title}: {len(tasks) or 'none'}")
+        for task, problems in sorted(tasks.items()):
+            print(f"  {task}: {'; '.join(problems)}")
+    print(f"\nDetails in {out}/validation.json")
+    return 1 if args.strict and (found.broken or found.flaky) else 0
+
+
+def cmd_runner_test(args: argparse.Namespace) -> int:
+    from proctor.runner import sandbox
+    from proctor.runner.workdir import WorkDir, write_test_step
+
+    work = WorkDir(Path(args.work_dir))
+    instance = work.instance()
+    write_test_step(work, instance, args.time_limit, test_without_patch=args.without_patch)
+    if args.script_only:
+        return 0
+    run = sandbox.run_test_step(work, instance, args.time_limit)
+    if run.error:
+        print(f"test step broke: {run.error}", file=sys.stderr)
+    print(f"apply: {(work.read('apply_method') or '-').strip()}; "
+          f"log: {work / 'test_output.txt'}")
+    return 0
+
+
+def cmd_runner_grade(args: argparse.Namespace) -> int:
+    from proctor.runner.grade import grade_work_dir
+    from proctor.runner.workdir import WorkDir, write_json
+
+    work = WorkDir(Path(args.work_dir))
+    result = grade_work_dir(work, legacy_log=args.legacy_log)
+    write_json(work / "result.json", result.model_dump(mode="json"))
+    write_json(work / "report.json", result.swebench_report())
+    print(result.model_dump_json(indent=1))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="proctor", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"proctor {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run an Evaluation on this machine")
+    run.add_argument("-f", "--file", action="append", required=True,
+                     help="a YAML file with the Evaluation (and its AgentUnderTest); repeatable")
+    run.add_argument("--output-dir", required=True, help="results folder (resumed if present)")
+    run.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    run.set_defaults(func=cmd_run)
+
+    val = sub.add_parser("validate", help="run gold and empty predictions to find broken "
+                                          "and flaky tasks of the Evaluation's dataset")
+    val.add_argument("-f", "--file", action="append", required=True)
+    val.add_argument("--output-dir", required=True)
+    val.add_argument("--runs", type=int, default=1, help="runs of each (2+ finds flaky tasks)")
+    val.add_argument("--strict", action="store_true", help="exit 1 if any task is broken/flaky")
+    val.add_argument("-q", "--quiet", action="store_true")
+    val.set_defaults(func=cmd_validate)
+
+    runner = sub.add_parser("runner", help="one step of a work item (what a Job runs)")
+    steps = runner.add_subparsers(dest="step", required=True)
+    test = steps.add_parser("test", help="apply the patch and run the eval script")
+    test.add_argument("--work-dir", required=True)
+    test.add_argument("--time-limit", type=int, default=1800, help="eval script limit, s")
+    test.add_argument("--without-patch", action="store_true",
+                      help="run the tests even when there is no patch")
+    test.add_argument("--script-only", action="store_true",
+                      help="write run.sh and eval.sh for the task's image, run nothing")
+    test.set_defaults(func=cmd_runner_test)
+    grade = steps.add_parser("grade", help="parse the test log and grade it")
+    grade.add_argument("--work-dir", required=True)
+    grade.add_argument("--legacy-log", action="store_true",
+                       help="parse the whole log (old runs without output markers)")
+    grade.set_defaults(func=cmd_runner_grade)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from proctor.dataset import DatasetError
+    from proctor.local.engine import EngineError
+    from proctor.local.results import ResultsFolderError
+    from proctor.manifest import ManifestError
+    from proctor.predictions import PredictionsError
+    from proctor.runner.sandbox import SandboxRefused
+
+    args = build_parser().parse_args(argv)
+    expected: tuple[type[Exception], ...] = (UsageError, DatasetError, EngineError,
+                                             ResultsFolderError, PredictionsError,
+                                             SandboxRefused, ManifestError, FileNotFoundError)
+    try:
+        return args.func(args)
+    except expected as exc:
+        print(f"proctor: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("proctor: interrupted; finished items are kept, run again to resume",
+              file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""The embedded engine: an Evaluation run on this machine, no cluster.
+
+plan -> for each item (maxConcurrentRows at a time): get the patch, write the
+work folder, run the test step in the process sandbox, grade -> results.jsonl,
+then summary.json and report.md. The steps are the ones a Kubernetes Job runs
+(`proctor runner ...`); only the way they are started differs.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from tqdm import tqdm
+
+from proctor import __version__, dataset
+from proctor.local.results import ResultsFolder
+from proctor.metrics import aggregate
+from proctor.model import ErrorKind, Instance, Outcome, RunResult, Summary, Timings, WorkItem
+from proctor.plan import PlanInputs, plan
+from proctor.predictions import load_predictions, patch_for
+from proctor.report import render
+from proctor.runner import sandbox
+from proctor.runner.grade import grade_work_dir
+from proctor.runner.workdir import WorkDir, write_json, write_patch, write_task, write_test_step
+from proctor.spec import Evaluation
+
+
+class EngineError(ValueError):
+    """The evaluation cannot start; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What every item of one run shares."""
+
+    evaluation: Evaluation
+    instances: dict[str, Instance]
+    predictions: dict[str, str] | None
+
+    @property
+    def source(self) -> str:
+        return self.evaluation.spec.predictions.source
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def agent_label(evaluation: Evaluation) -> str:
+    spec = evaluation.spec
+    if spec.predictions.source == "agent":
+        return spec.agent_ref.name if spec.agent_ref else "agent"
+    if spec.predictions.source == "file":
+        return f"predictions:{Path(spec.predictions.path or '').name}"
+    return spec.predictions.source
+
+
+def prepare(evaluation: Evaluation) -> tuple[RunContext, dataset.Selection, list[WorkItem]]:
+    """Load the rows and plan the items; refuse early what cannot run here."""
+    spec = evaluation.spec
+    if spec.predictions.source == "agent":
+        raise EngineError("predictions.source agent is not supported by this version of "
+                          "`proctor run`; use gold, empty or file")
+    ds = spec.dataset
+    selection = dataset.load(ds.name, ds.split, ds.revision, ds.instance_ids, ds.max_rows)
+    refused = [r for r in map(sandbox.needs_image, selection.instances) if r]
+    if refused:
+        more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
+        raise EngineError(refused[0] + more)
+    predictions = (load_predictions(spec.predictions.path)
+                   if spec.predictions.source == "file" and spec.predictions.path else None)
+    inputs = PlanInputs(dataset=ds.name, revision=ds.revision or selection.fingerprint,
+                        agent=agent_label(evaluation), repeats=spec.repeats,
+                        include_hints=ds.include_hints)
+    items = plan(inputs, selection.instances)
+    return RunContext(evaluation, selection.by_id, predictions), selection, items
+
+
+def execute_item(ctx: RunContext, item: WorkItem, work: WorkDir) -> RunResult:
+    """One item from patch to grade, in the process sandbox."""
+    started, clock = _now(), time.perf_counter()
+    instance = ctx.instances[item.instance_id]
+    write_task(work, instance, item)
+    write_patch(work, patch_for(ctx.source, instance, ctx.predictions))
+    write_test_step(work, instance, ctx.evaluation.spec.timeouts.test_seconds,
+                    test_without_patch=ctx.source == "empty")
+    run = sandbox.run_test_step(work, instance, ctx.evaluation.spec.timeouts.test_seconds)
+    graded_at = time.perf_counter()
+    result = grade_work_dir(work, include_hints=ctx.evaluation.spec.dataset.include_hints,
+                            predictions=ctx.source, network_isolated=run.network_isolated)
+    done = time.perf_counter()
+    result.timings = Timings(test_seconds=run.seconds, eval_seconds=_eval_seconds(work),
+                             grade_seconds=done - graded_at, total_seconds=done - clock,
+                             started_at=started, finished_at=_now())
+    write_json(work / "result.json", result.model_dump(mode="json"))
+    write_json(work / "report.json", result.swebench_report())
+    return result
+
+
+def _eval_seconds(work: WorkDir) -> float | None:
+    clock = (work.read("eval_clock") or "").split()
+    try:
+        return float(clock[1]) - float(clock[0]) if len(clock) == 2 else None
+    except ValueError:
+        return None
+
+
+def run_items(ctx: RunContext, folder: ResultsFolder, items: Sequence[WorkItem],
+              workers: int, progress: bool,
+              on_result: Callable[[RunResult], None] | None = None) -> None:
+    """Run the items, `workers` at a time, appending each result as it finishes."""
+    bar = tqdm(total=len(items), disable=not progress, unit="item", file=sys.stderr,
+               mininterval=0.5, dynamic_ncols=True)
+    pool = ThreadPoolExecutor(max_workers=max(1, workers))
+    try:
+        with bar:
+            futures = {pool.submit(_execute_safely, ctx, item, folder.work_dir(item)): item
+                       for item in items}
+            for future in as_completed(futures):
+                result = future.result()
+                folder.append(result)
+                bar.set_postfix_str(f"{futures[future].instance_id}: {result.outcome.value}")
+                bar.update()
+                if on_result:
+                    on_result(result)
+    finally:
+        # On Ctrl-C, start nothing new; what finished is already on disk.
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _execute_safely(ctx: RunContext, item: WorkItem, work: WorkDir) -> RunResult:
+    """An unexpected failure of one item becomes its error result, not the run's end."""
+    try:
+        return execute_item(ctx, item, work)
+    except Exception as exc:  # noqa: BLE001 - recorded in the result, with its type
+        return RunResult(item_id=item.id, instance_id=item.instance_id,
+                         variant_id=item.variant_id, repeat=item.repeat,
+                         repo=ctx.instances[item.instance_id].repo, predictions=ctx.source,
+                         outcome=Outcome.ERROR, error_kind=ErrorKind.SANDBOX,
+                         error_message=f"{type(exc).__name__}: {exc}",
+                         runner_version=__version__)
+
+
+def write_outputs(ctx: RunContext, folder: ResultsFolder, planned: int) -> Summary:
+    results = folder.load()
+    ev = ctx.evaluation
+    summary = aggregate(results, ctx.instances, evaluation=ev.name, agent=agent_label(ev),
+                        green_agent_model=ev.spec.green_agent_model, items_planned=planned)
+    write_json(folder.root / "summary.json", summary.model_dump(mode="json"))
+    (folder.root / "report.md").write_text(render(summary, results))
+    return summary
+
+
+def run_evaluation(evaluation: Evaluation, output_dir: Path, progress: bool = True) -> Summary:
+    """Run (or resume) an evaluation into `output_dir`; returns its summary."""
+    ctx, selection, items = prepare(evaluation)
+    folder = ResultsFolder(output_dir)
+    folder.claim({"evaluation": evaluation.name, "dataset_fingerprint": selection.fingerprint,
+                  "spec": evaluation.spec.model_dump(mode="json", by_alias=True)})
+    done = {r.item_id for r in folder.load()}
+    todo = [i for i in items if i.id not in done]
+    try:
+        run_items(ctx, folder, todo, evaluation.spec.max_concurrent_rows, progress)
+    finally:
+        # Also on Ctrl-C: the figures of what finished are written before leaving.
+        summary = write_outputs(ctx, folder, len(items))
+    return summary

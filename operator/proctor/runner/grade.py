@@ -1,0 +1,130 @@
+"""The grade step: a work folder's files -> a RunResult.
+
+Parsing and per-test grading are swebench 5's own (`get_logs_eval`, the parser the
+row names, `get_eval_tests_report`), so Proctor grades a log exactly as the
+official harness does: the test section between the Start/End markers, the
+recorded test exit code cross-checked against the parsed statuses, a skipped F2P
+test counted as failed, truncated parametrized ids matched by prefix. The
+outcome then comes from `proctor.grading.decide_outcome`.
+
+A log without markers is `error` (sandbox): the eval script never reached its
+tests. `legacy_log=True` instead parses the whole log, to re-grade runs made
+before the markers existed (swebench 2.x logs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from proctor import __version__
+from proctor.grading import decide_outcome
+from proctor.model import ErrorKind, Instance, Outcome, PatchInfo, RunResult, TestsOutcome
+from proctor.runner.workdir import WorkDir
+
+NO_PATCH = "no patch"
+NOT_APPLIED = "none"
+
+
+@dataclass
+class LogGrade:
+    """What the log says: per-test results, or why it cannot be graded."""
+
+    f2p: TestsOutcome = field(default_factory=TestsOutcome)
+    p2p: TestsOutcome = field(default_factory=TestsOutcome)
+    exit_code: int | None = None
+    error: str | None = None
+
+
+def grade_log(instance: Instance, log_path: str, legacy_log: bool = False) -> LogGrade:
+    """Grade one test log against the task's F2P and P2P lists, the swebench 5 way."""
+    from swebench.harness.constants import EvalType
+    from swebench.harness.grading import get_eval_tests_report, get_logs_eval, parse_test_exit_code
+    from swebench.harness.log_parsers import PARSER_REGISTRY
+    from swebench.harness.utils import make_test_spec
+
+    if instance.log_parser not in PARSER_REGISTRY:
+        return LogGrade(error=f"swebench has no log parser named {instance.log_parser!r}")
+    spec = make_test_spec(instance.swebench_row())
+    with open(log_path, errors="replace") as fh:
+        content = fh.read()
+    if legacy_log:
+        status_map = PARSER_REGISTRY[instance.log_parser](content, spec)
+    else:
+        status_map, found = get_logs_eval(spec, log_path)
+        if not found:
+            return LogGrade(exit_code=parse_test_exit_code(content), error=_why_unusable(content))
+    gold = {"FAIL_TO_PASS": instance.FAIL_TO_PASS, "PASS_TO_PASS": instance.PASS_TO_PASS}
+    report = get_eval_tests_report(status_map, gold, eval_type=EvalType(instance.eval_type))
+    return LogGrade(f2p=TestsOutcome(**report["FAIL_TO_PASS"]),
+                    p2p=TestsOutcome(**report["PASS_TO_PASS"]),
+                    exit_code=parse_test_exit_code(content))
+
+
+def _why_unusable(content: str) -> str:
+    """Name the reason swebench's get_logs_eval gave up on a log."""
+    from swebench.harness.constants import END_TEST_OUTPUT, START_TEST_OUTPUT
+
+    if START_TEST_OUTPUT not in content or END_TEST_OUTPUT not in content:
+        return "the test log has no Start/End Test Output markers (grade old logs with " \
+               "--legacy-log)"
+    return "the test log shows no test results, or contradicts the test command's exit code"
+
+
+def _patch_info(work: WorkDir, legacy_log: bool) -> PatchInfo:
+    from swebench.harness.constants import APPLY_PATCH_FAIL
+
+    from proctor.patches import check_patch
+
+    refused = work.read("patch_refused")
+    text = work.read("patch.diff")
+    method = (work.read("apply_method") or "").strip()
+    if legacy_log and not method:
+        # Runs from before Proctor recorded the method: the old harness logged failures.
+        method = NOT_APPLIED if APPLY_PATCH_FAIL in (work.read("test_output.txt") or "") \
+            else "unknown (legacy log)"
+    if refused is not None:
+        return PatchInfo(present=True, refused=refused.strip())
+    if not text or not text.strip():
+        return PatchInfo()
+    check = check_patch(text)
+    applied = method not in ("", NOT_APPLIED, NO_PATCH)
+    return PatchInfo(present=True, sha256=check.sha256, size_bytes=check.size_bytes,
+                     applied=applied, apply_method=method if applied else None)
+
+
+def grade_work_dir(work: WorkDir, legacy_log: bool = False, **fields: object) -> RunResult:
+    """The RunResult of a work folder whose test step has run (or been skipped)."""
+    instance, item = work.instance(), work.item()
+    base = dict(item_id=item.id, instance_id=instance.instance_id, variant_id=item.variant_id,
+                repeat=item.repeat, repo=instance.repo, runner_version=__version__, **fields)
+    patch = _patch_info(work, legacy_log)
+    base["patch"] = patch
+
+    def error(kind: ErrorKind, message: str) -> RunResult:
+        return RunResult(outcome=Outcome.ERROR, error_kind=kind, error_message=message, **base)
+
+    sandbox_error = work.read("sandbox_error")
+    if sandbox_error:
+        return error(ErrorKind.SANDBOX, sandbox_error.strip())
+    if patch.refused:
+        return RunResult(outcome=Outcome.NO_OP, error_message=f"patch refused: {patch.refused}",
+                         **base)
+    if patch.present and not patch.applied:
+        if work.read("apply_method") is None:
+            return error(ErrorKind.SANDBOX, "the test step did not record an apply attempt")
+        return RunResult(outcome=Outcome.NO_OP, error_message="patch did not apply", **base)
+    if work.read("timed_out") is not None:
+        return error(ErrorKind.TIMEOUT, f"the eval script ran past its limit of "
+                                        f"{(work.read('time_limit') or '?').strip()} s")
+    if not (work / "test_output.txt").exists():
+        if not patch.present:  # no patch and no test run: nothing to grade
+            return RunResult(outcome=Outcome.NO_OP, error_message="no patch", **base)
+        return error(ErrorKind.SANDBOX, "the test step left no test log")
+    graded = grade_log(instance, str(work / "test_output.txt"), legacy_log)
+    if graded.error:
+        return error(ErrorKind.SANDBOX, graded.error)
+    outcome = decide_outcome(patch.applied, len(graded.f2p.success), graded.f2p.total,
+                             len(graded.p2p.success), graded.p2p.total)
+    return RunResult(outcome=outcome, tests_ran=True, test_exit_code=graded.exit_code,
+                     FAIL_TO_PASS=graded.f2p, PASS_TO_PASS=graded.p2p,
+                     error_message=None if patch.present else "no patch", **base)

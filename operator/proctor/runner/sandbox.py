@@ -1,0 +1,164 @@
+"""The process sandbox: the test step on this machine, without a container.
+
+For each item: a fresh checkout of the task's repository at base_commit in a
+temporary folder, `run.sh` in a subprocess with `TESTBED` pointing at it, an
+environment holding nothing from the caller's (no tokens, no keys), and no
+network where the kernel lets us make a new network namespace.
+
+This is NOT a security boundary: the eval script runs as the calling user, can
+read what that user can read, and can write outside the checkout. It is meant for
+trusted, portable tasks (the bundled demo dataset, your own small repositories).
+Real SWE-bench rows need their image (conda, /testbed) and run on Kubernetes,
+one Job per item in the task's own image.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from proctor import demo
+from proctor.model import Instance
+from proctor.runner.workdir import WorkDir
+
+# Signs that an eval script expects the official image rather than any checkout.
+_IMAGE_ONLY_MARKERS = ("/testbed", "conda activate", "/opt/miniconda3")
+_GRACE_SECONDS = 30  # past the script's own watchdog, before we kill it ourselves
+
+
+class SandboxRefused(Exception):
+    """The task cannot run in the process sandbox (it needs its image)."""
+
+
+@dataclass(frozen=True)
+class SandboxRun:
+    """What the process sandbox observed around run.sh."""
+
+    seconds: float
+    network_isolated: bool
+    error: str | None = None
+
+
+def needs_image(instance: Instance) -> str | None:
+    """Why this task needs its SWE-bench image, or None if it runs in any checkout."""
+    found = [m for m in _IMAGE_ONLY_MARKERS if m in instance.eval_script]
+    if not found:
+        return None
+    return (
+        f"instance {instance.instance_id} needs its image {instance.image} (its eval script "
+        f"uses {', '.join(found)}); the process sandbox runs only portable tasks such as the "
+        f"bundled demo dataset. Run it on Kubernetes (`proctor operator`), where each item "
+        f"is a Job in the task's own image."
+    )
+
+
+def repo_source(instance: Instance) -> str:
+    """Where to clone the task's repository from.
+
+    In order: a bundle shipped with Proctor (the demo dataset); a local mirror named
+    by PROCTOR_REPO_MIRROR (folders, separated like PATH, holding `owner/name.bundle`,
+    `owner/name.git` or `owner/name`), for machines without network; GitHub.
+    """
+    bundle = demo.bundle_path(instance.repo)
+    if bundle:
+        return str(bundle)
+    for root in filter(None, os.environ.get("PROCTOR_REPO_MIRROR", "").split(os.pathsep)):
+        for candidate in (f"{instance.repo}.bundle", f"{instance.repo}.git", instance.repo):
+            if (Path(root) / candidate).exists():
+                return str(Path(root) / candidate)
+    return f"https://github.com/{instance.repo}.git"
+
+
+def _git(*args: str, cwd: Path | None = None) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
+                   env=_git_env())
+
+
+def _git_env() -> dict[str, str]:
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tempfile.gettempdir(),
+            "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0", "LANG": "C.UTF-8"}
+
+
+def checkout(instance: Instance, dest: Path) -> None:
+    """A fresh checkout of the task's repository at base_commit."""
+    try:
+        _git("clone", "-q", "--no-checkout", repo_source(instance), str(dest))
+        _git("-c", "advice.detachedHead=false", "checkout", "-q", "--detach",
+             instance.base_commit, cwd=dest)
+    except subprocess.CalledProcessError as exc:
+        raise RuntimeError(f"checkout of {instance.repo} at {instance.base_commit} failed: "
+                           f"{exc.stderr.strip()[-500:]}") from exc
+
+
+@functools.cache
+def network_wrapper() -> tuple[str, ...]:
+    """The command prefix that gives a child no network, or () where the kernel says no."""
+    unshare = shutil.which("unshare")
+    if not unshare:
+        return ()
+    for prefix in ((unshare, "--net"), (unshare, "--net", "--map-root-user")):
+        probe = subprocess.run([*prefix, "true"], capture_output=True)
+        if probe.returncode == 0:
+            return prefix
+    return ()
+
+
+def clean_env(testbed: Path, home: Path) -> dict[str, str]:
+    """The eval script's whole environment: nothing inherited but a minimal PATH."""
+    # The interpreter running Proctor comes first, so `python -m pytest` finds pytest.
+    path = os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin",
+                            "/bin"])
+    return {"PATH": path, "HOME": str(home), "TESTBED": str(testbed), "LANG": "C.UTF-8",
+            "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_TERMINAL_PROMPT": "0", "TERM": "dumb"}
+
+
+def run_test_step(work: WorkDir, instance: Instance, time_limit: int) -> SandboxRun:
+    """Check out the task, run run.sh against it, clean up; the logs stay in `work`."""
+    reason = needs_image(instance)
+    if reason:
+        raise SandboxRefused(reason)
+    started = time.perf_counter()
+    wrapper = network_wrapper()
+    with tempfile.TemporaryDirectory(prefix="proctor-testbed-") as tmp:
+        testbed, home = Path(tmp) / "repo", Path(tmp) / "home"
+        home.mkdir()
+        try:
+            checkout(instance, testbed)
+        except RuntimeError as exc:
+            return _broke(work, started, wrapper, str(exc))
+        error = _run_script(work, [*wrapper, "bash", str(work / "run.sh")],
+                            clean_env(testbed, home), time_limit + _GRACE_SECONDS)
+    if error:
+        return _broke(work, started, wrapper, error)
+    return SandboxRun(time.perf_counter() - started, bool(wrapper))
+
+
+def _run_script(work: WorkDir, argv: list[str], env: dict[str, str], limit: int) -> str | None:
+    """Run the test step in its own session; the error text if it broke."""
+    with open(work / "run.log", "wb") as log:
+        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            code = proc.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return f"the test step did not finish within {limit} s"
+    if code != 0:
+        tail = (work / "run.log").read_text(errors="replace")[-500:].strip()
+        return f"the test step exited {code}: {tail}"
+    return None
+
+
+def _broke(work: WorkDir, started: float, wrapper: tuple[str, ...], error: str) -> SandboxRun:
+    (work / "sandbox_error").write_text(error + "\n")
+    return SandboxRun(time.perf_counter() - started, bool(wrapper), error)

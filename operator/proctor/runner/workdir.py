@@ -1,0 +1,111 @@
+"""The work folder: the one contract between the steps of a work item.
+
+Each step reads and writes plain files in one folder (`/proctor` in a Kubernetes
+pod, `<output-dir>/items/<instance>/<variant>/<repeat>` on one machine):
+
+    instance.json       the task (an Instance), written before solve
+    item.json           the work item (id, instance, variant, repeat)
+    patch.diff          the patch to test; absent when there is none or it was refused
+    patch_refused       why the patch was refused (not a diff, unsafe path), if it was
+    paths.txt           the paths the patch touches, one per line (for undoing attempts)
+    eval.sh             the task's eval script as swebench 5 runs it
+                        (make_test_spec(row).eval_script: records the test exit code)
+    run.sh              the test step (bash and git only); the same text for every item
+    time_limit          the eval script's limit in seconds
+    test_without_patch  present when the tests run even without a patch (validation)
+    apply.log           every apply attempt's output
+    apply_method        the command that applied the patch, `none`, or `no patch`
+    test_output.txt     the eval script's log, with swebench's Start/End markers
+    eval_exit           the eval script's exit status
+    eval_clock          start and end of the eval script (bash EPOCHREALTIME)
+    timed_out           present when the eval script passed its limit
+    sandbox_error       why the test step itself broke, if it did (process sandbox)
+    result.json         the graded RunResult
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from proctor.model import Instance, WorkItem
+from proctor.patches import PatchCheck, check_patch
+
+RUN_SCRIPT = resources.files("proctor.runner").joinpath("run.sh").read_text()
+
+
+@dataclass(frozen=True)
+class WorkDir:
+    """Paths of one work folder."""
+
+    root: Path
+
+    def __truediv__(self, name: str) -> Path:
+        return self.root / name
+
+    def read(self, name: str) -> str | None:
+        path = self.root / name
+        return path.read_text(errors="replace") if path.exists() else None
+
+    def instance(self) -> Instance:
+        return Instance.model_validate_json((self.root / "instance.json").read_text())
+
+    def item(self) -> WorkItem:
+        return WorkItem.model_validate_json((self.root / "item.json").read_text())
+
+
+def eval_script_of(instance: Instance) -> str:
+    """The eval script exactly as swebench 5's harness runs it."""
+    # Imported here: swebench.harness costs ~2 s to import and only this needs it.
+    from swebench.harness.utils import make_test_spec
+
+    return make_test_spec(instance.swebench_row()).eval_script
+
+
+def write_task(work: WorkDir, instance: Instance, item: WorkItem) -> None:
+    """Start a work folder: the task and the item, before anyone is asked to solve it."""
+    work.root.mkdir(parents=True, exist_ok=True)
+    (work / "instance.json").write_text(instance.model_dump_json(indent=1))
+    (work / "item.json").write_text(item.model_dump_json())
+
+
+def write_patch(work: WorkDir, patch_text: str) -> PatchCheck | None:
+    """Record the patch to test, or why it is refused; None when there is no patch."""
+    for stale in ("patch.diff", "patch_refused", "paths.txt"):
+        (work / stale).unlink(missing_ok=True)
+    if not patch_text.strip():
+        return None
+    check = check_patch(patch_text)
+    if check.ok:
+        if not patch_text.endswith("\n"):
+            patch_text += "\n"  # git apply calls a diff without it corrupt
+        (work / "patch.diff").write_text(patch_text)
+        (work / "paths.txt").write_text("".join(f"{p}\n" for p in check.paths))
+    else:
+        (work / "patch_refused").write_text(check.refused or "")
+    return check
+
+
+def write_test_step(work: WorkDir, instance: Instance, time_limit: int,
+                    test_without_patch: bool = False) -> None:
+    """Write the scripts the test step runs (in the task's image or the process sandbox)."""
+    (work / "eval.sh").write_text(eval_script_of(instance))
+    (work / "run.sh").write_text(RUN_SCRIPT)
+    (work / "time_limit").write_text(f"{int(time_limit)}\n")
+    marker = work / "test_without_patch"
+    if test_without_patch:
+        marker.write_text("")
+    else:
+        marker.unlink(missing_ok=True)
+    for stale in ("apply.log", "apply_method", "test_output.txt", "eval_exit", "eval_clock",
+                  "timed_out", "sandbox_error", "result.json"):
+        (work / stale).unlink(missing_ok=True)
+
+
+def write_json(path: Path, data: object) -> None:
+    """Write JSON atomically: a reader never sees half a file."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    tmp.replace(path)
