@@ -23,6 +23,7 @@ from proctor.runner.workdir import WorkDir
 
 NO_PATCH = "no patch"
 NOT_APPLIED = "none"
+UNRECORDED = "unrecorded (log from another harness)"
 
 
 @dataclass
@@ -70,7 +71,7 @@ def _why_unusable(content: str) -> str:
     return "the test log shows no test results, or contradicts the test command's exit code"
 
 
-def _patch_info(work: WorkDir, legacy_log: bool) -> PatchInfo:
+def _patch_info(work: WorkDir) -> PatchInfo:
     from swebench.harness.constants import APPLY_PATCH_FAIL
 
     from proctor.patches import check_patch
@@ -78,10 +79,10 @@ def _patch_info(work: WorkDir, legacy_log: bool) -> PatchInfo:
     refused = work.read("patch_refused")
     text = work.read("patch.diff")
     method = (work.read("apply_method") or "").strip()
-    if legacy_log and not method:
-        # Runs from before Proctor recorded the method: the old harness logged failures.
-        method = NOT_APPLIED if APPLY_PATCH_FAIL in (work.read("test_output.txt") or "") \
-            else "unknown (legacy log)"
+    log = work.read("test_output.txt")
+    if not method and log is not None:
+        # A log from another harness (e.g. an old swebench run): it logged failures itself.
+        method = NOT_APPLIED if APPLY_PATCH_FAIL in log else UNRECORDED
     if refused is not None:
         return PatchInfo(present=True, refused=refused.strip())
     if not text or not text.strip():
@@ -97,7 +98,7 @@ def grade_work_dir(work: WorkDir, legacy_log: bool = False, **fields: object) ->
     instance, item = work.instance(), work.item()
     base = dict(item_id=item.id, instance_id=instance.instance_id, variant_id=item.variant_id,
                 repeat=item.repeat, repo=instance.repo, runner_version=__version__, **fields)
-    patch = _patch_info(work, legacy_log)
+    patch = _patch_info(work)
     base["patch"] = patch
 
     def error(kind: ErrorKind, message: str) -> RunResult:
