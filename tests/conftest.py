@@ -24,8 +24,8 @@ GOLD = """diff --git a/calc.py b/calc.py
  def add(a, b):
 -    return a - b
 +    return a + b
- 
- 
+
+
  def sub(a, b):
 """
 

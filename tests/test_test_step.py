@@ -91,7 +91,7 @@ def test_eval_script_past_its_limit_is_error_timeout(tmp_path, mirror):
     # The script's child would touch the marker after 4 s unless its group is killed.
     instance = make_instance(git(repo, "rev-parse", "HEAD"),
                              pre=f"(sleep 4; touch {marker}) & sleep 30")
-    work, run, result = run_and_grade(tmp_path, instance, "", time_limit=1,
+    _work, run, result = run_and_grade(tmp_path, instance, "", time_limit=1,
                                       without_patch=True)
     assert result.outcome == Outcome.ERROR and result.error_kind == ErrorKind.TIMEOUT
     assert run.seconds < 10

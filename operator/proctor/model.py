@@ -8,7 +8,6 @@ says what it means, so that a results folder written today can be read next year
 from __future__ import annotations
 
 import json
-import re
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -141,7 +140,7 @@ class PatchInfo(BaseModel):
     """The command that applied it, e.g. `git apply -v` or `patch --batch --fuzz=5 -p1`."""
 
 
-class TestsOutcome(BaseModel):
+class PassFail(BaseModel):
     """Per-test results in swebench's report shape."""
 
     model_config = ConfigDict(use_attribute_docstrings=True)
@@ -225,9 +224,9 @@ class RunResult(BaseModel):
     """Whether the eval script ran and its log was graded."""
     test_exit_code: int | None = None
     """The test command's own exit status, as the eval script recorded it."""
-    FAIL_TO_PASS: TestsOutcome = TestsOutcome()
+    FAIL_TO_PASS: PassFail = PassFail()
     """Fail-to-pass tests: success means they now pass."""
-    PASS_TO_PASS: TestsOutcome = TestsOutcome()
+    PASS_TO_PASS: PassFail = PassFail()
     """Pass-to-pass tests: success means they still pass (or are skipped)."""
     timings: Timings = Timings()
     """Where the time went."""

@@ -138,7 +138,7 @@ def _execute_safely(ctx: RunContext, item: WorkItem, work: WorkDir) -> RunResult
     """An unexpected failure of one item becomes its error result, not the run's end."""
     try:
         return execute_item(ctx, item, work)
-    except Exception as exc:  # noqa: BLE001 - recorded in the result, with its type
+    except Exception as exc:
         return RunResult(item_id=item.id, instance_id=item.instance_id,
                          variant_id=item.variant_id, repeat=item.repeat,
                          repo=ctx.instances[item.instance_id].repo, predictions=ctx.source,

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from proctor import __version__
 from proctor.grading import decide_outcome
-from proctor.model import ErrorKind, Instance, Outcome, PatchInfo, RunResult, TestsOutcome
+from proctor.model import ErrorKind, Instance, Outcome, PassFail, PatchInfo, RunResult
 from proctor.runner.workdir import WorkDir
 
 NO_PATCH = "no patch"
@@ -30,8 +30,8 @@ UNRECORDED = "unrecorded (log from another harness)"
 class LogGrade:
     """What the log says: per-test results, or why it cannot be graded."""
 
-    f2p: TestsOutcome = field(default_factory=TestsOutcome)
-    p2p: TestsOutcome = field(default_factory=TestsOutcome)
+    f2p: PassFail = field(default_factory=PassFail)
+    p2p: PassFail = field(default_factory=PassFail)
     exit_code: int | None = None
     error: str | None = None
 
@@ -56,8 +56,8 @@ def grade_log(instance: Instance, log_path: str, legacy_log: bool = False) -> Lo
             return LogGrade(exit_code=parse_test_exit_code(content), error=_why_unusable(content))
     gold = {"FAIL_TO_PASS": instance.FAIL_TO_PASS, "PASS_TO_PASS": instance.PASS_TO_PASS}
     report = get_eval_tests_report(status_map, gold, eval_type=EvalType(instance.eval_type))
-    return LogGrade(f2p=TestsOutcome(**report["FAIL_TO_PASS"]),
-                    p2p=TestsOutcome(**report["PASS_TO_PASS"]),
+    return LogGrade(f2p=PassFail(**report["FAIL_TO_PASS"]),
+                    p2p=PassFail(**report["PASS_TO_PASS"]),
                     exit_code=parse_test_exit_code(content))
 
 

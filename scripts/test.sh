@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Install Proctor with its test tools, lint, and run the whole test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh --test
+.venv/bin/ruff check .
+exec .venv/bin/python -m pytest "$@"
