@@ -87,7 +87,10 @@ class Instance(BaseModel):
     def _decode_json_list(cls, value: Any) -> Any:
         # The hub stores these as JSON strings; local files often hold lists.
         if isinstance(value, str):
-            return json.loads(value) if value.strip() else []
+            try:
+                return json.loads(value) if value.strip() else []
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"not a JSON list of test ids ({exc})") from exc
         return list(value) if value is not None and not isinstance(value, list) else value
 
     @field_validator("hints_text", "patch", "test_patch", "version", "difficulty",

@@ -14,6 +14,8 @@ before the markers existed (swebench 2.x logs).
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from dataclasses import dataclass, field
 
 from proctor import __version__
@@ -46,10 +48,12 @@ def grade_log(instance: Instance, log_path: str, legacy_log: bool = False) -> Lo
     if instance.log_parser not in PARSER_REGISTRY:
         return LogGrade(error=f"swebench has no log parser named {instance.log_parser!r}")
     spec = make_test_spec(instance.swebench_row())
+    if spec.log_parser in STATUS_GATED_PARSERS:
+        spec = dataclasses.replace(spec, log_parser=_status_lines_only(spec.log_parser))
     with open(log_path, errors="replace") as fh:
         content = fh.read()
     if legacy_log:
-        status_map = PARSER_REGISTRY[instance.log_parser](content, spec)
+        status_map = PARSER_REGISTRY[spec.log_parser](content, spec)
     else:
         status_map, found = get_logs_eval(spec, log_path)
         if not found:
@@ -59,6 +63,31 @@ def grade_log(instance: Instance, log_path: str, legacy_log: bool = False) -> Lo
     return LogGrade(f2p=PassFail(**report["FAIL_TO_PASS"]),
                     p2p=PassFail(**report["PASS_TO_PASS"]),
                     exit_code=parse_test_exit_code(content))
+
+
+# swebench parsers that look at a line only when it starts with a test status
+# (PASSED, FAILED, ...). Handing them just those lines yields the same map, found by
+# one regex scan in C instead of a Python loop over every line: a 20 MB pytest log
+# grades in a fraction of the time. tests/test_grade_speedup.py checks equality.
+STATUS_GATED_PARSERS = ("parse_log_pytest", "parse_log_pytest_options")
+
+
+def _status_lines_only(name: str) -> str:
+    """Register (once) and name a wrapper of `name` that sees only status lines."""
+    from swebench.harness.constants import TestStatus
+    from swebench.harness.log_parsers import PARSER_REGISTRY
+
+    key = f"{name}+status-lines"
+    if key not in PARSER_REGISTRY:
+        parser = PARSER_REGISTRY[name]
+        statuses = "|".join(re.escape(s.value) for s in TestStatus)
+        status_line = re.compile(rf"^(?:{statuses}).*$", re.M)
+
+        def prefiltered(log: str, spec: object) -> dict[str, str]:
+            return parser("\n".join(status_line.findall(log)), spec)
+
+        PARSER_REGISTRY[key] = prefiltered
+    return key
 
 
 def _why_unusable(content: str) -> str:
