@@ -296,12 +296,17 @@ def bundle_heads(bundle: Path) -> str:
     return git(bundle.parent, "bundle", "list-heads", str(bundle))
 
 
-def repo_specs() -> list[Path]:
+def repo_specs(repos_dir: Path = REPOS_DIR) -> list[Path]:
     """Return the source folders of the demo repositories, in dataset order."""
-    return sorted(path.parent for path in REPOS_DIR.glob("*/repo.json"))
+    specs = sorted(path.parent for path in repos_dir.glob("*/repo.json"))
+    if not specs:
+        # The sources ship in the source tree only, not in the installed package.
+        raise FileNotFoundError(f"no demo repository sources under {repos_dir}: rebuild "
+                                f"from a source checkout of Proctor")
+    return specs
 
 
-def build(out_dir: Path | str = DATA_DIR) -> list[dict]:
+def build(out_dir: Path | str = DATA_DIR, repos_dir: Path = REPOS_DIR) -> list[dict]:
     """Build every bundle and ``dataset.jsonl`` into ``out_dir``; return the rows.
 
     An existing bundle whose refs already match is left untouched, so that a
@@ -312,7 +317,7 @@ def build(out_dir: Path | str = DATA_DIR) -> list[dict]:
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="proctor-demo-") as tmp:
         work = Path(tmp)
-        for spec_dir in repo_specs():
+        for spec_dir in repo_specs(repos_dir):
             repo, repo_rows = _build_repo(spec_dir, work)
             rows.extend(repo_rows)
             fresh = work / f"{repo.name}.bundle"
