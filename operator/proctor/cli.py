@@ -16,16 +16,17 @@ class UsageError(Exception):
     """A mistake in how the command was called."""
 
 
-def _load_evaluation(files: Sequence[str]):
+def _load_manifests(files: Sequence[str]):
+    """The one Evaluation in the files, and every AgentUnderTest beside it."""
     from proctor.manifest import load_manifests
-    from proctor.spec import Evaluation
+    from proctor.spec import AgentUnderTest, Evaluation
 
     docs = [doc for f in files for doc in load_manifests(Path(f))]
     evaluations = [d for d in docs if isinstance(d, Evaluation)]
     if len(evaluations) != 1:
         raise UsageError(f"expected exactly one Evaluation in {', '.join(files)}, "
                          f"found {len(evaluations)}")
-    return evaluations[0]
+    return evaluations[0], [d for d in docs if isinstance(d, AgentUnderTest)]
 
 
 def _print_summary(summary: Summary, output_dir: Path) -> None:
@@ -36,16 +37,29 @@ def _print_summary(summary: Summary, output_dir: Path) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     from proctor.local.engine import run_evaluation
 
-    evaluation = _load_evaluation(args.file)
-    summary = run_evaluation(evaluation, Path(args.output_dir), progress=not args.quiet)
+    evaluation, agents = _load_manifests(args.file)
+    summary = run_evaluation(evaluation, Path(args.output_dir), progress=not args.quiet,
+                             agents=agents)
     _print_summary(summary, Path(args.output_dir))
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from proctor.local.demo import run_demo
+    from proctor.report import leaderboard
+
+    out = Path(args.output_dir)
+    summaries = run_demo(out, max_concurrent_rows=args.max_concurrent_rows,
+                         progress=not args.quiet)
+    print("\n".join(leaderboard(summaries)))
+    print(f"\nResults in {out}/<agent>/ (summary.json, report.md, results.jsonl)")
     return 0
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from proctor.local.validate import validate
 
-    evaluation = _load_evaluation(args.file)
+    evaluation, _ = _load_manifests(args.file)
     out = Path(args.output_dir)
     found = validate(evaluation, out, runs=args.runs, progress=not args.quiet)
     rows = [(label, s.results) for label, s in found.summaries.items()]
@@ -98,6 +112,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--output-dir", required=True, help="results folder (resumed if present)")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     run.set_defaults(func=cmd_run)
+
+    dem = sub.add_parser("demo", help="serve the reference agents on loopback and evaluate "
+                                      "each over A2A on the demo dataset")
+    dem.add_argument("--output-dir", default="proctor-results/demo",
+                     help="results folder, one subfolder per agent (resumed if present)")
+    dem.add_argument("--max-concurrent-rows", type=int, default=2)
+    dem.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    dem.set_defaults(func=cmd_demo)
 
     val = sub.add_parser("validate", help="run gold and empty predictions to find broken "
                                           "and flaky tasks of the Evaluation's dataset")

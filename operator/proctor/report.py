@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from proctor.model import EvalResult, RunResult, Summary
 
@@ -34,6 +34,20 @@ def figures_table(rows: Sequence[tuple[str, EvalResult]], first: str = "") -> li
     head = [first, "Total Instances", *(title for _, title in COLUMNS)]
     return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head),
             *(figures_row(label, result) for label, result in rows)]
+
+
+def leaderboard(summaries: Mapping[str, Summary]) -> list[str]:
+    """One row per agent, best first: the figures, then median latency and tokens."""
+    ranked = sorted(summaries.items(), key=lambda kv: (-kv[1].results.resolved_pct, kv[0]))
+    table = figures_table([(name, s.results) for name, s in ranked], "Agent")
+    table[0] += " Median latency | Tokens |"
+    table[1] += "---|---|"
+    for i, (_, s) in enumerate(ranked, start=2):
+        median = s.latency_seconds.get("median")
+        tokens = s.usage.total_tokens
+        table[i] += (f" {median:.1f} s |" if median is not None else " – |") + \
+            (f" {tokens} |" if tokens is not None else " – |")
+    return table
 
 
 def _test_cell(passed: int, total: int, ran: bool) -> str:

@@ -8,13 +8,17 @@ then summary.json and report.md. The steps are the ones a Kubernetes Job runs
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import urlparse
 
 from tqdm import tqdm
 
@@ -27,8 +31,11 @@ from proctor.predictions import load_predictions, patch_for
 from proctor.report import render
 from proctor.runner import sandbox
 from proctor.runner.grade import grade_work_dir
+from proctor.runner.solve import AgentTarget, read_solve, solve_error, solve_step, write_prompt
 from proctor.runner.workdir import WorkDir, write_json, write_patch, write_task, write_test_step
-from proctor.spec import Evaluation
+from proctor.spec import AgentUnderTest, Evaluation
+
+_LOOPBACK = ("localhost", "127.0.0.1", "::1")
 
 
 class EngineError(ValueError):
@@ -41,7 +48,16 @@ class RunContext:
 
     evaluation: Evaluation
     instances: dict[str, Instance]
-    predictions: dict[str, str] | None
+    predictions: dict[str, str] | None = None
+    agent: AgentTarget | None = None
+    agent_slots: threading.Semaphore | None = None
+    """The agent's maxConcurrentTasks, across everything this process runs."""
+
+    @property
+    def shares_filesystem(self) -> bool:
+        """An agent on this machine gets the task's checkout (REPO_DIR)."""
+        host = urlparse(self.agent.endpoint).hostname if self.agent else None
+        return bool(host) and (host in _LOOPBACK or host.startswith("127."))
 
     @property
     def source(self) -> str:
@@ -61,12 +77,35 @@ def agent_label(evaluation: Evaluation) -> str:
     return spec.predictions.source
 
 
-def prepare(evaluation: Evaluation) -> tuple[RunContext, dataset.Selection, list[WorkItem]]:
+def agent_target(evaluation: Evaluation, agents: Sequence[AgentUnderTest]) -> AgentTarget:
+    """The agent the evaluation names, reachable from this machine, or a clear refusal."""
+    ref = evaluation.spec.agent_ref
+    name = ref.name if ref else ""
+    found = [a for a in agents if a.name == name]
+    if not found:
+        raise EngineError(f"Evaluation {evaluation.name!r} evaluates agent {name!r}: pass its "
+                          f"AgentUnderTest manifest too (proctor run -f evaluation.yaml "
+                          f"-f agent.yaml)")
+    spec = found[0].spec
+    if not spec.endpoint:
+        raise EngineError(f"AgentUnderTest {name!r} runs as a service or sidecar, which needs a "
+                          f"cluster; on one machine, start the agent yourself and give its "
+                          f"endpoint")
+    if spec.auth:
+        raise EngineError(f"AgentUnderTest {name!r} reads its credentials from a Kubernetes "
+                          f"Secret, which `proctor run` cannot read; use it on a cluster")
+    return AgentTarget(endpoint=spec.endpoint, timeout_s=spec.request_timeout_seconds)
+
+
+def prepare(evaluation: Evaluation, agents: Sequence[AgentUnderTest] = ()
+            ) -> tuple[RunContext, dataset.Selection, list[WorkItem]]:
     """Load the rows and plan the items; refuse early what cannot run here."""
     spec = evaluation.spec
+    agent, slots = None, None
     if spec.predictions.source == "agent":
-        raise EngineError("predictions.source agent is not supported by this version of "
-                          "`proctor run`; use gold, empty or file")
+        agent = agent_target(evaluation, agents)
+        limit = next(a.spec.max_concurrent_tasks for a in agents if a.name == spec.agent_ref.name)
+        slots = threading.Semaphore(limit)
     ds = spec.dataset
     selection = dataset.load(ds.name, ds.split, ds.revision, ds.instance_ids, ds.max_rows)
     refused = [r for r in map(sandbox.needs_image, selection.instances) if r]
@@ -79,7 +118,25 @@ def prepare(evaluation: Evaluation) -> tuple[RunContext, dataset.Selection, list
                         agent=agent_label(evaluation), repeats=spec.repeats,
                         include_hints=ds.include_hints)
     items = plan(inputs, selection.instances)
-    return RunContext(evaluation, selection.by_id, predictions), selection, items
+    return RunContext(evaluation, selection.by_id, predictions, agent, slots), selection, items
+
+
+def _obtain_patch(ctx: RunContext, instance: Instance, work: WorkDir) -> float | None:
+    """Write the item's patch into its work folder; the agent's time when one was asked."""
+    if ctx.agent is None:
+        write_patch(work, patch_for(ctx.source, instance, ctx.predictions))
+        return None
+    write_prompt(work, instance.problem_statement)
+    with contextlib.ExitStack() as stack:
+        repo_dir = None
+        if ctx.shares_filesystem:
+            tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="proctor-agent-")))
+            sandbox.checkout_for_agent(instance, tmp / "repo")
+            repo_dir = str(tmp / "repo")
+        if ctx.agent_slots:
+            stack.enter_context(ctx.agent_slots)
+        return solve_step(work, ctx.agent, ctx.evaluation.spec.dataset.include_hints,
+                          repo_dir).latency_s
 
 
 def execute_item(ctx: RunContext, item: WorkItem, work: WorkDir) -> RunResult:
@@ -87,17 +144,21 @@ def execute_item(ctx: RunContext, item: WorkItem, work: WorkDir) -> RunResult:
     started, clock = _now(), time.perf_counter()
     instance = ctx.instances[item.instance_id]
     write_task(work, instance, item)
-    write_patch(work, patch_for(ctx.source, instance, ctx.predictions))
-    write_test_step(work, instance, ctx.evaluation.spec.timeouts.test_seconds,
-                    test_without_patch=ctx.source == "empty")
-    run = sandbox.run_test_step(work, instance, ctx.evaluation.spec.timeouts.test_seconds)
+    solve_seconds = _obtain_patch(ctx, instance, work)
+    limit = ctx.evaluation.spec.timeouts.test_seconds
+    write_test_step(work, instance, limit, test_without_patch=ctx.source == "empty")
+    # When the agent failed there is nothing to test: the item is an agent error.
+    agent_failed = solve_error(read_solve(work)) is not None
+    run = None if agent_failed else sandbox.run_test_step(work, instance, limit)
     graded_at = time.perf_counter()
     result = grade_work_dir(work, include_hints=ctx.evaluation.spec.dataset.include_hints,
-                            predictions=ctx.source, network_isolated=run.network_isolated)
+                            predictions=ctx.source,
+                            network_isolated=run.network_isolated if run else None)
     done = time.perf_counter()
-    result.timings = Timings(test_seconds=run.seconds, eval_seconds=_eval_seconds(work),
-                             grade_seconds=done - graded_at, total_seconds=done - clock,
-                             started_at=started, finished_at=_now())
+    result.timings = Timings(solve_seconds=solve_seconds,
+                             test_seconds=run.seconds if run else None,
+                             eval_seconds=_eval_seconds(work), grade_seconds=done - graded_at,
+                             total_seconds=done - clock, started_at=started, finished_at=_now())
     write_json(work / "result.json", result.model_dump(mode="json"))
     write_json(work / "report.json", result.swebench_report())
     return result
@@ -157,9 +218,10 @@ def write_outputs(ctx: RunContext, folder: ResultsFolder, planned: int) -> Summa
     return summary
 
 
-def run_evaluation(evaluation: Evaluation, output_dir: Path, progress: bool = True) -> Summary:
+def run_evaluation(evaluation: Evaluation, output_dir: Path, progress: bool = True,
+                   agents: Sequence[AgentUnderTest] = ()) -> Summary:
     """Run (or resume) an evaluation into `output_dir`; returns its summary."""
-    ctx, selection, items = prepare(evaluation)
+    ctx, selection, items = prepare(evaluation, agents)
     folder = ResultsFolder(output_dir)
     folder.claim({"evaluation": evaluation.name, "dataset_fingerprint": selection.fingerprint,
                   "spec": evaluation.spec.model_dump(mode="json", by_alias=True)})

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from proctor import __version__
 from proctor.grading import decide_outcome
 from proctor.model import ErrorKind, Instance, Outcome, PassFail, PatchInfo, RunResult
+from proctor.runner.solve import read_solve, solve_error, solve_usage
 from proctor.runner.workdir import WorkDir
 
 NO_PATCH = "no patch"
@@ -133,6 +134,11 @@ def grade_work_dir(work: WorkDir, legacy_log: bool = False, **fields: object) ->
     def error(kind: ErrorKind, message: str) -> RunResult:
         return RunResult(outcome=Outcome.ERROR, error_kind=kind, error_message=message, **base)
 
+    solve = read_solve(work)
+    base["usage"] = solve_usage(solve)
+    agent_error = solve_error(solve)
+    if agent_error:
+        return error(ErrorKind.AGENT, agent_error)
     sandbox_error = work.read("sandbox_error")
     if sandbox_error:
         return error(ErrorKind.SANDBOX, sandbox_error.strip())
@@ -148,7 +154,7 @@ def grade_work_dir(work: WorkDir, legacy_log: bool = False, **fields: object) ->
                                         f"{(work.read('time_limit') or '?').strip()} s")
     if not (work / "test_output.txt").exists():
         if not patch.present:  # no patch and no test run: nothing to grade
-            return RunResult(outcome=Outcome.NO_OP, error_message="no patch", **base)
+            return RunResult(outcome=Outcome.NO_OP, error_message=_no_patch_why(solve), **base)
         return error(ErrorKind.SANDBOX, "the test step left no test log")
     graded = grade_log(instance, str(work / "test_output.txt"), legacy_log)
     if graded.error:
@@ -157,4 +163,12 @@ def grade_work_dir(work: WorkDir, legacy_log: bool = False, **fields: object) ->
                              len(graded.p2p.success), graded.p2p.total)
     return RunResult(outcome=outcome, tests_ran=True, test_exit_code=graded.exit_code,
                      FAIL_TO_PASS=graded.f2p, PASS_TO_PASS=graded.p2p,
-                     error_message=None if patch.present else "no patch", **base)
+                     error_message=None if patch.present else _no_patch_why(solve), **base)
+
+
+def _no_patch_why(solve: dict | None) -> str:
+    """`no patch`, with the agent's own words when it ended without one."""
+    if solve and solve.get("state") not in (None, "completed"):
+        return f"no patch: the agent ended {solve['state']}" + \
+            (f" ({solve['error']})" if solve.get("error") else "")
+    return "no patch"

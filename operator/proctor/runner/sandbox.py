@@ -98,6 +98,21 @@ def checkout(instance: Instance, dest: Path) -> None:
                            f"{exc.stderr.strip()[-500:]}") from exc
 
 
+def checkout_for_agent(instance: Instance, dest: Path) -> None:
+    """A checkout at base_commit holding nothing newer: no branches, tags or later commits.
+
+    The agent edits this copy; its diff is applied to a separate pristine checkout.
+    """
+    checkout(instance, dest)
+    refs = subprocess.run(["git", "for-each-ref", "--format=%(refname)"], cwd=dest,
+                          check=True, capture_output=True, text=True, env=_git_env()).stdout
+    for ref in refs.split():
+        _git("update-ref", "-d", ref, cwd=dest)
+    _git("remote", "remove", "origin", cwd=dest)
+    _git("reflog", "expire", "--expire=now", "--all", cwd=dest)
+    _git("gc", "-q", "--prune=now", cwd=dest)
+
+
 @functools.cache
 def network_wrapper() -> tuple[str, ...]:
     """The command prefix that gives a child no network, or () where the kernel says no."""

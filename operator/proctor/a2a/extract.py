@@ -1,0 +1,202 @@
+"""The patch and the usage figures in an agent's reply (pure functions).
+
+Agents answer in many shapes, so Proctor looks where they put it, in this order:
+the task's artifacts, then the final message (a Message reply), then the
+task's status message. In each
+place, part by part, the first patch found wins:
+
+* a data part with a `patch` field (or `diff`, `model_patch`);
+* a file part (bytes, or a text of a .diff/.patch file);
+* text: `<patch>…</patch>` (the SWE-bench prompt convention), a ```diff or
+  ```patch fence, or a bare unified diff from its first `diff --git` / `--- `
+  line on.
+
+Last come the agent's earlier messages in the task history, newest first.
+
+Nothing here checks that a patch is safe or applies: `proctor.patches` and the
+test step do that for every patch alike.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from a2a.types import Artifact, Message, Part, Role, Task
+from google.protobuf.json_format import MessageToDict
+
+from proctor.model import Usage
+
+PATCH_KEYS = ("patch", "diff", "model_patch")
+_PATCH_TAG = re.compile(r"<patch>(.*?)</patch>", re.DOTALL)
+_FENCE = re.compile(r"^```[ \t]*(?P<lang>[\w+-]*)[^\n]*\n(?P<body>.*?)^```[ \t]*$",
+                    re.DOTALL | re.MULTILINE)
+_DIFF_START = re.compile(r"^(?:diff --git |--- \S.*\n\+\+\+ )", re.MULTILINE)
+_DIFF_SUFFIXES = (".diff", ".patch")
+_DIFF_MEDIA = ("text/x-diff", "text/x-patch", "text/diff", "application/x-patch")
+
+
+def patch_from_text(text: str) -> str:
+    """The patch in a free-text answer, or "" when it holds none."""
+    tagged = _PATCH_TAG.search(text)
+    if tagged and tagged.group(1).strip():
+        return _finish(tagged.group(1))
+    fenced = [m["body"] for m in _FENCE.finditer(text)
+              if m["lang"].lower() in ("diff", "patch") or
+              (not m["lang"] and _DIFF_START.match(m["body"]))]
+    # One fence per file is common: their concatenation is the whole patch.
+    fenced = [body for body in fenced if _DIFF_START.search(body)]
+    if fenced:
+        return _finish("".join(body if body.endswith("\n") else body + "\n" for body in fenced))
+    bare = _DIFF_START.search(text)
+    if bare:
+        return _finish(_cut_closing_fence(text[bare.start():]))
+    return ""
+
+
+def _cut_closing_fence(text: str) -> str:
+    """A bare diff that ends in an unlabelled fence: drop the fence and what follows."""
+    match = re.search(r"^```[ \t]*$", text, re.MULTILINE)
+    return text[:match.start()] if match else text
+
+
+def _finish(patch: str) -> str:
+    # Only newlines come off the end: a last context line may be a lone space.
+    patch = re.sub(r"\A(?:[ \t]*\n)+", "", patch).rstrip("\n")
+    return patch + "\n" if patch else ""
+
+
+def _data_patch(data: Any) -> str:
+    if isinstance(data, Mapping):
+        for key in PATCH_KEYS:
+            value = data.get(key)
+            if isinstance(value, str) and value.strip():
+                return value if value.endswith("\n") else value + "\n"
+    return ""
+
+
+def _is_diff_file(part: Part) -> bool:
+    name = part.filename.lower()
+    return name.endswith(_DIFF_SUFFIXES) or part.media_type.lower() in _DIFF_MEDIA
+
+
+def patch_from_part(part: Part) -> str:
+    """The patch one part carries, or ""."""
+    kind = part.WhichOneof("content")
+    if kind == "data":
+        return _data_patch(MessageToDict(part.data))
+    if kind == "raw":
+        content = part.raw.decode("utf-8", "surrogateescape")
+        if _is_diff_file(part) and content.strip():
+            return content if content.endswith("\n") else content + "\n"
+        return patch_from_text(content)
+    if kind == "text":
+        return patch_from_text(part.text)
+    return ""  # a URL part: Proctor fetches nothing an agent points at
+
+
+def patch_from_parts(parts: Iterable[Part]) -> str:
+    """The first patch among parts, or ""."""
+    for part in parts:
+        found = patch_from_part(part)
+        if found:
+            return found
+    return ""
+
+
+def agent_history(task: Task) -> list[Message]:
+    """The agent's messages in a task's history, oldest first."""
+    return [m for m in task.history if m.role == Role.ROLE_AGENT]
+
+
+def find_patch(artifacts: Iterable[Artifact], final_message: Message | None = None,
+               status_message: Message | None = None,
+               history: Iterable[Message] = ()) -> tuple[str, str | None]:
+    """The patch of a reply and where it was found; ("", None) when there is none.
+
+    Artifacts first, then the final message (a Message reply), then the task's
+    status message, then the agent's earlier messages, newest first (an agent
+    may post its answer in a `working` update and complete without a message).
+    """
+    sources: list[tuple[str, Iterable[Part]]] = [
+        (f"artifact {a.name or a.artifact_id}", a.parts) for a in artifacts]
+    sources += [(name, m.parts) for name, m in (("final message", final_message),
+                                                 ("status message", status_message)) if m]
+    sources += [("history", m.parts) for m in reversed(list(history))]
+    for where, parts in sources:
+        found = patch_from_parts(parts)
+        if found:
+            return found, where
+    return "", None
+
+
+def find_patch_in_task(task: Task) -> tuple[str, str | None]:
+    """The patch of a finished Task, looked for where `find_patch` looks."""
+    status = task.status.message if task.status.HasField("message") else None
+    return find_patch(task.artifacts, None, status, agent_history(task))
+
+
+_INPUT_KEYS = ("input_tokens", "prompt_tokens", "inputTokens", "promptTokens")
+_OUTPUT_KEYS = ("output_tokens", "completion_tokens", "outputTokens", "completionTokens")
+_TOTAL_KEYS = ("total_tokens", "totalTokens")
+_COST_KEYS = ("cost_usd", "cost", "total_cost", "costUsd", "total_cost_usd")
+
+
+def _number(mapping: Mapping[str, Any], keys: tuple[str, ...]) -> float | None:
+    for key in keys:
+        value = mapping.get(key)
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int | float) and math.isfinite(value) and value >= 0:
+            return float(value)
+        if isinstance(value, str):
+            try:
+                number = float(value)
+            except ValueError:
+                continue
+            if math.isfinite(number) and number >= 0:
+                return number
+    return None
+
+
+def _usage_of(metadata: Mapping[str, Any]) -> dict[str, float]:
+    """The usage figures one metadata mapping reports, by Usage field name."""
+    scopes = [m for m in (metadata.get("usage"), metadata.get("token_usage"), metadata)
+              if isinstance(m, Mapping)]
+    found: dict[str, float] = {}
+    for name, keys in (("input_tokens", _INPUT_KEYS), ("output_tokens", _OUTPUT_KEYS),
+                       ("total_tokens", _TOTAL_KEYS), ("cost_usd", _COST_KEYS)):
+        for scope in scopes:
+            value = _number(scope, keys)
+            if value is not None:
+                found[name] = value
+                break
+    return found
+
+
+def extract_usage(*metadatas: Mapping[str, Any] | None) -> Usage | None:
+    """The usage an agent reported in metadata; earlier mappings win field by field.
+
+    Numbers arrive as floats over A2A (protobuf Struct), so token counts are
+    rounded down to ints. Reads `usage.{input,prompt,output,completion,total}_tokens`
+    (or the same keys at the top level) and `cost_usd` / `cost`.
+    """
+    merged: dict[str, float] = {}
+    for metadata in metadatas:
+        for key, value in (_usage_of(metadata) if metadata else {}).items():
+            merged.setdefault(key, value)
+    if not merged:
+        return None
+    tokens = {k: int(v) for k, v in merged.items() if k != "cost_usd"}
+    if "total_tokens" not in tokens and {"input_tokens", "output_tokens"} <= tokens.keys():
+        tokens["total_tokens"] = tokens["input_tokens"] + tokens["output_tokens"]
+    return Usage(**tokens, cost_usd=merged.get("cost_usd"))
+
+
+def metadata_of(obj: Any) -> dict[str, Any]:
+    """The metadata of a protobuf Task, Message, Artifact or event, as a dict."""
+    if obj is None or not obj.HasField("metadata"):
+        return {}
+    return MessageToDict(obj.metadata)

@@ -1,0 +1,170 @@
+"""The reference agents' logic: one function per kind, `TaskRequest -> Answer`.
+
+* `oracle` answers with the task's gold patch (a data part `{"patch": …}`);
+* `noop` completes with prose and no patch;
+* `editor` edits the checkout at REPO_DIR (it applies the gold patch there, as a
+  real agent would edit files) and answers with `git diff` of it in a fence;
+* `mixed` answers the demo tasks so that, across the demo dataset, every
+  non-error outcome appears, in every answer shape (see `mixed_patches.json`).
+
+They know the tasks from the bundled demo dataset and from any dataset files
+they are given; a task is found by the data part's `instance_id`, or else by
+its problem statement (for orchestrators that send text only).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from proctor import demo
+from proctor.agents.answers import Answer, TaskRequest, usage_for
+
+KINDS = ("oracle", "noop", "editor", "mixed")
+Solver = Callable[[TaskRequest], Answer]
+
+
+@dataclass(frozen=True)
+class Tasks:
+    """The rows the agents know, by instance id."""
+
+    rows: Mapping[str, Mapping[str, Any]]
+
+    @classmethod
+    def load(cls, dataset_files: Iterable[str] = ()) -> Tasks:
+        from proctor.dataset import read_rows
+
+        rows = {r["instance_id"]: r for r in demo.load_rows()}
+        for name in dataset_files:
+            rows.update({r["instance_id"]: r for r in read_rows(name) if r.get("instance_id")})
+        return cls(rows)
+
+    @cached_property
+    def _by_problem(self) -> dict[str, str]:
+        return {str(r.get("problem_statement", "")).strip(): iid for iid, r in self.rows.items()}
+
+    def find(self, request: TaskRequest) -> Mapping[str, Any] | None:
+        if request.instance_id:
+            return self.rows.get(request.instance_id)
+        iid = self._by_problem.get(request.problem_text)
+        return self.rows.get(iid) if iid else None
+
+
+def _unknown(request: TaskRequest) -> Answer:
+    return Answer(state="rejected",
+                  text=f"I do not know the task {request.instance_id or '(no instance_id)'}.")
+
+
+def oracle(tasks: Tasks) -> Solver:
+    def solve(request: TaskRequest) -> Answer:
+        row = tasks.find(request)
+        if row is None:
+            return _unknown(request)
+        patch = str(row.get("patch") or "")
+        return Answer(text="Here is the fix.", patch=patch, form="data",
+                      usage=usage_for(request, patch))
+    return solve
+
+
+def noop(_tasks: Tasks) -> Solver:
+    def solve(request: TaskRequest) -> Answer:
+        return Answer(text="I read the issue but have no change to propose.",
+                      usage=usage_for(request, ""))
+    return solve
+
+
+class EditError(Exception):
+    """The editor could not edit the checkout; the message says why."""
+
+
+def _git(repo: Path, *args: str, env: Mapping[str, str] | None = None,
+         stdin: str | None = None) -> str:
+    run_env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", **(env or {})}
+    # safe.directory: a shared checkout is often owned by another user (the sidecar mode).
+    done = subprocess.run(["git", "-c", "core.quotepath=false", "-c", f"safe.directory={repo}",
+                           *args], cwd=repo, input=stdin,
+                          capture_output=True, text=True, env=run_env)
+    if done.returncode != 0:
+        raise EditError(f"git {args[0]} failed in {repo}: {done.stderr.strip()[-400:]}")
+    return done.stdout
+
+
+def edit_checkout(repo: Path, patch: str) -> str:
+    """Apply `patch` to the files of `repo`, then return the checkout's whole diff."""
+    if not (repo / ".git").exists():
+        raise EditError(f"REPO_DIR {repo} is not a git checkout")
+    _git(repo, "apply", "--whitespace=nowarn", "-", stdin=patch)
+    return checkout_diff(repo)
+
+
+def checkout_diff(repo: Path) -> str:
+    """`git diff` of everything changed in `repo` against HEAD, new files included.
+
+    A throwaway index keeps the checkout's own index untouched.
+    """
+    with tempfile.TemporaryDirectory(prefix="proctor-editor-") as tmp:
+        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        _git(repo, "read-tree", "HEAD", env=env)
+        _git(repo, "add", "-A", env=env)
+        return _git(repo, "diff", "--cached", "--no-color", "--no-ext-diff", "--binary",
+                    "HEAD", env=env)
+
+
+def editor(tasks: Tasks) -> Solver:
+    def solve(request: TaskRequest) -> Answer:
+        repo_dir = request.repo_dir
+        if not repo_dir:
+            return Answer(state="failed", text="The editor agent needs a REPO_DIR to edit; "
+                                               "the message named none.")
+        row = tasks.find(request)
+        if row is None:
+            return _unknown(request)
+        try:
+            diff = edit_checkout(Path(repo_dir), str(row.get("patch") or ""))
+        except EditError as exc:
+            return Answer(state="failed", text=f"Could not edit the checkout: {exc}")
+        return Answer(text="I edited the files in REPO_DIR.", patch=diff, form="fence",
+                      usage=usage_for(request, diff))
+    return solve
+
+
+def mixed_recipes() -> dict[str, dict[str, Any]]:
+    """The mixed agent's answer for each demo task (see the file's `_about`)."""
+    text = resources.files("proctor.agents").joinpath("mixed_patches.json").read_text()
+    return {k: v for k, v in json.loads(text).items() if not k.startswith("_")}
+
+
+def mixed(tasks: Tasks) -> Solver:
+    recipes = mixed_recipes()
+
+    def solve(request: TaskRequest) -> Answer:
+        row = tasks.find(request)
+        recipe = recipes.get(str(row["instance_id"])) if row else None
+        if recipe is None:
+            return Answer(text="This task is not one I have an answer for.")
+        patch = str(row.get("patch") or "") if recipe.get("patch") == "gold" else \
+            str(recipe.get("patch") or "")
+        return Answer(state=recipe.get("state", "completed"), text=recipe.get("text", ""),
+                      patch=patch, form=recipe.get("form", "data"),
+                      where=recipe.get("where", "artifact"),
+                      data_key=recipe.get("data_key", "patch"), usage=usage_for(request, patch))
+    return solve
+
+
+_FACTORIES: dict[str, Callable[[Tasks], Solver]] = {
+    "oracle": oracle, "noop": noop, "editor": editor, "mixed": mixed}
+
+
+def solver_for(kind: str, tasks: Tasks) -> Solver:
+    """The answer function of a reference agent kind."""
+    if kind not in _FACTORIES:
+        raise ValueError(f"unknown agent kind {kind!r}; choose one of {', '.join(KINDS)}")
+    return _FACTORIES[kind](tasks)

@@ -1,0 +1,218 @@
+"""The reference agents as real A2A servers (a2a-sdk 1.x, also serving 0.3 clients).
+
+Started the way the Agentbeats platform starts agents: `--host`, `--port` and
+`--card-url`, the card at `/.well-known/agent-card.json` (also at the pre-0.3
+path `/.well-known/agent.json`), JSON-RPC at `/`. The card lists a 1.0 and a
+0.3 JSON-RPC interface on the same URL, and the routes accept 0.3 requests,
+so an orchestrator on either SDK generation can talk to it.
+
+Each task runs the same way: the Task first (an a2a-sdk 1.x server insists on
+it), `working`, then the answer as an artifact or in the final status message,
+and the final state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import threading
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass
+
+import uvicorn
+from a2a.helpers import new_text_part
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.types import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
+    AgentSkill,
+    Task,
+    TaskState,
+    TaskStatus,
+)
+from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_1_0, TransportProtocol
+from starlette.applications import Starlette
+
+from proctor import __version__
+from proctor.agents.answers import Answer, answer_parts, request_of
+from proctor.agents.kinds import KINDS, Solver, Tasks, solver_for
+
+log = logging.getLogger(__name__)
+
+LEGACY_CARD_PATH = "/.well-known/agent.json"
+_STATES = {"completed": TaskState.TASK_STATE_COMPLETED, "failed": TaskState.TASK_STATE_FAILED,
+           "rejected": TaskState.TASK_STATE_REJECTED,
+           "input-required": TaskState.TASK_STATE_INPUT_REQUIRED}
+_DESCRIPTIONS = {
+    "oracle": "Answers every known task with its gold patch.",
+    "noop": "Answers every task without a patch.",
+    "editor": "Edits the checkout at REPO_DIR and answers with its git diff.",
+    "mixed": "Answers the demo tasks so that every outcome appears once or more.",
+}
+
+
+def agent_card(kind: str, card_url: str, streaming: bool = True) -> AgentCard:
+    """The card: a 1.0 and a 0.3 JSON-RPC interface, both at `card_url`."""
+    interfaces = [AgentInterface(url=card_url, protocol_binding=TransportProtocol.JSONRPC,
+                                 protocol_version=version)
+                  for version in (PROTOCOL_VERSION_1_0, PROTOCOL_VERSION_0_3)]
+    skill = AgentSkill(id="swe-bench", name="Solve a SWE-bench task",
+                       description="Takes a SWE-bench task and answers with a patch.",
+                       tags=["swe-bench", "coding"])
+    return AgentCard(name=f"proctor-{kind}", description=_DESCRIPTIONS.get(kind, kind),
+                     version=__version__, supported_interfaces=interfaces,
+                     capabilities=AgentCapabilities(streaming=streaming),
+                     default_input_modes=["text/plain", "application/json"],
+                     default_output_modes=["text/plain", "application/json", "text/x-diff"],
+                     skills=[skill])
+
+
+class SolverExecutor(AgentExecutor):
+    """Runs a `Solver` for each task and reports its `Answer` as A2A events."""
+
+    def __init__(self, solver: Solver):
+        self.solver = solver
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        task_id, context_id = context.task_id or "", context.context_id or ""
+        if context.current_task is None:
+            await event_queue.enqueue_event(Task(
+                id=task_id, context_id=context_id,
+                status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED),
+                history=[context.message] if context.message else []))
+        updater = TaskUpdater(event_queue, task_id, context_id)
+        await updater.start_work()
+        try:
+            # In a thread: the editor runs git, and the server must keep serving meanwhile.
+            answer = await asyncio.to_thread(self.solver, request_of(context.message))
+        except Exception as exc:  # an agent's bug is the task's failure, not the server's
+            log.exception("task %s failed", task_id)
+            answer = Answer(state="failed", text=f"internal error: {type(exc).__name__}: {exc}")
+        await report(updater, answer)
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        updater = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
+        await updater.cancel()
+
+
+async def report(updater: TaskUpdater, answer: Answer) -> None:
+    """Send the answer: the patch's parts, then the final status with the prose."""
+    parts = answer_parts(answer)
+    if parts and answer.where == "artifact":
+        await updater.add_artifact(parts, name="answer")
+    status_parts = [new_text_part(answer.text)] if answer.text else []
+    if answer.where == "status":
+        status_parts += parts
+    message = updater.new_agent_message(status_parts, metadata=_usage_metadata(answer)) \
+        if status_parts else None
+    await updater.update_status(_STATES[answer.state], message=message)
+
+
+def _usage_metadata(answer: Answer) -> dict | None:
+    return {"usage": answer.usage} if answer.usage else None
+
+
+def build_app(executor: AgentExecutor, card: AgentCard) -> Starlette:
+    """The ASGI app: the card (new and legacy path) and JSON-RPC at `/`, 0.3 requests too."""
+    handler = DefaultRequestHandler(agent_executor=executor, task_store=InMemoryTaskStore(),
+                                    agent_card=card)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        yield
+        await handler.aclose()
+
+    routes = [*create_agent_card_routes(card),
+              *create_agent_card_routes(card, card_url=LEGACY_CARD_PATH),
+              *create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=True)]
+    return Starlette(routes=routes, lifespan=lifespan)
+
+
+def reference_app(kind: str, card_url: str, dataset_files: Iterable[str] = (),
+                  streaming: bool = True) -> Starlette:
+    """The app of one reference agent kind."""
+    solver = solver_for(kind, Tasks.load(dataset_files))
+    return build_app(SolverExecutor(solver), agent_card(kind, card_url, streaming))
+
+
+def default_card_url(host: str, port: int) -> str:
+    """Where the agent says it lives when no --card-url is given."""
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    return f"http://{shown}:{port}/"
+
+
+def serve(kind: str, host: str = "127.0.0.1", port: int = 9009, card_url: str | None = None,
+          dataset_files: Iterable[str] = ()) -> None:
+    """Run a reference agent until interrupted (what `proctor agent serve` does)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown agent kind {kind!r}; choose one of {', '.join(KINDS)}")
+    url = card_url or default_card_url(host, port)
+    app = reference_app(kind, url, dataset_files)
+    log.info("Serving the %s agent on %s:%s, card URL %s", kind, host, port, url)
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+@dataclass
+class RunningServer:
+    """An ASGI app served by uvicorn on a thread of this process (tests, demos)."""
+
+    url: str
+    server: uvicorn.Server
+    thread: threading.Thread
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+    def __enter__(self) -> RunningServer:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+
+def bind_free_port(host: str = "127.0.0.1") -> socket.socket:
+    """A listening socket on a free port, so the URL is known before the app is built."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, 0))
+    sock.listen(128)
+    return sock
+
+
+def start_in_thread(app_for_url, host: str = "127.0.0.1") -> RunningServer:
+    """Serve `app_for_url(url)` on a free port in a background thread; returns once it listens.
+
+    `app_for_url` builds the app from the URL it will be served at (the card names it).
+    """
+    sock = bind_free_port(host)
+    url = f"http://{host}:{sock.getsockname()[1]}/"
+    config = uvicorn.Config(app_for_url(url), log_level="warning", lifespan="on",
+                            timeout_graceful_shutdown=1)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True,
+                              name=f"a2a-server-{url}")
+    thread.start()
+    for _ in range(500):
+        if server.started:
+            break
+        if not thread.is_alive():
+            raise RuntimeError(f"the server at {url} did not start")
+        threading.Event().wait(0.01)
+    else:
+        raise RuntimeError(f"the server at {url} did not start within 5 s")
+    return RunningServer(url, server, thread)
+
+
+def start_reference_agent(kind: str, dataset_files: Iterable[str] = (),
+                          streaming: bool = True) -> RunningServer:
+    """A reference agent on a free loopback port, in this process."""
+    files = tuple(dataset_files)
+    return start_in_thread(lambda url: reference_app(kind, url, files, streaming))

@@ -1,0 +1,90 @@
+"""The solve step: ask the agent under test for a patch, once, and record its answer.
+
+Reads `instance.json`, `item.json` and `prompt.txt` (the problem text of the item's
+variant) from the work folder; writes `patch.diff` (or `patch_refused`),
+`solve.json` (how the exchange ended, usage, latency) and prints the patch between
+markers, so that a retry after an infrastructure failure can take it from this
+step's log instead of asking the agent a second time.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
+
+from proctor.model import ErrorKind, Usage
+from proctor.runner.workdir import WorkDir, write_json, write_patch
+
+if TYPE_CHECKING:
+    from proctor.a2a.client import SolveResult
+
+PATCH_BEGIN = ">>>>> Proctor Patch Begin"
+PATCH_END = ">>>>> Proctor Patch End"
+
+
+@dataclass(frozen=True)
+class AgentTarget:
+    """Where and how to reach the agent under test."""
+
+    endpoint: str
+    timeout_s: float = 1800
+    auth_header: tuple[str, str] | None = None
+    streaming: bool = True
+
+
+def write_prompt(work: WorkDir, problem_text: str) -> None:
+    (work / "prompt.txt").write_text(problem_text)
+
+
+def solve_step(work: WorkDir, agent: AgentTarget, include_hints: bool,
+               repo_dir: str | None = None) -> SolveResult:
+    """Send the item to the agent and keep its patch in the work folder."""
+    # Imported here: the grade step reads solve.json without loading the A2A client.
+    from proctor.a2a.client import solve_sync
+    from proctor.a2a.message import build_message
+
+    instance, item = work.instance(), work.item()
+    problem = work.read("prompt.txt")
+    message = build_message(instance, instance.problem_statement if problem is None else problem,
+                            item.variant_id, include_hints, repo_dir)
+    result = solve_sync(agent.endpoint, message, timeout_s=agent.timeout_s,
+                        auth_header=agent.auth_header, streaming=agent.streaming)
+    write_patch(work, result.patch)
+    record = asdict(result)
+    record.pop("patch")
+    record["usage"] = result.usage.model_dump() if result.usage else None
+    write_json(work / "solve.json", record)
+    return result
+
+
+def patch_log(patch: str) -> str:
+    """The patch as the solve step prints it, for a retry to find in the log."""
+    return f"{PATCH_BEGIN}\n{patch}{'' if patch.endswith(chr(10)) or not patch else chr(10)}" \
+           f"{PATCH_END}\n"
+
+
+def patch_from_log(log: str) -> str | None:
+    """The patch a solve step printed, or None when the log holds none (or a torn one)."""
+    start = log.rfind(PATCH_BEGIN + "\n")
+    if start < 0:
+        return None
+    end = log.find(PATCH_END, start)
+    return None if end < 0 else log[start + len(PATCH_BEGIN) + 1:end]
+
+
+def read_solve(work: WorkDir) -> dict | None:
+    """solve.json as a dict, or None when no agent was asked."""
+    text = work.read("solve.json")
+    return json.loads(text) if text else None
+
+
+def solve_error(record: dict | None) -> str | None:
+    """The agent failure recorded by the solve step, if there was one."""
+    if record and record.get("error_kind") == ErrorKind.AGENT.value:
+        return record.get("error") or "the agent failed"
+    return None
+
+
+def solve_usage(record: dict | None) -> Usage | None:
+    return Usage(**record["usage"]) if record and record.get("usage") else None
