@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -89,15 +91,41 @@ def cmd_runner_test(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_runner_solve(args: argparse.Namespace) -> int:
+    from proctor.runner.solve import AgentTarget, init_from_task, patch_log, solve_step
+    from proctor.runner.workdir import WorkDir, write_patch, write_test_step
+
+    work = WorkDir(Path(args.work_dir))
+    if args.task_dir:
+        init_from_task(work, Path(args.task_dir))
+    if args.patch_file is not None:
+        # A given patch (gold, empty, a predictions file) or one kept from an earlier try.
+        write_patch(work, Path(args.patch_file).read_text() if args.patch_file else "")
+    elif args.endpoint:
+        header = ("Authorization", f"Bearer {os.environ['PROCTOR_AGENT_TOKEN']}") \
+            if os.environ.get("PROCTOR_AGENT_TOKEN") else None
+        result = solve_step(work, AgentTarget(args.endpoint, args.timeout, header),
+                            include_hints=not args.no_hints, repo_dir=args.repo_dir)
+        print(f"solve: {result.summary}", file=sys.stderr)
+    else:
+        raise UsageError("runner solve needs --endpoint (ask an agent) or --patch-file")
+    write_test_step(work, work.instance(), args.time_limit,
+                    test_without_patch=args.without_patch)
+    print(patch_log(work.read("patch.diff") or ""), end="")
+    return 0
+
+
 def cmd_runner_grade(args: argparse.Namespace) -> int:
-    from proctor.runner.grade import grade_work_dir
+    from proctor.runner.grade import compact_result, grade_work_dir
     from proctor.runner.workdir import WorkDir, write_json
 
     work = WorkDir(Path(args.work_dir))
     result = grade_work_dir(work, legacy_log=args.legacy_log)
     write_json(work / "result.json", result.model_dump(mode="json"))
     write_json(work / "report.json", result.swebench_report())
-    print(result.model_dump_json(indent=1))
+    if args.termination_log:
+        Path(args.termination_log).write_text(json.dumps(compact_result(result)))
+    print(result.model_dump_json())
     return 0
 
 
@@ -132,6 +160,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     runner = sub.add_parser("runner", help="one step of a work item (what a Job runs)")
     steps = runner.add_subparsers(dest="step", required=True)
+    solve = steps.add_parser("solve", help="get the item's patch: ask the agent, or take one "
+                                           "given; then write the test step's scripts")
+    solve.add_argument("--work-dir", required=True)
+    solve.add_argument("--task-dir", help="folder with instance.json, item.json, prompt.txt "
+                                          "to start the work folder from")
+    solve.add_argument("--endpoint", help="the agent's A2A endpoint (token, if any, from "
+                                          "PROCTOR_AGENT_TOKEN)")
+    solve.add_argument("--timeout", type=float, default=1800, help="seconds to wait for it")
+    solve.add_argument("--repo-dir", help="the agent's checkout, sent as REPO_DIR")
+    solve.add_argument("--no-hints", action="store_true", help="do not send hints_text")
+    solve.add_argument("--patch-file", help="use this patch instead of asking ('' = none)")
+    solve.add_argument("--time-limit", type=int, default=1800, help="eval script limit, s")
+    solve.add_argument("--without-patch", action="store_true",
+                       help="run the tests even when there is no patch")
+    solve.set_defaults(func=cmd_runner_solve)
     test = steps.add_parser("test", help="apply the patch and run the eval script")
     test.add_argument("--work-dir", required=True)
     test.add_argument("--time-limit", type=int, default=1800, help="eval script limit, s")
@@ -144,6 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--work-dir", required=True)
     grade.add_argument("--legacy-log", action="store_true",
                        help="parse the whole log (old runs without output markers)")
+    grade.add_argument("--termination-log", help="also write the compact result (<= 4 KiB) "
+                                                 "here, e.g. /dev/termination-log")
     grade.set_defaults(func=cmd_runner_grade)
     return parser
 

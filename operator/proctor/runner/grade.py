@@ -15,6 +15,7 @@ before the markers existed (swebench 2.x logs).
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from dataclasses import dataclass, field
 
@@ -172,3 +173,24 @@ def _no_patch_why(solve: dict | None) -> str:
         return f"no patch: the agent ended {solve['state']}" + \
             (f" ({solve['error']})" if solve.get("error") else "")
     return "no patch"
+
+
+TERMINATION_MESSAGE_LIMIT = 4096  # bytes Kubernetes keeps of a container's message
+
+
+def compact_result(result: RunResult) -> dict[str, object]:
+    """The result in at most 4 KiB, for a pod's termination message."""
+    compact: dict[str, object] = {
+        "v": result.schema_version, "item": result.item_id, "outcome": result.outcome.value,
+        "error_kind": result.error_kind.value if result.error_kind else None,
+        "message": (result.error_message or "")[:300],
+        "applied": result.patch.apply_method, "patch_sha256": result.patch.sha256,
+        "f2p": [len(result.FAIL_TO_PASS.success), result.FAIL_TO_PASS.total],
+        "p2p": [len(result.PASS_TO_PASS.success), result.PASS_TO_PASS.total],
+        "tests_ran": result.tests_ran, "exit_code": result.test_exit_code,
+        "timings": {k: round(v, 3) for k, v in result.timings.model_dump().items()
+                    if isinstance(v, float)},
+    }
+    while len(json.dumps(compact).encode()) > TERMINATION_MESSAGE_LIMIT and compact["message"]:
+        compact["message"] = str(compact["message"])[: len(str(compact["message"])) // 2]
+    return compact

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from proctor.model import ErrorKind, Usage
@@ -56,6 +57,20 @@ def solve_step(work: WorkDir, agent: AgentTarget, include_hints: bool,
     record["usage"] = result.usage.model_dump() if result.usage else None
     write_json(work / "solve.json", record)
     return result
+
+
+TASK_FILES = ("instance.json", "item.json", "prompt.txt")
+
+
+def init_from_task(work: WorkDir, task_dir: Path) -> None:
+    """Start the work folder from the item's task files (a ConfigMap in a pod)."""
+    work.root.mkdir(parents=True, exist_ok=True)
+    for name in TASK_FILES:
+        source = task_dir / name
+        if source.exists():
+            (work / name).write_bytes(source.read_bytes())
+    if not (work / "instance.json").exists() or not (work / "item.json").exists():
+        raise FileNotFoundError(f"{task_dir} lacks instance.json or item.json")
 
 
 def patch_log(patch: str) -> str:
