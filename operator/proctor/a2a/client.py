@@ -16,14 +16,17 @@ end, however long the agent takes, up to `timeout_s`:
 
 How the task ended decides the result (the failure table of the architecture
 note): `completed` (or a plain Message reply) gives the patch found in the
-reply, or none; `rejected`, `input-required` and `auth-required` give no patch
-and no error (the item is then no_op); `failed`, `canceled`, an unreachable
-agent, a protocol error and a timeout are errors of kind `agent`.
+reply, or none; `rejected` and `input-required` give no patch and no error (the
+item is then no_op); `failed`, `canceled`, `auth-required` (the credentials
+Proctor was given are not enough), an unreachable agent, a protocol error and a
+timeout are errors of kind `agent`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -64,6 +67,8 @@ from proctor.a2a.extract import agent_history, extract_usage, find_patch, metada
 from proctor.a2a.message import TaskMessage
 from proctor.model import ErrorKind, Usage
 
+log = logging.getLogger(__name__)
+
 LEGACY_CARD_PATH = "/.well-known/agent.json"  # agents from before A2A 0.3
 POLL_START_S = 0.5
 POLL_MAX_S = 5.0
@@ -73,7 +78,12 @@ CANCEL_GRACE_S = 2.0
 _TERMINAL = {TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED,
              TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_REJECTED}
 _INTERRUPTED = {TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED}
-_ERROR_STATES = {TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_CANCELED}
+# auth-required is an error too: the credentials Proctor was given are not enough.
+_ERROR_STATES = {TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_CANCELED,
+                 TaskState.TASK_STATE_AUTH_REQUIRED}
+
+
+_NO_PATCH_STATES = {TaskState.TASK_STATE_REJECTED, TaskState.TASK_STATE_INPUT_REQUIRED}
 
 
 class AgentProblem(Exception):
@@ -151,7 +161,6 @@ class _Reply:
 
     task_id: str | None = None
     state: int = TaskState.TASK_STATE_UNSPECIFIED
-    task: Task | None = None
     message: Message | None = None
     status_message: Message | None = None
     history: list[Message] = field(default_factory=list)
@@ -167,7 +176,7 @@ class _Reply:
         return self.message is not None or self.state in _TERMINAL | _INTERRUPTED
 
     def add_task(self, task: Task) -> None:
-        self.task, self.task_id = task, task.id or self.task_id
+        self.task_id = task.id or self.task_id
         self.history = agent_history(task)
         self.status_message = None  # the snapshot's status replaces what streamed before
         self._set_status(task.status)
@@ -210,7 +219,6 @@ class _Reply:
         self.metadata.append(metadata_of(artifact))
 
 
-
 def _context(deadline: float) -> ClientCallContext:
     remaining = max(0.1, deadline - asyncio.get_running_loop().time())
     return ClientCallContext(timeout=remaining)
@@ -221,6 +229,9 @@ async def _fetch_card(http: httpx.AsyncClient, endpoint: str) -> AgentCard:
     try:
         return await resolver.get_agent_card()
     except AgentCardResolutionError as exc:
+        if isinstance(exc.__cause__, httpx.TransportError):
+            raise AgentProblem(f"agent unreachable at {endpoint}: {_short(exc.__cause__)}") \
+                from exc
         if exc.status_code != 404:
             raise AgentProblem(f"cannot read the agent card at {endpoint}: {exc.message}") from exc
     try:
@@ -351,7 +362,7 @@ def _outcome(reply: _Reply, card: AgentCard | None, streaming: bool,
         why = _status_text(reply) or "no reason given"
         return SolveResult(error_kind=ErrorKind.AGENT, error=f"the agent's task {state}: {why}",
                            summary=_describe(reply, card, streaming, None, ""), **base)
-    if reply.message is None and reply.state in _INTERRUPTED | {TaskState.TASK_STATE_REJECTED}:
+    if reply.message is None and reply.state in _NO_PATCH_STATES:
         why = _status_text(reply) or "no reason given"
         return SolveResult(detail=f"the agent ended in {state}: {why}",
                            summary=_describe(reply, card, streaming, None, ""), **base)
@@ -403,9 +414,14 @@ async def solve(endpoint: str, message: TaskMessage | Message, *, timeout_s: flo
             return failed(str(exc))
         except (A2AError, httpx.HTTPError, ParseError, ValueError) as exc:
             return failed(_agent_error_text(endpoint, exc))
+        except Exception as exc:  # an agent's odd reply must not end the whole evaluation
+            log.exception("unexpected failure talking to the agent at %s", endpoint)
+            return failed(f"unexpected failure talking to the agent at {endpoint}: "
+                          f"{type(exc).__name__}: {_short(exc)}")
         finally:
             if client is not None:
-                await client.close()
+                with contextlib.suppress(Exception):  # closing must not hide the answer
+                    await client.close()
     return _outcome(reply, card, streaming, time.monotonic() - started)
 
 

@@ -131,7 +131,7 @@ def _obtain_patch(ctx: RunContext, instance: Instance, work: WorkDir) -> float |
         repo_dir = None
         if ctx.shares_filesystem:
             tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="proctor-agent-")))
-            sandbox.checkout_for_agent(instance, tmp / "repo")
+            sandbox.checkout(instance, tmp / "repo")
             repo_dir = str(tmp / "repo")
         if ctx.agent_slots:
             stack.enter_context(ctx.agent_slots)

@@ -14,6 +14,7 @@ one Job per item in the task's own image.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import shutil
@@ -21,6 +22,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,30 +89,65 @@ def _git_env() -> dict[str, str]:
             "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0", "LANG": "C.UTF-8"}
 
 
-def checkout(instance: Instance, dest: Path) -> None:
-    """A fresh checkout of the task's repository at base_commit."""
+def _clone_at_base(instance: Instance, dest: Path) -> None:
+    """Clone the repository and strip it to base_commit: no refs, no later commits."""
     try:
         _git("clone", "-q", "--no-checkout", repo_source(instance), str(dest))
         _git("-c", "advice.detachedHead=false", "checkout", "-q", "--detach",
              instance.base_commit, cwd=dest)
+        refs = subprocess.run(["git", "for-each-ref", "--format=%(refname)"], cwd=dest,
+                              check=True, capture_output=True, text=True, env=_git_env())
+        for ref in refs.stdout.split():
+            _git("update-ref", "-d", ref, cwd=dest)
+        _git("remote", "remove", "origin", cwd=dest)
+        _git("reflog", "expire", "--expire=now", "--all", cwd=dest)
+        _git("gc", "-q", "--prune=now", cwd=dest)
     except subprocess.CalledProcessError as exc:
         raise RuntimeError(f"checkout of {instance.repo} at {instance.base_commit} failed: "
                            f"{exc.stderr.strip()[-500:]}") from exc
 
 
-def checkout_for_agent(instance: Instance, dest: Path) -> None:
-    """A checkout at base_commit holding nothing newer: no branches, tags or later commits.
+class CheckoutCache:
+    """One stripped clone per (repository, base commit); every checkout is a copy of it.
 
-    The agent edits this copy; its diff is applied to a separate pristine checkout.
+    Cloning and stripping costs tens of milliseconds; copying a small tree a few. The
+    copies are independent (no shared object store), so an agent or an eval script
+    can do anything to its own without touching the next item's.
     """
-    checkout(instance, dest)
-    refs = subprocess.run(["git", "for-each-ref", "--format=%(refname)"], cwd=dest,
-                          check=True, capture_output=True, text=True, env=_git_env()).stdout
-    for ref in refs.split():
-        _git("update-ref", "-d", ref, cwd=dest)
-    _git("remote", "remove", "origin", cwd=dest)
-    _git("reflog", "expire", "--expire=now", "--all", cwd=dest)
-    _git("gc", "-q", "--prune=now", cwd=dest)
+
+    def __init__(self) -> None:
+        self._root: Path | None = None
+        self._locks: dict[tuple[str, str], threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def _dir(self) -> Path:
+        with self._guard:
+            if self._root is None:
+                self._root = Path(tempfile.mkdtemp(prefix="proctor-checkouts-"))
+                atexit.register(shutil.rmtree, self._root, ignore_errors=True)
+            return self._root
+
+    def pristine(self, instance: Instance) -> Path:
+        key = (instance.repo, instance.base_commit)
+        with self._guard:
+            lock = self._locks.setdefault(key, threading.Lock())
+        path = self._dir() / f"{instance.repo.replace('/', '__')}-{instance.base_commit}"
+        with lock:
+            if not path.exists():
+                building = path.with_name(path.name + ".building")
+                shutil.rmtree(building, ignore_errors=True)
+                _clone_at_base(instance, building)
+                building.rename(path)
+        return path
+
+
+_CACHE = CheckoutCache()
+
+
+def checkout(instance: Instance, dest: Path) -> None:
+    """A fresh checkout of the task's repository at base_commit, holding nothing newer
+    (no branches, tags or later commits: what an agent gets as REPO_DIR)."""
+    shutil.copytree(_CACHE.pristine(instance), dest, symlinks=True)
 
 
 @functools.cache

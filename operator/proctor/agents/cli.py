@@ -1,0 +1,65 @@
+"""`proctor agent serve`: run a reference agent, the way Agentbeats starts agents.
+
+    proctor agent serve --kind oracle --host 0.0.0.0 --port 9009 --card-url http://oracle:9009/
+
+`add_agent_parser` adds the `agent` command to Proctor's own parser; `main` runs
+it alone (`python -m proctor.agents serve …`, handy in an agent's container).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from proctor.agents.kinds import KINDS
+
+
+def cmd_agent_serve(args: argparse.Namespace) -> int:
+    from proctor.agents.server import serve
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    serve(args.kind, host=args.host, port=args.port, card_url=args.card_url,
+          dataset_files=args.dataset or ())
+    return 0
+
+
+def _add_serve(commands: argparse._SubParsersAction) -> None:
+    serve = commands.add_parser("serve", help="serve a reference agent over A2A until stopped")
+    serve.add_argument("--kind", choices=KINDS, required=True,
+                       help="oracle: the gold patch; noop: no patch; editor: edits REPO_DIR "
+                            "and answers with its git diff; mixed: every outcome on the demo "
+                            "tasks")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    serve.add_argument("--port", type=int, default=9009, help="port to listen on")
+    serve.add_argument("--card-url", default=None,
+                       help="the URL the agent card names (default http://HOST:PORT/)")
+    serve.add_argument("--dataset", action="append", metavar="PATH",
+                       help="a dataset file (.json/.jsonl/.parquet) whose tasks the agent "
+                            "knows besides the demo tasks; repeatable")
+    serve.set_defaults(func=cmd_agent_serve)
+
+
+def add_agent_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add `agent serve` to a parser's subcommands; returns the `agent` parser."""
+    agent = subparsers.add_parser("agent", help="run a reference A2A agent (oracle, noop, "
+                                                "editor, mixed)")
+    _add_serve(agent.add_subparsers(dest="agent_command", required=True))
+    return agent
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m proctor.agents serve …`: the same command without the rest of Proctor."""
+    parser = argparse.ArgumentParser(prog="python -m proctor.agents", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_serve(parser.add_subparsers(dest="agent_command", required=True))
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
