@@ -10,7 +10,7 @@ import pytest
 from conftest import SHARED_DATA
 from proctor import demo
 from proctor.cli import main
-from proctor.local.engine import EngineError, run_evaluation
+from proctor.local.engine import run_evaluation
 from proctor.local.results import ResultsFolder, ResultsFolderError
 from proctor.manifest import parse_manifests
 from proctor.model import Outcome, PassFail, RunResult
@@ -184,13 +184,3 @@ spec:
 """)
     assert main(["run", "-f", str(manifest), "--output-dir", str(tmp_path / "o")]) == 2
     assert "spec.dataset.maxRows: -5 is less than the minimum of -1" in capsys.readouterr().err
-
-
-def test_agent_predictions_are_not_yet_run_by_the_engine():
-    ev = parse_manifests("""apiVersion: proctor.dev/v1alpha1
-kind: Evaluation
-metadata: {name: v}
-spec: {agentRef: {name: a}, dataset: {name: proctor-demo}}
-""")[0]
-    with pytest.raises(EngineError, match="agent"):
-        run_evaluation(ev, Path("/nonexistent/never-created"), progress=False)

@@ -39,7 +39,7 @@ from scripted import USAGE, CountingMiddleware, answer_parts, parse_script
 
 STATES = {"completed": TaskState.completed, "failed": TaskState.failed,
           "canceled": TaskState.canceled, "rejected": TaskState.rejected,
-          "input-required": TaskState.input_required}
+          "input-required": TaskState.input_required, "auth-required": TaskState.auth_required}
 
 
 def to_parts(pairs: list[tuple[str, Any]]) -> list[Part]:

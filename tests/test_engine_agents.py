@@ -1,0 +1,91 @@
+"""The engine with real A2A agents on loopback: `proctor run -f ev.yaml -f agent.yaml`."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+
+from proctor.agents.server import start_reference_agent
+from proctor.cli import main
+from proctor.local.engine import EngineError, run_evaluation
+from proctor.local.results import ResultsFolder
+from proctor.manifest import parse_manifests
+from proctor.model import ErrorKind, Outcome
+
+
+def manifests(endpoint: str, rows: int = 3, **agent_spec: str) -> str:
+    extra = "".join(f"\n  {k}: {v}" for k, v in agent_spec.items())
+    return f"""apiVersion: proctor.dev/v1alpha1
+kind: Evaluation
+metadata: {{name: ev}}
+spec:
+  agentRef: {{name: the-agent}}
+  dataset: {{name: proctor-demo, maxRows: {rows}}}
+  maxConcurrentRows: 2
+---
+apiVersion: proctor.dev/v1alpha1
+kind: AgentUnderTest
+metadata: {{name: the-agent}}
+spec:
+  endpoint: {endpoint}
+  requestTimeoutSeconds: 30{extra}
+"""
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_oracle_through_the_cli_resolves_and_reports_usage(tmp_path, capsys):
+    with start_reference_agent("oracle") as server:
+        files = tmp_path / "ev.yaml"
+        files.write_text(manifests(server.url))
+        assert main(["run", "-q", "-f", str(files), "--output-dir", str(tmp_path / "o")]) == 0
+    results = ResultsFolder(tmp_path / "o").load()
+    assert {r.outcome for r in results} == {Outcome.RESOLVED}
+    assert all(r.timings.solve_seconds and r.timings.total_seconds for r in results)
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert summary["agent"] == "the-agent"
+    assert summary["latency_seconds"]["median"] > 0
+    if any(r.usage for r in results):  # the oracle reports token counts
+        assert summary["usage"]["total_tokens"] == sum(
+            r.usage.total_tokens for r in results if r.usage)
+    assert "| the-agent |" in capsys.readouterr().out
+
+
+def test_an_unreachable_agent_gives_agent_errors_and_the_run_goes_on(tmp_path):
+    docs = parse_manifests(manifests(f"http://127.0.0.1:{closed_port()}/"))
+    summary = run_evaluation(docs[0], tmp_path, progress=False, agents=docs[1:])
+    results = ResultsFolder(tmp_path).load()
+    assert len(results) == 3
+    assert {(r.outcome, r.error_kind) for r in results} == {(Outcome.ERROR, ErrorKind.AGENT)}
+    assert "unreachable" in results[0].error_message
+    assert summary.results.error_pct == 1.0 and summary.error_kinds == {"agent": 3}
+    assert not (tmp_path / "items" / results[0].instance_id / "original" / "0" /
+                "test_output.txt").exists()
+
+
+def test_a_noop_agent_gives_no_op(tmp_path):
+    with start_reference_agent("noop") as server:
+        docs = parse_manifests(manifests(server.url, rows=2))
+        run_evaluation(docs[0], tmp_path, progress=False, agents=docs[1:])
+    results = ResultsFolder(tmp_path).load()
+    assert {r.outcome for r in results} == {Outcome.NO_OP}
+    assert all(r.error_message.startswith("no patch") for r in results)
+
+
+def test_the_evaluation_needs_its_agent_manifest(tmp_path):
+    docs = parse_manifests(manifests("http://127.0.0.1:1/"))
+    with pytest.raises(EngineError, match="pass its AgentUnderTest manifest"):
+        run_evaluation(docs[0], tmp_path, progress=False, agents=[])
+
+
+def test_service_agents_need_a_cluster(tmp_path):
+    text = manifests("x").replace("  endpoint: x\n", "  service: {image: agent:1}\n")
+    docs = parse_manifests(text)
+    with pytest.raises(EngineError, match="needs a cluster"):
+        run_evaluation(docs[0], tmp_path, progress=False, agents=docs[1:])
