@@ -133,6 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="proctor", description=__doc__)
     parser.add_argument("--version", action="version", version=f"proctor {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
+    from proctor.agents.cli import add_agent_parser
+
+    add_agent_parser(sub)
 
     run = sub.add_parser("run", help="run an Evaluation on this machine")
     run.add_argument("-f", "--file", action="append", required=True,

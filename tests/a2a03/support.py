@@ -91,7 +91,7 @@ def start_server03(python: Path, log: Path, card_url: str | None = None,
 def stop(proc: subprocess.Popen) -> None:
     proc.terminate()
     try:
-        proc.wait(timeout=3)  # a blocking request in flight would hold it up
+        proc.wait(timeout=1)  # a blocking request in flight would hold it up
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()

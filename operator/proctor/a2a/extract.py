@@ -1,9 +1,8 @@
 """The patch and the usage figures in an agent's reply (pure functions).
 
 Agents answer in many shapes, so Proctor looks where they put it, in this order:
-the task's artifacts, then the final message (a Message reply), then the
-task's status message. In each
-place, part by part, the first patch found wins:
+the task's artifacts, then the final message (a Message reply), then the task's
+status message. In each place, part by part, the first patch found wins:
 
 * a data part with a `patch` field (or `diff`, `model_patch`);
 * a file part (bytes, or a text of a .diff/.patch file);

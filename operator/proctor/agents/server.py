@@ -18,7 +18,7 @@ import contextlib
 import logging
 import socket
 import threading
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 
 import uvicorn
@@ -39,6 +39,7 @@ from a2a.types import (
 )
 from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_1_0, TransportProtocol
 from starlette.applications import Starlette
+from starlette.types import ASGIApp
 
 from proctor import __version__
 from proctor.agents.answers import Answer, answer_parts, request_of
@@ -187,7 +188,8 @@ def bind_free_port(host: str = "127.0.0.1") -> socket.socket:
     return sock
 
 
-def start_in_thread(app_for_url, host: str = "127.0.0.1") -> RunningServer:
+def start_in_thread(app_for_url: Callable[[str], ASGIApp],
+                    host: str = "127.0.0.1") -> RunningServer:
     """Serve `app_for_url(url)` on a free port in a background thread; returns once it listens.
 
     `app_for_url` builds the app from the URL it will be served at (the card names it).
