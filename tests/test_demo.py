@@ -1,0 +1,32 @@
+"""`proctor demo`: the reference agents over A2A on the whole demo dataset."""
+
+from __future__ import annotations
+
+import json
+
+from proctor import demo
+from proctor.cli import main
+from proctor.local.results import ResultsFolder
+from proctor.model import Outcome
+
+NON_ERROR = set(Outcome) - {Outcome.ERROR}
+
+
+def test_demo_leaderboard_and_results(tmp_path, capsys):
+    assert main(["demo", "-q", "--output-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    outcomes = {kind: [r.outcome for r in ResultsFolder(tmp_path / kind).load()]
+                for kind in ("oracle", "noop", "editor", "mixed")}
+    tasks = len(demo.load_rows())
+    assert all(len(found) == tasks for found in outcomes.values())
+    assert set(outcomes["oracle"]) == {Outcome.RESOLVED}
+    assert set(outcomes["editor"]) == {Outcome.RESOLVED}
+    assert set(outcomes["noop"]) == {Outcome.NO_OP}
+    assert set(outcomes["mixed"]) == NON_ERROR, "mixed must produce all six outcomes"
+    for kind in outcomes:
+        summary = json.loads((tmp_path / kind / "summary.json").read_text())
+        assert summary["results"]["total_instances"] == tasks
+        assert f"| {kind} |" in out
+    # one leaderboard, best first
+    rows = [line for line in out.splitlines() if line.startswith("| ") and "%" in line]
+    assert [r.split("|")[1].strip() for r in rows][-1] == "noop"
