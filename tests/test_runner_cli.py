@@ -64,3 +64,12 @@ def test_compact_result_stays_under_the_limit_with_a_huge_message():
 def test_patch_from_a_torn_log_is_none():
     assert patch_from_log(">>>>> Proctor Patch Begin\ndiff --git a/x") is None
     assert patch_from_log("nothing here") is None
+
+
+def test_agent_credentials_come_from_the_environment():
+    from proctor.cli import _auth_header
+
+    assert _auth_header({}) is None
+    assert _auth_header({"PROCTOR_AGENT_TOKEN": "t"}) == ("Authorization", "Bearer t")
+    assert _auth_header({"PROCTOR_AGENT_TOKEN": "t", "PROCTOR_AGENT_AUTH_HEADER": "X-Key",
+                         "PROCTOR_AGENT_AUTH_SCHEME": ""}) == ("X-Key", "t")

@@ -6,7 +6,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from proctor import __version__
@@ -91,6 +91,16 @@ def cmd_runner_test(args: argparse.Namespace) -> int:
     return 0
 
 
+def _auth_header(env: Mapping[str, str]) -> tuple[str, str] | None:
+    """The agent's credentials, as a Job passes them (from AgentUnderTest.spec.auth)."""
+    token = env.get("PROCTOR_AGENT_TOKEN")
+    if not token:
+        return None
+    scheme = env.get("PROCTOR_AGENT_AUTH_SCHEME", "Bearer")
+    return env.get("PROCTOR_AGENT_AUTH_HEADER", "Authorization"), \
+        f"{scheme} {token}" if scheme else token
+
+
 def cmd_runner_solve(args: argparse.Namespace) -> int:
     from proctor.runner.solve import AgentTarget, init_from_task, patch_log, solve_step
     from proctor.runner.workdir import WorkDir, write_patch, write_test_step
@@ -102,8 +112,7 @@ def cmd_runner_solve(args: argparse.Namespace) -> int:
         # A given patch (gold, empty, a predictions file) or one kept from an earlier try.
         write_patch(work, Path(args.patch_file).read_text() if args.patch_file else "")
     elif args.endpoint:
-        header = ("Authorization", f"Bearer {os.environ['PROCTOR_AGENT_TOKEN']}") \
-            if os.environ.get("PROCTOR_AGENT_TOKEN") else None
+        header = _auth_header(os.environ)
         result = solve_step(work, AgentTarget(args.endpoint, args.timeout, header),
                             include_hints=not args.no_hints, repo_dir=args.repo_dir)
         print(f"solve: {result.summary}", file=sys.stderr)
@@ -168,8 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
     solve.add_argument("--work-dir", required=True)
     solve.add_argument("--task-dir", help="folder with instance.json, item.json, prompt.txt "
                                           "to start the work folder from")
-    solve.add_argument("--endpoint", help="the agent's A2A endpoint (token, if any, from "
-                                          "PROCTOR_AGENT_TOKEN)")
+    solve.add_argument("--endpoint", help="the agent's A2A endpoint (credentials, if any, from "
+                                          "PROCTOR_AGENT_TOKEN, _AUTH_HEADER, _AUTH_SCHEME)")
     solve.add_argument("--timeout", type=float, default=1800, help="seconds to wait for it")
     solve.add_argument("--repo-dir", help="the agent's checkout, sent as REPO_DIR")
     solve.add_argument("--no-hints", action="store_true", help="do not send hints_text")

@@ -12,6 +12,9 @@ in the apiserver, driven by the CRDs that ship in this package (``proctor/crds/`
    ``x-kubernetes-preserve-unknown-fields``, ``x-kubernetes-list-type``).
 4. Every ``x-kubernetes-validations`` rule is evaluated with cel-python at its schema
    location, ``self`` bound to the value there; a failing rule reports its ``message``.
+   Transition rules (those that read ``oldSelf``) are skipped: they judge an update
+   against the stored object, and a manifest read here is always a creation, where the
+   apiserver skips them too.
 5. The defaulted spec becomes a frozen model from ``proctor.spec``.
 
 Deliberate differences from the apiserver, each stricter, as with
@@ -210,6 +213,14 @@ def _cel_program(expression: str) -> celpy.Runner:
     return environment.program(environment.compile(expression))
 
 
+@functools.cache
+def is_transition_rule(expression: str) -> bool:
+    """Whether a rule reads ``oldSelf``, which the apiserver evaluates on updates only."""
+    # The identifier, not the text: a string literal 'oldSelf' does not make one.
+    tokens = celpy.Environment().compile(expression).scan_values(lambda _: True)
+    return any(getattr(t, "type", None) == "IDENT" and t == "oldSelf" for t in tokens)
+
+
 def _cel_outcome(rule: str, activation: dict[str, Any]) -> bool | None:
     """Whether the rule holds; None when it cannot be evaluated (a runtime error)."""
     try:
@@ -245,6 +256,8 @@ def _cel_rules(
     """``x-kubernetes-validations``: every rule holds, with ``self`` bound to ``instance``."""
     activation = {"self": celpy.json_to_cel(instance)}
     for rule in rules:
+        if is_transition_rule(rule["rule"]):
+            continue
         outcome = _cel_outcome(rule["rule"], activation)
         # A rule that cannot run on a value that breaks the schema would only add noise: the
         # schema's own error says what is wrong. Otherwise the apiserver fails it, and so do we.

@@ -1,0 +1,167 @@
+"""Status conditions and the status of Evaluations and agents, rebuilt on each pass (pure).
+
+Conditions follow the Kubernetes API conventions: ``type``, ``status`` (True, False,
+Unknown), ``reason`` (one CamelCase word), ``message``, ``lastTransitionTime`` (changed
+only when the status flips) and ``observedGeneration``. The one thing read back from
+the old status is a condition's lastTransitionTime; everything else comes from what is
+observed (Jobs, persisted results).
+
+The condition types Proctor writes on an Evaluation:
+
+* ``Ready``: the spec is valid and its agent, dataset and images can be used
+  (False with reason InvalidSpec, AgentNotFound, ...);
+* ``Running``: items are in flight;
+* ``Succeeded``: every planned item has a result;
+* ``Degraded``: something needs a person (pods refused, images that cannot be pulled).
+
+The status holds counts and the headline table only, never per-item details, so that it
+stays a few KiB at any size (an object must stay far under etcd's 1.5 MiB limit; 2,000
+items of details would not).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic.alias_generators import to_camel
+
+from proctor.k8s.manifests import agent_endpoint
+from proctor.metrics import eval_result
+from proctor.model import ORIGINAL_VARIANT, RunResult
+from proctor.spec import AgentUnderTest
+
+CONDITION_TYPES = ("Ready", "Running", "Succeeded", "Degraded")
+"""The condition types of an Evaluation, in the order they are listed."""
+MESSAGE_MAX = 32768
+"""metav1.Condition's limit on a message."""
+_REASON = re.compile(r"^[A-Z][A-Za-z0-9]*$")
+
+
+def _status_word(status: bool | str) -> str:
+    if isinstance(status, bool):
+        return "True" if status else "False"
+    if status not in ("True", "False", "Unknown"):
+        raise ValueError(f"condition status {status!r} is not True, False or Unknown")
+    return status
+
+
+def find_condition(conditions: Sequence[Mapping[str, Any]], type_: str
+                   ) -> Mapping[str, Any] | None:
+    """The condition of ``type_``, if present."""
+    return next((c for c in conditions if c.get("type") == type_), None)
+
+
+def set_condition(conditions: Sequence[Mapping[str, Any]], type_: str, status: bool | str,
+                  reason: str, message: str = "", *, now: str,
+                  observed_generation: int | None = None) -> list[dict[str, Any]]:
+    """``conditions`` with ``type_`` set; a new list, the input left as it was.
+
+    lastTransitionTime becomes ``now`` only when the status changes (or the condition is
+    new); a changed reason or message alone keeps it, as the API conventions ask.
+    """
+    if not _REASON.match(reason):
+        raise ValueError(f"condition reason {reason!r} must be one CamelCase word")
+    word = _status_word(status)
+    old = find_condition(conditions, type_)
+    changed = old is None or old.get("status") != word
+    new: dict[str, Any] = {
+        "type": type_, "status": word, "reason": reason, "message": message[:MESSAGE_MAX],
+        "lastTransitionTime": now if changed else old.get("lastTransitionTime", now),
+    }
+    if observed_generation is not None:
+        new["observedGeneration"] = observed_generation
+    out = [dict(c) for c in conditions if c.get("type") != type_]
+    position = next((i for i, c in enumerate(conditions) if c.get("type") == type_), len(out))
+    out.insert(position, new)
+    return out
+
+
+# --- Evaluation status ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ItemCounts:
+    """Work items by where they stand, as observed on this pass."""
+
+    total: int
+    """Items planned."""
+    waiting: int = 0
+    """Not started: no Job yet (maxConcurrentRows, suspend)."""
+    pending: int = 0
+    """A Job exists, no step has started."""
+    running: int = 0
+    """A step is running."""
+    done: int = 0
+    """A result is kept (any outcome, errors included)."""
+    retries: int = 0
+    """Attempts made again after an infrastructure failure, over all items."""
+
+    def as_status(self) -> dict[str, int]:
+        return {"total": self.total, "waiting": self.waiting, "pending": self.pending,
+                "running": self.running, "done": self.done, "retries": self.retries}
+
+
+def results_table(results: Sequence[RunResult]) -> dict[str, Any]:
+    """The headline figures (original-prompt items; fractions 0-1) under camelCase names."""
+    original = [r for r in results if r.variant_id == ORIGINAL_VARIANT]
+    figures = eval_result(original).model_dump()
+    return {to_camel(name): value for name, value in figures.items()}
+
+
+def resolved_percent(results: Sequence[RunResult]) -> str:
+    """The resolved share for ``kubectl get``: ``41.2%``, or ``-`` before any result."""
+    original = [r for r in results if r.variant_id == ORIGINAL_VARIANT]
+    return f"{eval_result(original).resolved_pct * 100:.1f}%" if original else "-"
+
+
+def evaluation_status(*, generation: int | None, agent: str, counts: ItemCounts,
+                      results: Sequence[RunResult], conditions: Sequence[Mapping[str, Any]],
+                      dataset_fingerprint: str = "", start_time: str | None = None,
+                      completion_time: str | None = None,
+                      results_ref: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """An Evaluation's whole status, from what this pass observed.
+
+    ``agent`` is the agent (or predictions source) evaluated, shown by ``kubectl get``;
+    ``results`` the kept result of each finished item; ``conditions`` already set with
+    ``set_condition``; ``results_ref`` names where the full results are kept.
+    """
+    status: dict[str, Any] = {
+        "agent": agent,
+        "progress": f"{counts.done}/{counts.total}",
+        "resolvedPercent": resolved_percent(results),
+        "items": counts.as_status(),
+        "outcomes": dict(sorted(Counter(r.outcome.value for r in results).items())),
+        "errorKinds": dict(sorted(Counter(r.error_kind.value for r in results
+                                          if r.error_kind).items())),
+        "results": results_table(results),
+        "conditions": [dict(c) for c in conditions],
+    }
+    optional = {"observedGeneration": generation, "datasetFingerprint": dataset_fingerprint,
+                "startTime": start_time, "completionTime": completion_time,
+                "resultsRef": dict(results_ref) if results_ref else None}
+    status |= {key: value for key, value in optional.items() if value not in (None, "")}
+    return status
+
+
+# --- AgentUnderTest status ------------------------------------------------------------------
+
+
+def agent_mode(agent: AgentUnderTest) -> str:
+    """How the agent is reached: endpoint, service or sidecar."""
+    spec = agent.spec
+    return "sidecar" if spec.sidecar else "service" if spec.service else "endpoint"
+
+
+def agent_status(agent: AgentUnderTest, *, generation: int | None, tasks_in_flight: int,
+                 conditions: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """An AgentUnderTest's status: how it is reached, how busy it is, its conditions."""
+    status: dict[str, Any] = {"mode": agent_mode(agent), "endpoint": agent_endpoint(agent),
+                              "tasksInFlight": tasks_in_flight,
+                              "conditions": [dict(c) for c in conditions]}
+    if generation is not None:
+        status["observedGeneration"] = generation
+    return status

@@ -1,0 +1,542 @@
+"""The objects an Evaluation's work items need, as plain dicts (pure).
+
+One Job per attempt at a work item; its pod runs the steps of ``proctor runner``:
+
+    init  pull       task image    `true`: the big image is pulled before the agent is asked
+    init  workspace  task image    (sidecar agents) /testbed, history cut at base_commit,
+                                   copied into a volume that only the agent mounts
+    init  agent      agent image   (sidecar agents) a native sidecar: restartPolicy Always
+    init  solve      runner image  the task from /task -> the agent, or a given patch
+    init  test       task image    bash /proctor/run.sh: apply, eval script, log
+    main  grade      runner image  the compact result in the termination message
+
+The task data comes from one content-addressed ConfigMap per task (not per item): the task
+itself (``instance.json``, hundreds of KiB for some Verified rows) is the bulk, and every
+variant and repeat of a task shares it. Per item, the pod picks its variant's prompt from
+that ConfigMap and gets ``item.json`` from its own annotation (downward API), both
+projected into /task beside ``instance.json``. For the Verified split x 4 variants that
+is 500 ConfigMaps holding 12 MB instead of 2,000 holding 37 MB, all kept in etcd. A patch
+kept from an earlier attempt (a retry after an infrastructure failure) is the one piece of
+data specific to an item: it comes in a small ConfigMap of its own.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from proctor.k8s.names import agent_service_url, configmap_name, job_name, label_value
+from proctor.model import ORIGINAL_VARIANT, Instance, WorkItem
+from proctor.predictions import patch_for
+from proctor.spec import AgentUnderTest, Evaluation
+
+WORK_DIR = "/proctor"
+"""The work folder (runner/workdir.py) on the pod's ``work`` emptyDir."""
+TASK_DIR = "/task"
+"""The task files: instance.json, item.json, prompt.txt, and patch.diff when one is given."""
+TESTBED = "/testbed"
+"""Where SWE-bench images keep the task's repository."""
+WORKSPACE_DIR = "/workspace"
+"""Mount point of the agent's own copy of the repository (sidecar agents)."""
+REPO_DIR = f"{WORKSPACE_DIR}/repo"
+"""The repository as a sidecar agent sees it, sent to it as REPO_DIR."""
+
+DEFAULT_RUNNER_IMAGE = "proctor-runner"
+"""Runner image when neither the spec nor the operator names one; tagged with the version."""
+DEFAULT_ARCH = "amd64"
+"""SWE-bench's images are x86-64."""
+POD_DEADLINE_MARGIN_SECONDS = 1800
+"""Time a pod gets beyond the agent's and the tests' own limits.
+
+The Job's deadline counts from its start, image pulls included, and SWE-bench images are
+several GB: a cold node can take minutes to pull one. A deadline hit is an infrastructure
+failure, retried from the start, so the margin errs long; it only delays noticing a pod
+that hangs outside both limits.
+"""
+CONFIGMAP_MAX_BYTES = 1024 * 1024
+"""The apiserver refuses a ConfigMap whose data exceeds 1 MiB."""
+WORK_VOLUME_LIMIT = "4Gi"
+"""Size limit of /proctor: logs (test logs reach tens of MB), the patch, the results."""
+WORKSPACE_VOLUME_LIMIT = "8Gi"
+"""Size limit of the sidecar agent's copy of the repository and what it writes there."""
+DEFAULT_RESOURCES: dict[str, dict[str, str]] = {
+    "requests": {"cpu": "1", "memory": "2Gi"},
+    # No CPU limit: throttling makes timing-sensitive tests flaky.
+    "limits": {"memory": "8Gi"},
+}
+"""Resources of the runner and test steps when spec.runner.resources is unset."""
+EPHEMERAL_STORAGE = {"requests": "2Gi", "limits": "20Gi"}
+"""Ephemeral storage of each step, unless spec.runner.resources names it (the test step
+writes to its image's layer: builds and pip installs of the eval script)."""
+PULL_RESOURCES = {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}}
+"""The pull step runs `true`: it needs nothing, and must not size the pod."""
+AGENT_STARTUP_SECONDS = 300
+"""How long a sidecar agent may take to open its port before the pod fails."""
+
+MANAGED_BY = "app.kubernetes.io/managed-by"
+COMPONENT = "app.kubernetes.io/component"
+LABEL_EVALUATION = "proctor.dev/evaluation"
+LABEL_ITEM = "proctor.dev/item"
+LABEL_INSTANCE = "proctor.dev/instance"
+LABEL_VARIANT = "proctor.dev/variant"
+LABEL_REPEAT = "proctor.dev/repeat"
+LABEL_ATTEMPT = "proctor.dev/attempt"
+ANNOTATION_ITEM = "proctor.dev/item-json"
+"""The pod's work item as JSON, projected to /task/item.json by the downward API."""
+ANNOTATION_ITEM_KEY = "proctor.dev/item-key"
+ANNOTATION_RUNNER_VERSION = "proctor.dev/runner-version"
+
+# The workspace step: a copy of /testbed whose git history ends at the base commit, so an
+# agent cannot read the fix from a later commit. It runs in the task's image, in its own
+# copy of /testbed, so the ref it adds there is never seen by the test step. No value is
+# pasted into the script: the commit and paths come as environment variables.
+WORKSPACE_SCRIPT = """\
+set -euo pipefail
+git -C "$TESTBED" update-ref refs/proctor/base "$BASE_COMMIT"
+mkdir -p "$REPO_DIR"
+tar -C "$TESTBED" --exclude=./.git -cf - . | tar -C "$REPO_DIR" -xf -
+git init -q "$REPO_DIR"
+git -C "$REPO_DIR" fetch -q --no-tags "$TESTBED" refs/proctor/base
+git -C "$REPO_DIR" reset -q FETCH_HEAD
+chmod -R a+rwX "$REPO_DIR"
+"""
+
+
+class TaskTooLarge(ValueError):
+    """A task's data does not fit in one ConfigMap."""
+
+
+# --- Small pieces ---------------------------------------------------------------------------
+
+
+def _digest(data: Mapping[str, str]) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def owner_labels(evaluation: Evaluation) -> dict[str, str]:
+    """Labels of everything an Evaluation owns: the operator lists its children by them."""
+    return {MANAGED_BY: "proctor", LABEL_EVALUATION: label_value(evaluation.name)}
+
+
+def item_labels(evaluation: Evaluation, item: WorkItem, attempt: int = 0) -> dict[str, str]:
+    """Labels of one attempt's Job and pod: which item, of which Evaluation."""
+    return {
+        **owner_labels(evaluation),
+        COMPONENT: "work-item",
+        LABEL_ITEM: item.id,
+        LABEL_INSTANCE: label_value(item.instance_id),
+        LABEL_VARIANT: label_value(item.variant_id),
+        LABEL_REPEAT: str(item.repeat),
+        LABEL_ATTEMPT: str(attempt),
+    }
+
+
+def instance_image(instance: Instance, registry: str = "") -> str:
+    """The task's image, pulled from ``registry`` instead of its own when one is given.
+
+    Docker's rule decides whether the image names a registry: its first component has a dot
+    or a colon, or is ``localhost``. Only that part is replaced; the path is kept, as pull-
+    through caches and mirrors expect (``mirror:5000/swebench/sweb.eval...``).
+    """
+    if not registry:
+        return instance.image
+    first, _, rest = instance.image.partition("/")
+    has_registry = bool(rest) and ("." in first or ":" in first or first == "localhost")
+    return f"{registry.rstrip('/')}/{rest if has_registry else instance.image}"
+
+
+def runner_image(evaluation: Evaluation, runner_version: str, default: str | None = None) -> str:
+    """spec.runner.image, else the operator's default, else ``proctor-runner:<version>``."""
+    if evaluation.spec.runner.image:
+        return evaluation.spec.runner.image
+    if default:
+        return default
+    # A tag allows letters, digits, _ . - only: `0.1.0+local` becomes `0.1.0-local`.
+    return f"{DEFAULT_RUNNER_IMAGE}:{re.sub(r'[^A-Za-z0-9_.-]', '-', runner_version)}"
+
+
+def asks_agent(evaluation: Evaluation, kept_patch: Mapping[str, Any] | None = None) -> bool:
+    """Whether this attempt asks the agent (not when the patch is given or kept)."""
+    return evaluation.spec.predictions.source == "agent" and kept_patch is None
+
+
+def pod_deadline_seconds(evaluation: Evaluation, agent: AgentUnderTest | None,
+                         asks: bool = True) -> int:
+    """activeDeadlineSeconds: timeouts.podSeconds, else agent + tests + a margin."""
+    timeouts = evaluation.spec.timeouts
+    if timeouts.pod_seconds:
+        return timeouts.pod_seconds
+    agent_seconds = agent.spec.request_timeout_seconds if asks and agent else 0
+    return agent_seconds + timeouts.test_seconds + POD_DEADLINE_MARGIN_SECONDS
+
+
+def runner_resources(resources: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The steps' resources: spec.runner.resources (else defaults), plus ephemeral storage.
+
+    The spec's resources replace the defaults whole rather than merging, so that a request
+    above a default limit can never make an invalid pair.
+    """
+    out = copy.deepcopy(dict(resources)) if resources else copy.deepcopy(DEFAULT_RESOURCES)
+    named = set(out.get("requests", {})) | set(out.get("limits", {}))
+    if "ephemeral-storage" not in named:
+        for section, size in EPHEMERAL_STORAGE.items():
+            out.setdefault(section, {})["ephemeral-storage"] = size
+    return out
+
+
+def _node_affinity(node: str | None) -> dict[str, Any] | None:
+    """Prefer the node that ran this task before: its big image is already there."""
+    if not node:
+        return None
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+    return {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 100, "preference": term}]}}
+
+
+# --- ConfigMaps -----------------------------------------------------------------------------
+
+
+def prompt_key(variant_id: str) -> str:
+    """The ConfigMap key of a variant's problem text."""
+    return f"prompt.{variant_id}.txt"
+
+
+def task_data(evaluation: Evaluation, instance: Instance, variants: Mapping[str, str],
+              predictions: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What /task holds for every item of one task, by ConfigMap key.
+
+    ``variants`` maps variant ids to problem texts (the original is added when absent);
+    ``predictions`` is the loaded predictions file when predictions.source is ``file``.
+    The gold patch stays out unless predictions.source is ``gold``: the solve step (and
+    anything it runs) must not be able to read the answer.
+    """
+    source = evaluation.spec.predictions.source
+    task = instance if source == "gold" else instance.model_copy(update={"patch": ""})
+    data = {"instance.json": task.model_dump_json()}
+    texts = {ORIGINAL_VARIANT: instance.problem_statement, **variants}
+    for variant_id, text in sorted(texts.items()):
+        data[prompt_key(variant_id)] = text
+    if source in ("gold", "file"):
+        data["patch.diff"] = patch_for(source, instance, dict(predictions or {}))
+    return data
+
+
+def _check_size(data: Mapping[str, str], what: str) -> None:
+    size = sum(len(key.encode()) + len(value.encode()) for key, value in data.items())
+    if size > CONFIGMAP_MAX_BYTES:
+        raise TaskTooLarge(
+            f"{what} holds {size} bytes, over the {CONFIGMAP_MAX_BYTES} a ConfigMap can hold; "
+            f"leave the task out (dataset.instanceIds) or use fewer prompt variations")
+
+
+def task_configmap(evaluation: Evaluation, instance: Instance, variants: Mapping[str, str],
+                   predictions: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The ConfigMap of one task's data, named by its content (see ``task_data``).
+
+    Immutable: the content decides the name, so it never changes, and the kubelet need not
+    watch it (thousands of pods would otherwise each keep a watch open).
+    """
+    data = task_data(evaluation, instance, variants, predictions)
+    _check_size(data, f"the task data of {instance.instance_id}")
+    labels = {**owner_labels(evaluation), COMPONENT: "task",
+              LABEL_INSTANCE: label_value(instance.instance_id)}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": configmap_name(evaluation.name, "task", _digest(data)),
+                     "namespace": evaluation.namespace, "labels": labels},
+        "immutable": True,
+        "data": data,
+    }
+
+
+def patch_configmap(evaluation: Evaluation, item: WorkItem, patch: str) -> dict[str, Any]:
+    """The patch an earlier attempt got from the agent, for a retry not to ask again."""
+    data = {"patch.diff": patch}
+    _check_size(data, f"the kept patch of {item.key}")
+    labels = {**owner_labels(evaluation), COMPONENT: "kept-patch", LABEL_ITEM: item.id}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": configmap_name(evaluation.name, "patch",
+                                            _digest({"item": item.id, **data})),
+                     "namespace": evaluation.namespace, "labels": labels},
+        "immutable": True,
+        "data": data,
+    }
+
+
+# --- The pod's steps ------------------------------------------------------------------------
+
+
+def agent_endpoint(agent: AgentUnderTest) -> str:
+    """The URL the solve step sends the task to."""
+    spec = agent.spec
+    if spec.sidecar:
+        return f"http://127.0.0.1:{spec.sidecar.port}/"
+    if spec.service:
+        return agent_service_url(agent.name, agent.namespace, spec.service.port)
+    if spec.endpoint:
+        return spec.endpoint
+    raise ValueError(f"AgentUnderTest {agent.name!r} has no endpoint, service or sidecar")
+
+
+def solve_command(evaluation: Evaluation, agent: AgentUnderTest | None,
+                  kept_patch: Mapping[str, Any] | None = None) -> list[str]:
+    """``proctor runner solve`` with the flags of this evaluation and attempt."""
+    spec = evaluation.spec
+    command = ["proctor", "runner", "solve", "--work-dir", WORK_DIR, "--task-dir", TASK_DIR,
+               "--time-limit", str(spec.timeouts.test_seconds)]
+    if not spec.dataset.include_hints:
+        command.append("--no-hints")
+    if asks_agent(evaluation, kept_patch):
+        if agent is None:
+            raise ValueError(f"Evaluation {evaluation.name!r} asks an agent: pass its "
+                             f"AgentUnderTest")
+        command += ["--endpoint", agent_endpoint(agent),
+                    "--timeout", str(agent.spec.request_timeout_seconds)]
+        if agent.spec.sidecar:
+            command += ["--repo-dir", REPO_DIR]
+    elif kept_patch is not None or spec.predictions.source in ("gold", "file"):
+        command += ["--patch-file", f"{TASK_DIR}/patch.diff"]
+    else:  # empty predictions: no patch, and the tests run anyway (validation)
+        command += ["--patch-file", "", "--without-patch"]
+    return command
+
+
+def _token_env(agent: AgentUnderTest | None) -> list[dict[str, Any]]:
+    """The agent's token from its Secret, for the solve step only."""
+    auth = agent.spec.auth if agent else None
+    if auth is None:
+        return []
+    ref = {"name": auth.secret_ref.name, "key": auth.secret_ref.key}
+    # Header and scheme ride along for the runner; `proctor runner solve` reads only the
+    # token so far and always sends `Authorization: Bearer <token>`.
+    return [{"name": "PROCTOR_AGENT_TOKEN", "valueFrom": {"secretKeyRef": ref}},
+            {"name": "PROCTOR_AGENT_AUTH_HEADER", "value": auth.header},
+            {"name": "PROCTOR_AGENT_AUTH_SCHEME", "value": auth.scheme}]
+
+
+def _mount(volume: str, path: str, read_only: bool = False) -> dict[str, Any]:
+    mount: dict[str, Any] = {"name": volume, "mountPath": path}
+    if read_only:
+        mount["readOnly"] = True
+    return mount
+
+
+def _step(name: str, image: str, command: Sequence[str], resources: Mapping[str, Any],
+          mounts: Sequence[dict[str, Any]], env: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    container: dict[str, Any] = {
+        "name": name, "image": image, "command": list(command),
+        # SWE-bench images are tagged :latest, which would mean a registry round trip per pod
+        # (and Docker Hub's rate limit); the digest that ran is read back from the pod.
+        "imagePullPolicy": "IfNotPresent",
+        "resources": copy.deepcopy(dict(resources)),
+        # A step that fails without writing a message gets its log's tail in the pod's
+        # status, so the failure can be explained without fetching logs.
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    if mounts:
+        container["volumeMounts"] = list(mounts)
+    if env:
+        container["env"] = list(env)
+    return container
+
+
+def _sidecar_steps(agent: AgentUnderTest, instance: Instance, task_image: str,
+                   resources: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The workspace copy and the agent itself, run as a native sidecar (1.29+)."""
+    sidecar = agent.spec.sidecar
+    assert sidecar is not None
+    workspace = _step("workspace", task_image, ["bash", "-c", WORKSPACE_SCRIPT], resources,
+                      [_mount("workspace", WORKSPACE_DIR)],
+                      [{"name": "TESTBED", "value": TESTBED},
+                       {"name": "BASE_COMMIT", "value": instance.base_commit},
+                       {"name": "REPO_DIR", "value": REPO_DIR}])
+    port = sidecar.port
+    env = [{"name": e.name, "value": e.value} for e in sidecar.env if e.name != "REPO_DIR"]
+    agent_container: dict[str, Any] = {
+        "name": "agent", "image": sidecar.image, "restartPolicy": "Always",
+        # Started as Agentbeats starts agents; the card names loopback, where solve calls.
+        "args": ["--host", "0.0.0.0", "--port", str(port),
+                 "--card-url", f"http://127.0.0.1:{port}/", *sidecar.args],
+        "env": [*env, {"name": "REPO_DIR", "value": REPO_DIR}],
+        "ports": [{"name": "a2a", "containerPort": port}],
+        # solve starts only once the agent listens; asking too early would be an agent error.
+        "startupProbe": {"tcpSocket": {"port": port}, "periodSeconds": 2,
+                         "failureThreshold": AGENT_STARTUP_SECONDS // 2},
+        "resources": copy.deepcopy(sidecar.resources or {}),
+        "volumeMounts": [_mount("workspace", WORKSPACE_DIR)],
+    }
+    return [workspace, agent_container]
+
+
+def _task_volume(task: Mapping[str, Any], item: WorkItem, source: str,
+                 kept_patch: Mapping[str, Any] | None) -> dict[str, Any]:
+    """/task: the task's ConfigMap (this item's prompt as prompt.txt), item.json, a patch."""
+    keys = set(task.get("data", {}))
+    prompt = prompt_key(item.variant_id)
+    if prompt not in keys or "instance.json" not in keys:
+        raise ValueError(f"ConfigMap {task['metadata']['name']} lacks instance.json or "
+                         f"{prompt} for item {item.key}")
+    items = [{"key": "instance.json", "path": "instance.json"},
+             {"key": prompt, "path": "prompt.txt"}]
+    if kept_patch is None and source in ("gold", "file"):
+        items.append({"key": "patch.diff", "path": "patch.diff"})
+    field = f"metadata.annotations['{ANNOTATION_ITEM}']"
+    sources: list[dict[str, Any]] = [
+        {"configMap": {"name": task["metadata"]["name"], "items": items}},
+        {"downwardAPI": {"items": [{"path": "item.json", "fieldRef": {"fieldPath": field}}]}},
+    ]
+    if kept_patch is not None:
+        sources.append({"configMap": {"name": kept_patch["metadata"]["name"],
+                                      "items": [{"key": "patch.diff", "path": "patch.diff"}]}})
+    return {"name": "task", "projected": {"sources": sources}}
+
+
+def _volumes(task_volume: dict[str, Any], sidecar: bool) -> list[dict[str, Any]]:
+    volumes = [{"name": "work", "emptyDir": {"sizeLimit": WORK_VOLUME_LIMIT}}, task_volume]
+    if sidecar:
+        volumes.append({"name": "workspace", "emptyDir": {"sizeLimit": WORKSPACE_VOLUME_LIMIT}})
+    return volumes
+
+
+# --- The Job --------------------------------------------------------------------------------
+
+
+def _check_kept_patch(evaluation: Evaluation, kept_patch: Mapping[str, Any] | None) -> None:
+    if kept_patch is not None and evaluation.spec.predictions.source != "agent":
+        raise ValueError("a kept patch replaces the agent's answer; predictions.source is "
+                         f"{evaluation.spec.predictions.source!r}, whose patch is in the task")
+
+
+def _pod_spec(evaluation: Evaluation, agent: AgentUnderTest | None, item: WorkItem,
+              instance: Instance, task: Mapping[str, Any], runner: str,
+              kept_patch: Mapping[str, Any] | None, preferred_node: str | None) -> dict[str, Any]:
+    spec = evaluation.spec
+    task_image = instance_image(instance, spec.runner.instance_image_registry)
+    resources = runner_resources(spec.runner.resources)
+    work = _mount("work", WORK_DIR)
+    sidecar = asks_agent(evaluation, kept_patch) and bool(agent and agent.spec.sidecar)
+    token = _token_env(agent) if asks_agent(evaluation, kept_patch) else []
+    init = [_step("pull", task_image, ["true"], PULL_RESOURCES, [])]
+    if sidecar and agent is not None:
+        init += _sidecar_steps(agent, instance, task_image, resources)
+    init += [
+        _step("solve", runner, solve_command(evaluation, agent, kept_patch), resources,
+              [work, _mount("task", TASK_DIR, read_only=True)], token),
+        _step("test", task_image, ["bash", f"{WORK_DIR}/run.sh"], resources, [work],
+              [{"name": "TESTBED", "value": TESTBED}]),
+    ]
+    grade = _step("grade", runner, ["proctor", "runner", "grade", "--work-dir", WORK_DIR,
+                                    "--termination-log", "/dev/termination-log"],
+                  resources, [work])
+    grade |= {"terminationMessagePath": "/dev/termination-log",
+              "terminationMessagePolicy": "File"}
+    pod: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        # Thousands of pods in a namespace: no Service environment variables for each.
+        "enableServiceLinks": False,
+        "nodeSelector": {"kubernetes.io/arch": DEFAULT_ARCH, **(spec.runner.node_selector or {})},
+        "initContainers": init,
+        "containers": [grade],
+        "volumes": _volumes(_task_volume(task, item, spec.predictions.source, kept_patch),
+                            sidecar),
+    }
+    if spec.runner.tolerations:
+        pod["tolerations"] = [dict(t) for t in spec.runner.tolerations]
+    if spec.runner.image_pull_secrets:
+        pod["imagePullSecrets"] = [{"name": s.name} for s in spec.runner.image_pull_secrets]
+    affinity = _node_affinity(preferred_node)
+    if affinity:
+        pod["affinity"] = affinity
+    return pod
+
+
+def desired_job(evaluation: Evaluation, agent: AgentUnderTest | None, item: WorkItem,
+                instance: Instance, task: Mapping[str, Any], *, runner_version: str,
+                runner_image_default: str | None = None, preferred_node: str | None = None,
+                kept_patch: Mapping[str, Any] | None = None, attempt: int = 0) -> dict[str, Any]:
+    """The Job of one attempt at one work item.
+
+    ``task`` is the task's ConfigMap (``task_configmap``); ``kept_patch`` the ConfigMap of
+    a patch an earlier attempt got (``patch_configmap``), so a retry never asks the agent
+    twice; ``preferred_node`` a node that ran this task before. The owner reference is
+    left to ``kopf.adopt``.
+    """
+    _check_kept_patch(evaluation, kept_patch)
+    labels = item_labels(evaluation, item, attempt)
+    runner = runner_image(evaluation, runner_version, runner_image_default)
+    pod = _pod_spec(evaluation, agent, item, instance, task, runner, kept_patch,
+                    preferred_node)
+    annotations = {ANNOTATION_ITEM_KEY: item.key, ANNOTATION_RUNNER_VERSION: runner_version}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": job_name(evaluation.name, item.id, attempt),
+                     "namespace": evaluation.namespace, "labels": labels,
+                     "annotations": annotations},
+        "spec": {
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": pod_deadline_seconds(
+                evaluation, agent, asks_agent(evaluation, kept_patch)),
+            "template": {
+                "metadata": {"labels": dict(labels),
+                             "annotations": {ANNOTATION_ITEM: item.model_dump_json()}},
+                "spec": pod,
+            },
+        },
+    }
+
+
+def desired_objects(evaluation: Evaluation, agent: AgentUnderTest | None,
+                    items: Iterable[WorkItem], instances: Mapping[str, Instance],
+                    variants: Mapping[str, Mapping[str, str]] | None = None,
+                    predictions: Mapping[str, str] | None = None, *, runner_version: str,
+                    runner_image_default: str | None = None,
+                    nodes: Mapping[str, str] | None = None
+                    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The task ConfigMaps (one per task) and first-attempt Jobs (one per item) of ``items``.
+
+    ``variants`` maps instance ids to their variants' texts; ``nodes`` maps instance ids to
+    a node that ran the task before.
+    """
+    configmaps: dict[str, dict[str, Any]] = {}
+    jobs: list[dict[str, Any]] = []
+    for item in items:
+        instance = instances[item.instance_id]
+        if item.instance_id not in configmaps:
+            configmaps[item.instance_id] = task_configmap(
+                evaluation, instance, (variants or {}).get(item.instance_id, {}), predictions)
+        jobs.append(desired_job(evaluation, agent, item, instance, configmaps[item.instance_id],
+                                runner_version=runner_version,
+                                runner_image_default=runner_image_default,
+                                preferred_node=(nodes or {}).get(item.instance_id)))
+    return list(configmaps.values()), jobs
+
+
+def task_files(job: Mapping[str, Any], configmaps: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """What /task holds in the pod of ``job``: path -> text, as the kubelet projects it.
+
+    For tests, and for anything that plays the kubelet: it resolves the projected volume
+    from the ConfigMaps given and the pod template's annotations.
+    """
+    by_name = {cm["metadata"]["name"]: cm.get("data", {}) for cm in configmaps}
+    template = job["spec"]["template"]
+    annotations = template["metadata"].get("annotations", {})
+    (volume,) = [v for v in template["spec"]["volumes"] if v["name"] == "task"]
+    files: dict[str, str] = {}
+    for source in volume["projected"]["sources"]:
+        if "configMap" in source:
+            data = by_name[source["configMap"]["name"]]
+            files |= {entry["path"]: data[entry["key"]] for entry in source["configMap"]["items"]}
+        for entry in source.get("downwardAPI", {}).get("items", []):
+            key = re.fullmatch(r"metadata\.annotations\['(.+)'\]", entry["fieldRef"]["fieldPath"])
+            assert key is not None
+            files[entry["path"]] = annotations[key.group(1)]
+    return files

@@ -1,0 +1,434 @@
+"""What a work item's Job, its pod and their events say about the item (pure).
+
+``item_state(job, pods, events)`` reads the objects as the API returns them (plain dicts)
+and answers one of four phases:
+
+* pending: no step has started. Includes what will not resolve by itself, with since
+  when: an image that cannot be pulled (the pod stays Pending forever, it never fails),
+  a container that cannot be configured (a missing Secret), pods refused at creation
+  (FailedCreate: pod security, quota; no pod ever appears). The operator decides when to
+  give up; ``error_kind`` and ``retryable`` say what giving up would mean.
+* running: a step has started and the pod has not ended.
+* succeeded: the grade step ended; ``result`` is its compact result (the termination
+  message of ``proctor runner grade --termination-log``), or None with reason
+  ``ResultUnreadable`` when the grade log must be read instead.
+* failed, with a cause. Per the architecture note's table, infrastructure failures
+  (deadline, eviction, OOM kill, node lost, pod lost) are ``infra`` and retried up to
+  ``runner.infraRetries``; a step that exits non-zero is a broken sandbox, not retried.
+
+Job conditions come first: since 1.31 a Job shows FailureTarget / SuccessCriteriaMet as
+soon as the outcome is decided, before Failed / Complete; both count, and ``finished``
+says whether the terminal condition is there yet (until then a pod may still be
+terminating and holding its node).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from proctor.model import ErrorKind, Outcome
+
+Obj = Mapping[str, Any]
+
+
+class Phase(StrEnum):
+    """Where a work item's attempt stands."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+# Waiting reasons that a pod does not get out of by waiting a little.
+PULL_PROBLEMS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName",
+                           "ErrImageNeverPull", "RegistryUnavailable", "SignatureValidationFailed"})
+CONFIG_PROBLEMS = frozenset({"CreateContainerConfigError", "CreateContainerError",
+                             "RunContainerError"})
+
+# pod.status.reason of a pod that failed for reasons outside it -> our cause.
+_POD_REASONS = {"Evicted": "Evicted", "DeadlineExceeded": "DeadlineExceeded",
+                "NodeLost": "NodeLost", "Shutdown": "NodeLost", "NodeShutdown": "NodeLost",
+                "Terminated": "NodeLost", "UnexpectedAdmissionError": "Rejected",
+                "NodeAffinity": "Rejected"}
+# The DisruptionTarget condition's reason (1.26+) -> our cause.
+_DISRUPTIONS = {"PreemptionByScheduler": "Preempted", "DeletionByTaintManager": "NodeLost",
+                "DeletionByPodGC": "NodeLost", "EvictionByEvictionAPI": "Evicted",
+                "TerminationByKubelet": "Evicted"}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One container of the pod, as its status shows it."""
+
+    name: str
+    state: str
+    """waiting, running, terminated, or unknown (no status yet)."""
+    reason: str | None = None
+    message: str | None = None
+    exit_code: int | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    init: bool = False
+    """An init container."""
+    sidecar: bool = False
+    """An init container with restartPolicy Always (a native sidecar)."""
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    """The image a container ran, and its registry digest when the runtime reports one."""
+
+    image: str
+    image_id: str
+    digest: str | None
+    """``sha256:...`` after the ``@`` of imageID; None when the runtime gives only a local id."""
+
+
+@dataclass(frozen=True)
+class ItemState:
+    """What an attempt's Job and pod say; see the module docstring."""
+
+    phase: Phase
+    reason: str
+    """One CamelCase word: Created, FailedCreate, Unschedulable, ImagePullBackOff, Running,
+    Completed, ResultUnreadable, DeadlineExceeded, Evicted, OOMKilled, Killed, NodeLost,
+    Preempted, Rejected, PodLost, ResultLost, StepFailed, ..."""
+    message: str = ""
+    step: str | None = None
+    """The container concerned: running, stuck, or failed."""
+    exit_code: int | None = None
+    since: str | None = None
+    """When the present state began (for a stuck pending pod: its first failure)."""
+    error_kind: ErrorKind | None = None
+    """The item's error kind if it ends here (for pending: if the operator gives up)."""
+    retryable: bool = False
+    """An infrastructure failure that ``runner.infraRetries`` covers."""
+    finished: bool = False
+    """The Job has its terminal condition (Complete or Failed)."""
+    result: dict[str, Any] | None = None
+    """The grade step's compact result, when it succeeded and could be read."""
+    pod: str | None = None
+    node: str | None = None
+    images: dict[str, ImageRef] = field(default_factory=dict)
+    steps: tuple[Step, ...] = ()
+
+
+# --- Reading objects ------------------------------------------------------------------------
+
+
+def parse_time(value: str) -> datetime:
+    """An API timestamp (RFC 3339, with or without fractions) as an aware datetime."""
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def seconds_since(value: str | None, now: datetime) -> float:
+    """Seconds from an API timestamp to ``now``; 0 when there is none."""
+    return max(0.0, (now - parse_time(value)).total_seconds()) if value else 0.0
+
+
+def _true_conditions(obj: Obj) -> dict[str, Obj]:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return {c["type"]: c for c in conditions if c.get("status") == "True"}
+
+
+def _by_uid(pod: Obj, uid: str) -> bool:
+    meta = pod.get("metadata", {})
+    labels = meta.get("labels") or {}
+    owners = {ref.get("uid") for ref in meta.get("ownerReferences") or []}
+    return uid in owners or uid in (labels.get("batch.kubernetes.io/controller-uid"),
+                                    labels.get("controller-uid"))
+
+
+def _by_name(pod: Obj, name: str) -> bool:
+    labels = pod.get("metadata", {}).get("labels") or {}
+    return name in (labels.get("batch.kubernetes.io/job-name"), labels.get("job-name"))
+
+
+def pods_of(job: Obj, pods: Sequence[Obj]) -> list[Obj]:
+    """The pods the Job controller made for ``job``: by the Job's uid, else by its name.
+
+    The uid tells a Job from an earlier one of the same name whose pods are still going.
+    """
+    meta = job.get("metadata", {})
+    uid, name = meta.get("uid"), meta.get("name")
+    owned = [pod for pod in pods if uid and _by_uid(pod, uid)]
+    return owned or [pod for pod in pods if name and _by_name(pod, name)]
+
+
+def _about(event: Obj) -> Obj:
+    """The object an event is about (core/v1 ``involvedObject``, events/v1 ``regarding``)."""
+    return event.get("involvedObject") or event.get("regarding") or {}
+
+
+def events_of(kind: str, name: str, events: Sequence[Obj]) -> list[Obj]:
+    """The events about one object."""
+    return [e for e in events if _about(e).get("kind") == kind and _about(e).get("name") == name]
+
+
+def _event_time(event: Obj) -> str | None:
+    return (event.get("firstTimestamp") or event.get("eventTime")
+            or event.get("metadata", {}).get("creationTimestamp"))
+
+
+def _step(status: Obj, init: bool, sidecar: bool) -> Step:
+    state = status.get("state") or {}
+    for kind in ("terminated", "running", "waiting"):
+        if kind in state:
+            detail = state[kind] or {}
+            return Step(name=status["name"], state=kind, reason=detail.get("reason"),
+                        message=detail.get("message"), exit_code=detail.get("exitCode"),
+                        started_at=detail.get("startedAt"), finished_at=detail.get("finishedAt"),
+                        init=init, sidecar=sidecar)
+    return Step(name=status["name"], state="unknown", init=init, sidecar=sidecar)
+
+
+def steps_of(pod: Obj) -> tuple[Step, ...]:
+    """Every container in the order it runs: init containers (sidecars marked), then main.
+
+    Read from the spec's order, so a step without a status yet is still listed; a status
+    without a spec (a partial object) is listed where its status list puts it.
+    """
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    order: list[tuple[str, bool, bool]] = []
+    for key, init in (("initContainers", True), ("containers", False)):
+        order += [(c["name"], init, c.get("restartPolicy") == "Always")
+                  for c in spec.get(key) or []]
+    for key, init in (("initContainerStatuses", True), ("containerStatuses", False)):
+        known = {name for name, _, _ in order}
+        order += [(s["name"], init, False) for s in status.get(key) or []
+                  if s["name"] not in known]
+    by_name = {s["name"]: s for key in ("initContainerStatuses", "containerStatuses")
+               for s in status.get(key) or []}
+    return tuple(_step(by_name.get(name, {"name": name}), init, sidecar)
+                 for name, init, sidecar in order)
+
+
+def images_of(pod: Obj) -> dict[str, ImageRef]:
+    """The image each container ran, by container name (only those that pulled one)."""
+    status = pod.get("status") or {}
+    found: dict[str, ImageRef] = {}
+    for key in ("initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses"):
+        for s in status.get(key) or []:
+            image_id = s.get("imageID") or ""
+            if image_id:
+                digest = image_id.rpartition("@")[2] if "@" in image_id else None
+                found[s["name"]] = ImageRef(s.get("image", ""), image_id, digest)
+    return found
+
+
+def _newest(pods: Sequence[Obj]) -> Obj | None:
+    """The pod to read: the newest one (a Job with backoffLimit 0 has one)."""
+    ordered = sorted(pods, key=lambda p: (p.get("metadata", {}).get("creationTimestamp") or "",
+                                          p.get("metadata", {}).get("name") or ""))
+    return ordered[-1] if ordered else None
+
+
+# --- Compact results ------------------------------------------------------------------------
+
+
+def read_compact_result(message: str | None, item_id: str | None = None
+                        ) -> tuple[dict[str, Any] | None, str]:
+    """The grade step's compact result from its termination message, or why not."""
+    if not message:
+        return None, "the grade step left no termination message"
+    try:
+        result = json.loads(message)
+    except json.JSONDecodeError:
+        return None, "the grade step's termination message is not JSON (cut at 4 KiB?)"
+    if not isinstance(result, dict) or result.get("outcome") not in set(Outcome):
+        return None, "the grade step's termination message is not a compact result"
+    if item_id and result.get("item") != item_id:
+        return None, f"the result is of item {result.get('item')!r}, not {item_id!r}"
+    return result, ""
+
+
+# --- Classification -------------------------------------------------------------------------
+
+
+def _common(job: Obj, pod: Obj | None) -> dict[str, Any]:
+    """The fields every state carries: finished, pod, node, images, steps."""
+    conditions = _true_conditions(job)
+    common: dict[str, Any] = {"finished": "Complete" in conditions or "Failed" in conditions}
+    if pod is not None:
+        common |= {"pod": pod.get("metadata", {}).get("name"),
+                   "node": (pod.get("spec") or {}).get("nodeName"),
+                   "images": images_of(pod), "steps": steps_of(pod)}
+    return common
+
+
+def _infra(reason: str, message: str, **fields: Any) -> ItemState:
+    return ItemState(phase=Phase.FAILED, reason=reason, message=message,
+                     error_kind=ErrorKind.INFRA, retryable=True, **fields)
+
+
+def _pod_disruption(pod: Obj) -> tuple[str, str] | None:
+    """An outside cause of the pod's end: eviction, node loss, preemption, rejection."""
+    status = pod.get("status") or {}
+    reason = status.get("reason") or ""
+    cause = _POD_REASONS.get(reason) or ("Rejected" if reason.startswith("OutOf") else None)
+    if cause:
+        return cause, status.get("message") or reason
+    disruption = _true_conditions(pod).get("DisruptionTarget")
+    if disruption:
+        why = disruption.get("reason") or ""
+        return _DISRUPTIONS.get(why, "NodeLost"), disruption.get("message") or why
+    return None
+
+
+def _failed(job: Obj, pod: Obj | None, common: dict[str, Any]) -> ItemState:
+    """Why a Job (or its pod) failed, and whether that is worth another attempt."""
+    conditions = _true_conditions(job)
+    decided = conditions.get("Failed") or conditions.get("FailureTarget") or {}
+    if decided.get("reason") == "DeadlineExceeded":
+        return _infra("DeadlineExceeded", decided.get("message") or "the Job ran past its "
+                      "deadline", since=decided.get("lastTransitionTime"), **common)
+    if pod is None:
+        return _infra("PodLost", "the Job failed and its pod is gone (node lost, or deleted)",
+                      since=decided.get("lastTransitionTime"), **common)
+    outside = _pod_disruption(pod)
+    if outside:
+        return _infra(outside[0], outside[1], **common)
+    return _failed_step(pod, common)
+
+
+def _killed(step: Step, common: dict[str, Any]) -> ItemState:
+    """A step killed by the kernel or the kubelet: exit 137 is SIGKILL, mostly memory."""
+    if step.reason == "OOMKilled":
+        cause, why = "OOMKilled", "out of memory"
+    else:
+        cause, why = "Killed", "killed by SIGKILL, most likely out of memory"
+    return _infra(cause, f"step {step.name} exited {step.exit_code}: {why}", step=step.name,
+                  exit_code=step.exit_code, since=step.finished_at, **common)
+
+
+def _failed_step(pod: Obj, common: dict[str, Any]) -> ItemState:
+    """The first step that ended badly: OOM, killed (137), or a non-zero exit."""
+    ended = [s for s in steps_of(pod) if s.state == "terminated"]
+    for step in ended:
+        if step.reason == "OOMKilled" or step.exit_code == 137:
+            return _killed(step, common)
+    for step in ended:
+        if step.exit_code and not step.sidecar:
+            detail = f": {step.message.strip()[-500:]}" if step.message else ""
+            return ItemState(phase=Phase.FAILED, reason="StepFailed",
+                             message=f"step {step.name} exited {step.exit_code}{detail}",
+                             step=step.name, exit_code=step.exit_code, since=step.finished_at,
+                             error_kind=ErrorKind.SANDBOX, **common)
+    message = (pod.get("status") or {}).get("message") or "the pod failed with no step failing"
+    return _infra("PodFailed", message, **common)
+
+
+def _succeeded(job: Obj, pod: Obj | None, common: dict[str, Any]) -> ItemState:
+    """The grade step's compact result, or why it has to come from the grade log."""
+    item_id = (job.get("metadata", {}).get("labels") or {}).get("proctor.dev/item")
+    # The grade step is the pod's one main container.
+    grade = next((s for s in reversed(common.get("steps", ())) if not s.init), None)
+    if pod is None or grade is None:
+        return _infra("ResultLost", "the Job completed but its pod, and the result in it, is "
+                      "gone", **common)
+    result, why = read_compact_result(grade.message, item_id)
+    if result is None:
+        return ItemState(phase=Phase.SUCCEEDED, reason="ResultUnreadable",
+                         message=f"{why}; read the full result from the grade log",
+                         step=grade.name, since=grade.finished_at, **common)
+    return ItemState(phase=Phase.SUCCEEDED, reason="Completed", step=grade.name,
+                     since=grade.finished_at, result=result, **common)
+
+
+def _waiting_since(pod: Obj, steps: Sequence[Step], index: int) -> str | None:
+    """When a step started waiting: the end of the step before it, else the pod's start."""
+    before = [s.finished_at for s in steps[:index] if s.finished_at and not s.sidecar]
+    status = pod.get("status") or {}
+    return (max(before, key=parse_time) if before else None) or status.get("startTime") or \
+        pod.get("metadata", {}).get("creationTimestamp")
+
+
+def _first_failure(pod: Obj, step: str, events: Sequence[Obj]) -> str | None:
+    """The first event of the kubelet failing a step (its image pull, its config)."""
+    name = pod.get("metadata", {}).get("name") or ""
+    times = [t for e in events_of("Pod", name, events)
+             if e.get("type") == "Warning"
+             and _about(e).get("fieldPath", "").endswith(f"{{{step}}}")
+             and (t := _event_time(e))]
+    return min(times, key=parse_time) if times else None
+
+
+def _stuck(pod: Obj, steps: Sequence[Step], events: Sequence[Obj],
+           common: dict[str, Any]) -> ItemState | None:
+    """A step waiting on something that will not come by itself: an image, its config."""
+    for index, step in enumerate(steps):
+        if step.state == "waiting" and step.reason in PULL_PROBLEMS | CONFIG_PROBLEMS:
+            pull = step.reason in PULL_PROBLEMS
+            since = _first_failure(pod, step.name, events) or _waiting_since(pod, steps, index)
+            return ItemState(phase=Phase.PENDING, reason=step.reason or "", step=step.name,
+                             message=step.message or "", since=since,
+                             error_kind=ErrorKind.INFRA if pull else None, retryable=pull,
+                             **common)
+    return None
+
+
+def _live(pod: Obj, events: Sequence[Obj], common: dict[str, Any]) -> ItemState:
+    """A pod that has not ended: stuck, waiting to be scheduled, or running a step."""
+    steps = common["steps"]
+    stuck = _stuck(pod, steps, events, common)
+    if stuck:
+        return stuck
+    started = [s for s in steps if not s.sidecar and s.state in ("running", "terminated")]
+    if started:
+        current = next((s for s in steps if not s.sidecar and s.state != "terminated"), None)
+        step = current or started[-1]
+        return ItemState(phase=Phase.RUNNING, reason="Running", step=step.name,
+                         since=step.started_at or started[-1].finished_at, **common)
+    scheduled = next((c for c in (pod.get("status") or {}).get("conditions") or []
+                      if c.get("type") == "PodScheduled"), {})
+    if scheduled.get("status") == "False":
+        return ItemState(phase=Phase.PENDING, reason=scheduled.get("reason") or "Unschedulable",
+                         message=scheduled.get("message") or "",
+                         since=scheduled.get("lastTransitionTime"), **common)
+    waiting = next((s for s in steps if s.state == "waiting"), None)
+    return ItemState(phase=Phase.PENDING, reason=(waiting.reason if waiting else None) or
+                     "Pending", step=waiting.name if waiting else None,
+                     since=_waiting_since(pod, steps, 0), **common)
+
+
+def _no_pod(job: Obj, events: Sequence[Obj], common: dict[str, Any]) -> ItemState:
+    """A Job without a pod: just created, or its pods refused (FailedCreate)."""
+    name = job.get("metadata", {}).get("name") or ""
+    refused = [e for e in events_of("Job", name, events) if e.get("reason") == "FailedCreate"]
+    times = [t for e in refused if (t := _event_time(e))]
+    if refused:
+        # The job-controller keeps trying; nothing changes until a person fixes the cause.
+        return ItemState(phase=Phase.PENDING, reason="FailedCreate",
+                         message=refused[-1].get("message") or "",
+                         since=min(times, key=parse_time) if times else None, **common)
+    created = job.get("metadata", {}).get("creationTimestamp")
+    return ItemState(phase=Phase.PENDING, reason="Created", since=created, **common)
+
+
+def item_state(job: Obj, pods: Sequence[Obj] = (), events: Sequence[Obj] = ()) -> ItemState:
+    """The state of one attempt: its Job, the pods listed for it, and their events.
+
+    ``pods`` are the Job's own (``pods_of`` picks them from a wider list); ``events`` may
+    be the namespace's: only those about the Job and its pod are read.
+    """
+    pod = _newest(pods)
+    common = _common(job, pod)
+    conditions = _true_conditions(job)
+    if "Failed" in conditions or "FailureTarget" in conditions:
+        return _failed(job, pod, common)
+    if "Complete" in conditions or "SuccessCriteriaMet" in conditions:
+        return _succeeded(job, pod, common)
+    if pod is None:
+        return _no_pod(job, events, common)
+    phase = (pod.get("status") or {}).get("phase")
+    if phase == "Failed":  # the Job controller has not caught up yet
+        return _failed(job, pod, common)
+    if phase == "Succeeded":
+        return _succeeded(job, pod, common)
+    return _live(pod, events, common)

@@ -1,0 +1,172 @@
+"""Conditions and the Evaluation's status: rebuilt each pass, valid per the CRD, and small."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from proctor.k8s.conditions import (
+    ItemCounts,
+    agent_status,
+    evaluation_status,
+    find_condition,
+    resolved_percent,
+    results_table,
+    set_condition,
+)
+from proctor.manifest import ManifestError, openapi_schema, parse_resource
+from proctor.model import ErrorKind, Outcome, PassFail, RunResult
+from proctor.spec import AgentUnderTest, AgentUnderTestSpec
+
+T0, T1, T2 = "2026-05-01T10:00:00Z", "2026-05-01T11:00:00Z", "2026-05-01T12:00:00Z"
+
+
+# --- set_condition --------------------------------------------------------------------------
+
+
+def test_a_new_condition_starts_now() -> None:
+    (ready,) = set_condition([], "Ready", True, "SpecValid", "ok", now=T0, observed_generation=3)
+    assert ready == {"type": "Ready", "status": "True", "reason": "SpecValid", "message": "ok",
+                     "lastTransitionTime": T0, "observedGeneration": 3}
+
+
+def test_transition_time_moves_only_when_the_status_flips() -> None:
+    first = set_condition([], "Running", True, "ItemsInFlight", "3 running", now=T0)
+    same = set_condition(first, "Running", True, "ItemsInFlight", "5 running", now=T1)
+    assert same[0]["lastTransitionTime"] == T0 and same[0]["message"] == "5 running"
+    reworded = set_condition(same, "Running", "True", "Retrying", now=T1)
+    assert reworded[0]["lastTransitionTime"] == T0
+    flipped = set_condition(reworded, "Running", False, "Suspended", now=T2)
+    assert flipped[0]["lastTransitionTime"] == T2 and flipped[0]["status"] == "False"
+
+
+def test_other_conditions_keep_their_place_and_the_input_is_untouched() -> None:
+    conditions = set_condition([], "Ready", True, "SpecValid", now=T0)
+    conditions = set_condition(conditions, "Running", True, "ItemsInFlight", now=T0)
+    conditions = set_condition(conditions, "Succeeded", False, "ItemsLeft", now=T0)
+    before = json.dumps(conditions)
+    updated = set_condition(conditions, "Running", False, "AllDone", now=T1)
+    assert json.dumps(conditions) == before
+    assert [c["type"] for c in updated] == ["Ready", "Running", "Succeeded"]
+    assert find_condition(updated, "Running") == updated[1]
+    assert find_condition(updated, "Degraded") is None
+
+
+@pytest.mark.parametrize("reason", ["", "spec valid", "specValid!", "1Reason"])
+def test_reasons_are_one_camel_case_word(reason: str) -> None:
+    with pytest.raises(ValueError, match="CamelCase"):
+        set_condition([], "Ready", True, reason, now=T0)
+
+
+def test_status_is_true_false_or_unknown() -> None:
+    assert set_condition([], "Ready", "Unknown", "Checking", now=T0)[0]["status"] == "Unknown"
+    with pytest.raises(ValueError, match="True, False or Unknown"):
+        set_condition([], "Ready", "yes", "Checking", now=T0)
+
+
+def test_long_messages_are_cut_to_the_api_limit() -> None:
+    (condition,) = set_condition([], "Degraded", True, "PodsForbidden", "x" * 40_000, now=T0)
+    assert len(condition["message"]) == 32768
+
+
+# --- The Evaluation's status ----------------------------------------------------------------
+
+OUTCOMES = list(Outcome)
+
+
+def results(n_tasks: int, variants: int = 4, repeats: int = 1) -> list[RunResult]:
+    """Results of ``n_tasks`` tasks x variants x repeats, outcomes spread over all kinds."""
+    found = []
+    for task in range(n_tasks):
+        for variant in range(variants):
+            for repeat in range(repeats):
+                outcome = OUTCOMES[(task + variant + repeat) % len(OUTCOMES)]
+                found.append(RunResult(
+                    item_id=f"{task:08x}{variant:08x}{repeat:016x}",
+                    instance_id=f"org__repo-{task}", repo="org/repo",
+                    variant_id="original" if variant == 0 else f"v{variant}", repeat=repeat,
+                    outcome=outcome,
+                    error_kind=ErrorKind.INFRA if outcome == Outcome.ERROR else None,
+                    tests_ran=outcome != Outcome.ERROR,
+                    FAIL_TO_PASS=PassFail(success=["a"], failure=["b"]) if outcome !=
+                    Outcome.ERROR else PassFail()))
+    return found
+
+
+def conditions() -> list[dict[str, Any]]:
+    found = set_condition([], "Ready", True, "SpecValid", now=T0, observed_generation=1)
+    found = set_condition(found, "Running", False, "AllDone", now=T1, observed_generation=1)
+    return set_condition(found, "Succeeded", True, "Completed", "2000 of 2000", now=T1,
+                         observed_generation=1)
+
+
+def status_for(found: list[RunResult], total: int) -> dict[str, Any]:
+    return evaluation_status(
+        generation=1, agent="my-agent", counts=ItemCounts(total=total, done=len(found),
+                                                           retries=7),
+        results=found, conditions=conditions(), dataset_fingerprint="0123456789abcdef",
+        start_time=T0, completion_time=T1,
+        results_ref={"kind": "ConfigMap", "labelSelector": "proctor.dev/evaluation=demo"})
+
+
+def evaluation_with(status: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "proctor.dev/v1alpha1", "kind": "Evaluation",
+            "metadata": {"name": "demo"}, "spec": {"agentRef": {"name": "my-agent"}},
+            "status": status}
+
+
+def test_the_status_of_2000_items_is_small_and_valid() -> None:
+    found = results(500)
+    status = status_for(found, 2000)
+    size = len(json.dumps(status).encode())
+    assert size < 4096, size  # far under 256 KiB: no per-item details
+    assert size - len(json.dumps(status_for(results(5), 20)).encode()) < 64
+    parse_resource(evaluation_with(status))  # the CRD's status schema accepts it
+    assert status["progress"] == "2000/2000"
+    assert status["items"] == {"total": 2000, "waiting": 0, "pending": 0, "running": 0,
+                               "done": 2000, "retries": 7}
+    assert sum(status["outcomes"].values()) == 2000
+    assert status["errorKinds"] == {"infra": status["outcomes"]["error"]}
+    assert status["results"]["totalInstances"] == 500
+    assert status["resolvedPercent"] == f"{status['results']['resolvedPct'] * 100:.1f}%"
+    assert [c["type"] for c in status["conditions"]] == ["Ready", "Running", "Succeeded"]
+
+
+def test_a_status_before_any_result() -> None:
+    status = evaluation_status(generation=None, agent="gold", counts=ItemCounts(total=3,
+                                                                                waiting=3),
+                               results=[], conditions=[])
+    assert status["resolvedPercent"] == "-" and status["progress"] == "0/3"
+    assert "observedGeneration" not in status and "startTime" not in status
+    parse_resource(evaluation_with(status))
+
+
+def test_the_crd_refuses_a_malformed_status() -> None:
+    status = status_for(results(2), 8)
+    status["conditions"][0]["status"] = "Yes"
+    status["conditions"].append(dict(status["conditions"][1]))
+    with pytest.raises(ManifestError) as caught:
+        parse_resource(evaluation_with(status))
+    problems = "\n".join(caught.value.problems)
+    assert "status.conditions[0].status" in problems and "Duplicate value" in problems
+
+
+def test_the_results_table_has_the_crd_fields_and_the_headline_denominators() -> None:
+    table = results_table(results(10, repeats=2))
+    status_schema = openapi_schema("Evaluation")["properties"]["status"]["properties"]
+    assert set(table) == set(status_schema["results"]["properties"])
+    assert table["totalInstances"] == 10  # tasks, not items: variants and repeats excluded
+    assert resolved_percent([]) == "-"
+
+
+def test_the_agent_status_is_valid() -> None:
+    aut = AgentUnderTest(name="a", namespace="ns", spec=AgentUnderTestSpec(
+        service={"image": "agent:1", "port": 8080}))
+    status = agent_status(aut, generation=2, tasks_in_flight=3,
+                          conditions=set_condition([], "Ready", True, "Available", now=T0))
+    assert status["mode"] == "service" and status["endpoint"] == "http://a.ns.svc:8080/"
+    parse_resource({"apiVersion": "proctor.dev/v1alpha1", "kind": "AgentUnderTest",
+                    "metadata": {"name": "a"}, "spec": {"service": {"image": "agent:1"}},
+                    "status": status})

@@ -1,0 +1,392 @@
+"""Reading Jobs, pods and events: every real object in shared/data/k8s-status, then ours."""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+import yaml
+
+from conftest import SHARED_DATA
+from proctor.k8s import manifests as m
+from proctor.k8s.podstatus import (
+    Phase,
+    item_state,
+    pods_of,
+    read_compact_result,
+    seconds_since,
+    steps_of,
+)
+from proctor.model import ErrorKind, Instance, Outcome, PassFail, PatchInfo, RunResult, WorkItem
+from proctor.runner.grade import compact_result
+from proctor.spec import AgentUnderTest, AgentUnderTestSpec, Evaluation, EvaluationSpec
+
+K8S = SHARED_DATA / "k8s-status"
+REAL_FILES = sorted(p.name for p in K8S.iterdir() if p.suffix in (".json", ".yaml"))
+
+
+def real(name: str) -> Any:
+    text = (K8S / name).read_text()
+    return json.loads(text) if name.endswith(".json") else yaml.safe_load(text)
+
+
+def real_items(name: str) -> list[dict[str, Any]]:
+    obj = real(name)
+    return obj.get("items", [obj])
+
+
+def without(job: dict[str, Any], condition: str) -> dict[str, Any]:
+    """The Job as it was a moment earlier, before ``condition`` was added (1.31+)."""
+    earlier = copy.deepcopy(job)
+    earlier["status"]["conditions"] = [c for c in earlier["status"]["conditions"]
+                                       if c["type"] != condition]
+    return earlier
+
+
+def job_named(name: str, uid: str = "", **status: Any) -> dict[str, Any]:
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "uid": uid, "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "status": status}
+
+
+ACTIVE = {"active": 1, "startTime": "2026-01-01T00:00:00Z"}
+COMPLETE_131 = real("job-complete-successcriteriamet_k8s131plus.yaml")
+FAILED_131 = real("job-failed-backofflimitexceeded-failuretarget_k8s131plus.yaml")
+OOM_POD = real_items("podlist-oomkilled-job-pod_troubleshoot.json")[0]
+EVICTED_POD = real("pod-evicted-emptydir-sizelimit_aiops-e2e-report_k8s1.26.yaml")
+
+
+def test_every_real_object_is_read_by_some_test() -> None:
+    used = {"event-failedcreate-podsecurity-replicaset-controller_k8s1.35_blog.json",
+            "eventlist-imagepull-oomjob-backofflimit_troubleshoot.json",
+            "job-complete-2019_k9s.json", "job-complete-successcriteriamet_k8s131plus.yaml",
+            "job-failed-backofflimitexceeded-failuretarget_k8s131plus.yaml",
+            "job-failed-deadlineexceeded_STATUS-ONLY-PARTIAL_blog2025.yaml",
+            "joblist-complete-and-backofflimitexceeded_troubleshoot.json",
+            "kubelet-podlist-succeeded-and-running-job-pod_nvsentinel.json",
+            "pod-evicted-emptydir-sizelimit_aiops-e2e-report_k8s1.26.yaml",
+            "pod-native-sidecar-running_k9s.json",
+            "pod-pending-imagepullbackoff_aiops-e2e-report_k8s1.26.yaml",
+            "pod-succeeded-tekton-init-completed-with-termination-message_blog.yaml",
+            "podlist-errimagepull-pending_troubleshoot.json",
+            "podlist-oomkilled-job-pod_troubleshoot.json"}
+    assert set(REAL_FILES) == used
+
+
+# --- Real Jobs -----------------------------------------------------------------------------
+
+
+def test_deadline_exceeded_is_infra_whatever_the_pod_shows() -> None:
+    job = real("job-failed-deadlineexceeded_STATUS-ONLY-PARTIAL_blog2025.yaml")
+    running = real_items("kubelet-podlist-succeeded-and-running-job-pod_nvsentinel.json")[0]
+    for pods in ([], [running]):
+        state = item_state(job, pods)
+        assert (state.phase, state.reason, state.error_kind, state.retryable) == (
+            Phase.FAILED, "DeadlineExceeded", ErrorKind.INFRA, True)
+        assert state.finished and state.message == "Job was active longer than specified deadline"
+    # FailureTarget comes first (1.31+): the item has failed, the Job is not finished yet.
+    early = item_state(without(job, "Failed"))
+    assert early.reason == "DeadlineExceeded" and not early.finished
+
+
+def test_backoff_limit_exceeded_reads_the_pod_for_the_cause() -> None:
+    oom = item_state(FAILED_131, [OOM_POD])
+    assert (oom.phase, oom.reason, oom.step, oom.exit_code, oom.retryable) == (
+        Phase.FAILED, "OOMKilled", "memory-eater", 137, True)
+    evicted = item_state(FAILED_131, [EVICTED_POD])
+    assert (evicted.reason, evicted.error_kind, evicted.node) == ("Evicted", ErrorKind.INFRA,
+                                                                  "node2")
+    assert 'EmptyDir volume "logs" exceeds the limit "30Mi"' in evicted.message
+    gone = item_state(FAILED_131, [])
+    assert (gone.reason, gone.retryable, gone.finished) == ("PodLost", True, True)
+    assert not item_state(without(FAILED_131, "Failed"), [OOM_POD]).finished
+
+
+def test_the_oom_pod_is_picked_out_of_a_wider_list_by_its_job() -> None:
+    job = job_named("oom-kill-job3", "a85295e8-54e4-40a4-aeb0-b47c19f1a69f")
+    others = real_items("kubelet-podlist-succeeded-and-running-job-pod_nvsentinel.json")
+    assert pods_of(job, [*others, OOM_POD, EVICTED_POD]) == [OOM_POD]
+    assert pods_of(job_named("oom-kill-job3"), [*others, OOM_POD]) == [OOM_POD]  # by name
+    # The Job controller may not have marked the Job yet: the failed pod says enough.
+    state = item_state(job_named("oom-kill-job3", **ACTIVE), [OOM_POD])
+    assert (state.phase, state.reason, state.finished) == (Phase.FAILED, "OOMKilled", False)
+    digest = "sha256:b99901aacc6c87f86a767b3a0b02cdc926aae62bb4a5e7361d895f26f4773562"
+    assert state.images["memory-eater"].digest == digest
+
+
+def test_complete_jobs_of_every_vintage_without_their_pod_lost_the_result() -> None:
+    complete_2019 = real("job-complete-2019_k9s.json")
+    pre_131, failed_pre_131 = real_items(
+        "joblist-complete-and-backofflimitexceeded_troubleshoot.json")
+    for job in (complete_2019, pre_131, COMPLETE_131, without(COMPLETE_131, "Complete")):
+        state = item_state(job, [])
+        assert (state.phase, state.reason, state.retryable) == (Phase.FAILED, "ResultLost", True)
+    assert item_state(failed_pre_131, []).reason == "PodLost"
+
+
+def test_a_succeeded_pod_without_a_compact_result_sends_the_reader_to_the_log() -> None:
+    tekton = real("pod-succeeded-tekton-init-completed-with-termination-message_blog.yaml")
+    state = item_state(COMPLETE_131, [tekton])
+    assert (state.phase, state.reason, state.step, state.result) == (
+        Phase.SUCCEEDED, "ResultUnreadable", "step-hello", None)
+    assert "not a compact result" in state.message and "grade log" in state.message
+    assert [s.name for s in state.steps] == ["place-tools", "step-init", "step-hello"]
+    assert [s.init for s in state.steps] == [True, True, False]
+    entry = "sha256:5730032a7daf7526fae6b586badf849ffe4539e16fd8be927ec7e320564486be"
+    assert state.images["place-tools"].digest == entry
+    assert state.images["step-hello"].image == "ubuntu:jammy"
+    debugger = real_items("kubelet-podlist-succeeded-and-running-job-pod_nvsentinel.json")[1]
+    silent = item_state(job_named("j", **ACTIVE), [debugger])
+    assert silent.reason == "ResultUnreadable" and "no termination message" in silent.message
+
+
+def test_a_runtime_without_registry_digests_gives_none() -> None:
+    image = item_state(FAILED_131, [EVICTED_POD]).images["logfill"]
+    assert image.image_id.startswith("sha256:") and image.digest is None
+
+
+# --- Real pods that have not ended ----------------------------------------------------------
+
+
+def test_image_pull_back_off_is_pending_and_retryable_since_the_pod_started() -> None:
+    pod = real("pod-pending-imagepullbackoff_aiops-e2e-report_k8s1.26.yaml")
+    state = item_state(job_named("j", **ACTIVE), [pod])
+    assert (state.phase, state.reason, state.step) == (Phase.PENDING, "ImagePullBackOff", "nginx")
+    assert (state.error_kind, state.retryable) == (ErrorKind.INFRA, True)
+    assert state.since == "2026-04-22T02:57:28Z" and state.images == {}
+    assert state.message == 'Back-off pulling image "nginx:latest"'
+
+
+def test_err_image_pull_is_dated_by_its_first_failure_event() -> None:
+    pod = real_items("podlist-errimagepull-pending_troubleshoot.json")[0]
+    events = real_items("eventlist-imagepull-oomjob-backofflimit_troubleshoot.json")
+    state = item_state(job_named("j", **ACTIVE), [pod], events)
+    assert (state.phase, state.reason) == (Phase.PENDING, "ErrImagePull")
+    assert state.since == "2023-07-11T05:34:46Z"  # the kubelet's first Failed event
+    assert "x509" in state.message
+    assert item_state(job_named("j", **ACTIVE), [pod]).since == "2023-07-11T05:34:44Z"
+    now = datetime(2023, 7, 11, 5, 44, 46, tzinfo=UTC)
+    assert seconds_since(state.since, now) == 600.0
+
+
+def test_failed_create_from_pod_security_is_pending_and_not_retryable() -> None:
+    # The job-controller writes the same FailedCreate event about the Job.
+    event = real("event-failedcreate-podsecurity-replicaset-controller_k8s1.35_blog.json")
+    job = job_named("ev-demo-0123456789abcdef", **ACTIVE)
+    about_job = copy.deepcopy(event)
+    about_job["involvedObject"] |= {"kind": "Job", "name": job["metadata"]["name"],
+                                    "apiVersion": "batch/v1"}
+    state = item_state(job, [], [event, about_job])
+    assert (state.phase, state.reason, state.retryable, state.error_kind) == (
+        Phase.PENDING, "FailedCreate", False, None)
+    assert 'violates PodSecurity "restricted:v1.35"' in state.message
+    assert state.since == "2026-04-17T11:33:08Z"
+    # The ReplicaSet's own event is about another object.
+    assert item_state(job, [], [event]).reason == "Created"
+
+
+def test_a_running_job_pod() -> None:
+    running = real_items("kubelet-podlist-succeeded-and-running-job-pod_nvsentinel.json")[0]
+    job = job_named("gpu-job", "9ac18b61-8544-4b44-b33c-6e1cf29300b2", **ACTIVE)
+    state = item_state(job, pods_of(job, real_items(
+        "kubelet-podlist-succeeded-and-running-job-pod_nvsentinel.json")))
+    assert (state.phase, state.step, state.since, state.pod) == (
+        Phase.RUNNING, "gpu-container", "2025-12-05T22:32:52Z", "gpu-job-xkbmx")
+    assert state.images["gpu-container"].image == "docker.io/nvidia/cuda:12.3.2-base-ubuntu22.04"
+    assert state == item_state(job, [running])
+
+
+def test_a_native_sidecar_does_not_count_as_the_running_step() -> None:
+    pod = real("pod-native-sidecar-running_k9s.json")
+    state = item_state(job_named("j", **ACTIVE), [pod])
+    assert (state.phase, state.step) == (Phase.RUNNING, "sleep")
+    steps = {s.name: s for s in steps_of(pod)}
+    assert steps["sidecar"].sidecar and steps["sidecar"].state == "running"
+    assert steps["init"].state == "terminated" and not steps["init"].sidecar
+
+
+# --- Our own pods, as a cluster would show them ---------------------------------------------
+
+TASK = Instance(instance_id="django__django-11099", repo="django/django",
+                base_commit="d26b2424437dabeeca94d7900b37d2df4410da0c",
+                problem_statement="p", FAIL_TO_PASS=["t"], image="swebench/x:latest",
+                eval_script="true", log_parser="parse_log_django")
+ITEM = WorkItem(id="0123456789abcdef0123456789abcdef", instance_id=TASK.instance_id)
+EVALUATION = Evaluation(name="demo", spec=EvaluationSpec.model_validate(
+    {"agentRef": {"name": "agent"}}))
+AGENT = AgentUnderTest(name="agent", spec=AgentUnderTestSpec(sidecar={"image": "agent:1"}))
+
+
+def our_job(**status: Any) -> dict[str, Any]:
+    cm = m.task_configmap(EVALUATION, TASK, {})
+    job = m.desired_job(EVALUATION, AGENT, ITEM, TASK, cm, runner_version="0.1.0")
+    job["metadata"] |= {"uid": "job-uid", "creationTimestamp": "2026-05-01T10:00:00Z"}
+    job["status"] = status or dict(ACTIVE)
+    return job
+
+
+def our_pod(job: dict[str, Any], phase: str, states: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The Job's pod with each named step in the given state (others without status)."""
+    spec = copy.deepcopy(job["spec"]["template"]["spec"]) | {"nodeName": "node-a"}
+    labels = job["spec"]["template"]["metadata"]["labels"] | {
+        "batch.kubernetes.io/controller-uid": "job-uid", "job-name": job["metadata"]["name"]}
+
+    def statuses(key: str) -> list[dict[str, Any]]:
+        return [{"name": c["name"], "state": states[c["name"]], "image": c["image"],
+                 "imageID": f"docker.io/{c['image'].split(':')[0]}@sha256:{'ab' * 32}"
+                 if "terminated" in states[c["name"]] or "running" in states[c["name"]] else "",
+                 "ready": False, "restartCount": 0}
+                for c in spec[key] if c["name"] in states]
+
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"{job['metadata']['name']}-x7k2p", "labels": labels,
+                         "creationTimestamp": "2026-05-01T10:00:01Z"},
+            "spec": spec,
+            "status": {"phase": phase, "startTime": "2026-05-01T10:00:02Z",
+                       "initContainerStatuses": statuses("initContainers"),
+                       "containerStatuses": statuses("containers")}}
+
+
+def done(exit_code: int = 0, finished: str = "2026-05-01T10:05:00Z", **more: Any) -> dict:
+    return {"terminated": {"exitCode": exit_code, "reason": "Completed" if exit_code == 0
+                           else "Error", "startedAt": "2026-05-01T10:01:00Z",
+                           "finishedAt": finished, **more}}
+
+
+RUNNING = {"running": {"startedAt": "2026-05-01T10:06:00Z"}}
+BEFORE_SOLVE = {"pull": done(finished="2026-05-01T10:03:00Z"), "workspace": done(),
+                "agent": RUNNING}
+
+
+def a_result() -> RunResult:
+    return RunResult(item_id=ITEM.id, instance_id=TASK.instance_id, outcome=Outcome.RESOLVED,
+                     patch=PatchInfo(present=True, applied=True, apply_method="git apply -v",
+                                     sha256="f" * 64),
+                     tests_ran=True, FAIL_TO_PASS=PassFail(success=["t"]),
+                     PASS_TO_PASS=PassFail(success=["u", "v"]))
+
+
+def test_our_pod_while_the_agent_works() -> None:
+    job = our_job()
+    state = item_state(job, [our_pod(job, "Pending", BEFORE_SOLVE | {"solve": RUNNING})])
+    assert (state.phase, state.step, state.node) == (Phase.RUNNING, "solve", "node-a")
+    assert state.images["pull"].digest == f"sha256:{'ab' * 32}"
+
+
+def test_our_pod_between_two_steps_is_running() -> None:
+    job = our_job()
+    waiting = {"waiting": {"reason": "PodInitializing"}}
+    state = item_state(job, [our_pod(job, "Pending", BEFORE_SOLVE | {"solve": done(),
+                                                                     "test": waiting})])
+    assert (state.phase, state.step) == (Phase.RUNNING, "test")
+
+
+def test_our_pod_before_anything_ran() -> None:
+    job = our_job()
+    creating = {"waiting": {"reason": "PodInitializing"}}
+    state = item_state(job, [our_pod(job, "Pending", {"pull": creating})])
+    assert (state.phase, state.reason, state.step) == (Phase.PENDING, "PodInitializing", "pull")
+    assert item_state(job).reason == "Created" and item_state(job).since == job["metadata"][
+        "creationTimestamp"]
+
+
+def test_our_pod_unschedulable() -> None:
+    job = our_job()
+    pod = our_pod(job, "Pending", {})
+    pod["status"] = {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+         "message": "0/3 nodes are available: 3 Insufficient ephemeral-storage.",
+         "lastTransitionTime": "2026-05-01T10:00:01Z"}]}
+    state = item_state(job, [pod])
+    assert (state.phase, state.reason, state.since) == (Phase.PENDING, "Unschedulable",
+                                                        "2026-05-01T10:00:01Z")
+    assert "ephemeral-storage" in state.message
+
+
+def test_the_runner_image_stuck_after_the_task_image_was_pulled() -> None:
+    job = our_job()
+    stuck = {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}}
+    state = item_state(job, [our_pod(job, "Pending", BEFORE_SOLVE | {"solve": stuck})])
+    assert (state.phase, state.reason, state.step, state.retryable) == (
+        Phase.PENDING, "ImagePullBackOff", "solve", True)
+    assert state.since == "2026-05-01T10:05:00Z"  # when the step before it ended
+
+
+def test_a_missing_secret_is_stuck_but_not_retryable() -> None:
+    job = our_job()
+    stuck = {"waiting": {"reason": "CreateContainerConfigError",
+                         "message": 'secret "tok" not found'}}
+    state = item_state(job, [our_pod(job, "Pending", BEFORE_SOLVE | {"solve": stuck})])
+    assert (state.phase, state.reason, state.retryable, state.error_kind) == (
+        Phase.PENDING, "CreateContainerConfigError", False, None)
+
+
+def test_our_pod_graded() -> None:
+    message = json.dumps(compact_result(a_result()))
+    job = our_job(conditions=[{"type": "SuccessCriteriaMet", "status": "True"}], succeeded=1)
+    steps = BEFORE_SOLVE | {"solve": done(), "test": done(), "grade": done(message=message)}
+    state = item_state(job, [our_pod(job, "Succeeded", steps)])
+    assert (state.phase, state.reason, state.finished) == (Phase.SUCCEEDED, "Completed", False)
+    assert state.result == json.loads(message)
+    assert state.result is not None and state.result["f2p"] == [1, 1]
+
+
+def test_a_result_of_another_item_is_not_taken() -> None:
+    other = a_result().model_copy(update={"item_id": "f" * 32})
+    job = our_job(conditions=[{"type": "Complete", "status": "True"}], succeeded=1)
+    steps = BEFORE_SOLVE | {"solve": done(), "test": done(),
+                            "grade": done(message=json.dumps(compact_result(other)))}
+    state = item_state(job, [our_pod(job, "Succeeded", steps)])
+    assert state.reason == "ResultUnreadable" and "f" * 32 in state.message
+
+
+@pytest.mark.parametrize(("message", "why"), [
+    (None, "no termination message"), ('{"outcome": "resol', "not JSON"),
+    ('{"outcome": "great"}', "not a compact result"), ("[1]", "not a compact result")])
+def test_unreadable_compact_results(message: str | None, why: str) -> None:
+    result, reason = read_compact_result(message)
+    assert result is None and why in reason
+
+
+def test_a_broken_test_step_is_a_sandbox_error_with_its_log_tail() -> None:
+    job = our_job(conditions=[{"type": "FailureTarget", "status": "True",
+                               "reason": "BackoffLimitExceeded"}])
+    steps = BEFORE_SOLVE | {"solve": done(),
+                            "test": done(3, message="test step: no repository at /testbed\n")}
+    state = item_state(job, [our_pod(job, "Failed", steps)])
+    assert (state.phase, state.reason, state.step, state.exit_code) == (
+        Phase.FAILED, "StepFailed", "test", 3)
+    assert (state.error_kind, state.retryable) == (ErrorKind.SANDBOX, False)
+    assert state.message == "step test exited 3: test step: no repository at /testbed"
+
+
+def test_a_step_killed_without_a_reason_is_infra() -> None:
+    job = our_job(conditions=[{"type": "Failed", "status": "True",
+                               "reason": "BackoffLimitExceeded"}])
+    steps = BEFORE_SOLVE | {"solve": done(), "test": done(137)}
+    state = item_state(job, [our_pod(job, "Failed", steps)])
+    assert (state.reason, state.step, state.retryable) == ("Killed", "test", True)
+
+
+@pytest.mark.parametrize(("reason", "cause"), [
+    ("DeletionByTaintManager", "NodeLost"), ("PreemptionByScheduler", "Preempted"),
+    ("EvictionByEvictionAPI", "Evicted"), ("TerminationByKubelet", "Evicted")])
+def test_disruptions_are_infra(reason: str, cause: str) -> None:
+    job = our_job(conditions=[{"type": "Failed", "status": "True",
+                               "reason": "BackoffLimitExceeded"}])
+    pod = our_pod(job, "Failed", BEFORE_SOLVE | {"solve": done(143)})
+    pod["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True",
+                                    "reason": reason, "message": "node went away"}]
+    state = item_state(job, [pod])
+    assert (state.reason, state.error_kind, state.retryable) == (cause, ErrorKind.INFRA, True)
+
+
+def test_the_newest_pod_is_read() -> None:
+    job = our_job()
+    old = our_pod(job, "Failed", {"pull": done(1)})
+    new = our_pod(job, "Pending", BEFORE_SOLVE | {"solve": RUNNING})
+    new["metadata"] |= {"name": "newer", "creationTimestamp": "2026-05-01T11:00:00Z"}
+    assert item_state(job, [new, old]).pod == "newer"
