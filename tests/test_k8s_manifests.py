@@ -165,7 +165,8 @@ def test_pod_basics(task: Instance) -> None:
     assert steps["test"]["env"] == [{"name": "TESTBED", "value": "/testbed"}]
     assert steps["solve"]["image"] == steps["grade"]["image"] == "proctor-runner:0.1.0"
     assert steps["grade"]["command"] == ["proctor", "runner", "grade", "--work-dir", "/proctor",
-                                         "--termination-log", "/dev/termination-log"]
+                                         "--termination-log", "/dev/termination-log",
+                                         "--artifacts"]
     assert steps["grade"]["terminationMessagePolicy"] == "File"
     for name in ("solve", "test", "grade"):
         assert steps[name]["resources"]["limits"]["ephemeral-storage"] == "20Gi"

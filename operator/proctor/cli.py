@@ -125,6 +125,7 @@ def cmd_runner_solve(args: argparse.Namespace) -> int:
 
 
 def cmd_runner_grade(args: argparse.Namespace) -> int:
+    from proctor.runner.artifacts import artifacts_line
     from proctor.runner.grade import compact_result, grade_work_dir
     from proctor.runner.workdir import WorkDir, write_json
 
@@ -135,6 +136,8 @@ def cmd_runner_grade(args: argparse.Namespace) -> int:
     if args.termination_log:
         Path(args.termination_log).write_text(json.dumps(compact_result(result)))
     print(result.model_dump_json())
+    if args.artifacts:
+        print(artifacts_line(work))
     return 0
 
 
@@ -201,6 +204,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="parse the whole log (old runs without output markers)")
     grade.add_argument("--termination-log", help="also write the compact result (<= 4 KiB) "
                                                  "here, e.g. /dev/termination-log")
+    grade.add_argument("--artifacts", action="store_true",
+                       help="also print the patch and logs (compressed, the test log capped) "
+                            "as a JSON line, for the operator to keep")
     grade.set_defaults(func=cmd_runner_grade)
     return parser
 

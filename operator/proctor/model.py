@@ -239,6 +239,10 @@ class RunResult(BaseModel):
     """Whether the eval script ran without network (process sandbox only)."""
     runner_version: str = ""
     """The Proctor version that produced this result."""
+    images: dict[str, str] = {}
+    """The images each step ran, by step, with their digests (cluster runs)."""
+    attempts: int = 1
+    """Attempts it took: more than 1 after infrastructure failures (cluster runs)."""
 
     def swebench_report(self) -> dict[str, Any]:
         """The per-instance report.json that swebench's harness writes."""

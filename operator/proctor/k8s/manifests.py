@@ -433,7 +433,7 @@ def _pod_spec(evaluation: Evaluation, agent: AgentUnderTest | None, item: WorkIt
               [{"name": "TESTBED", "value": TESTBED}]),
     ]
     grade = _step("grade", runner, ["proctor", "runner", "grade", "--work-dir", WORK_DIR,
-                                    "--termination-log", "/dev/termination-log"],
+                                    "--termination-log", "/dev/termination-log", "--artifacts"],
                   resources, [work])
     grade |= {"terminationMessagePath": "/dev/termination-log",
               "terminationMessagePolicy": "File"}

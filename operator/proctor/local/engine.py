@@ -157,19 +157,12 @@ def execute_item(ctx: RunContext, item: WorkItem, work: WorkDir) -> RunResult:
     done = time.perf_counter()
     result.timings = Timings(solve_seconds=solve_seconds,
                              test_seconds=run.seconds if run else None,
-                             eval_seconds=_eval_seconds(work), grade_seconds=done - graded_at,
+                             eval_seconds=result.timings.eval_seconds,
+                             grade_seconds=done - graded_at,
                              total_seconds=done - clock, started_at=started, finished_at=_now())
     write_json(work / "result.json", result.model_dump(mode="json"))
     write_json(work / "report.json", result.swebench_report())
     return result
-
-
-def _eval_seconds(work: WorkDir) -> float | None:
-    clock = (work.read("eval_clock") or "").split()
-    try:
-        return float(clock[1]) - float(clock[0]) if len(clock) == 2 else None
-    except ValueError:
-        return None
 
 
 def run_items(ctx: RunContext, folder: ResultsFolder, items: Sequence[WorkItem],

@@ -21,7 +21,15 @@ from dataclasses import dataclass, field
 
 from proctor import __version__
 from proctor.grading import decide_outcome
-from proctor.model import ErrorKind, Instance, Outcome, PassFail, PatchInfo, RunResult
+from proctor.model import (
+    ErrorKind,
+    Instance,
+    Outcome,
+    PassFail,
+    PatchInfo,
+    RunResult,
+    Timings,
+)
 from proctor.runner.solve import read_solve, solve_error, solve_usage
 from proctor.runner.workdir import WorkDir
 
@@ -92,6 +100,15 @@ def _status_lines_only(name: str) -> str:
     return key
 
 
+def eval_seconds(work: WorkDir) -> float | None:
+    """The eval script's own run time, as run.sh clocked it (bash 5's EPOCHREALTIME)."""
+    clock = (work.read("eval_clock") or "").split()
+    try:
+        return float(clock[1]) - float(clock[0]) if len(clock) == 2 else None
+    except ValueError:
+        return None
+
+
 def _why_unusable(content: str) -> str:
     """Name the reason swebench's get_logs_eval gave up on a log."""
     from swebench.harness.constants import END_TEST_OUTPUT, START_TEST_OUTPUT
@@ -131,6 +148,7 @@ def grade_work_dir(work: WorkDir, legacy_log: bool = False, **fields: object) ->
                 repeat=item.repeat, repo=instance.repo, runner_version=__version__, **fields)
     patch = _patch_info(work)
     base["patch"] = patch
+    base.setdefault("timings", Timings(eval_seconds=eval_seconds(work)))
 
     def error(kind: ErrorKind, message: str) -> RunResult:
         return RunResult(outcome=Outcome.ERROR, error_kind=kind, error_message=message, **base)

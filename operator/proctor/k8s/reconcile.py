@@ -1,0 +1,288 @@
+"""One reconcile pass of an Evaluation, decided as a pure function of what is observed.
+
+The kopf handler (the shell) lists the Evaluation's Jobs, pods, events and kept
+results, calls `observe` and `decide`, carries out the decision (reading logs where a
+result or a patch must be fetched), then writes the status `build_status` returns.
+Nothing here reads the previous status except a condition's lastTransitionTime.
+
+Per item, level-based:
+
+* a kept result: done (its Job, if still there, is cleaned up);
+* its latest attempt succeeded: harvest (read the grade log, keep the result);
+* it failed for an infrastructure cause (image pull stuck past the limit, eviction,
+  OOM kill, deadline, node lost) with retries left: retry, reusing the patch the
+  failed attempt already got, so the agent is never asked twice;
+* it failed otherwise, or retries ran out: keep an `error` result;
+* no Job yet: start it, while fewer than maxConcurrentRows attempts are active and the
+  Evaluation is not suspended.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from proctor import __version__
+from proctor.k8s.conditions import ItemCounts, evaluation_status, set_condition
+from proctor.k8s.manifests import LABEL_ATTEMPT, LABEL_ITEM
+from proctor.k8s.podstatus import (
+    ItemState,
+    Phase,
+    item_state,
+    parse_time,
+    pods_of,
+    seconds_since,
+)
+from proctor.k8s.store import result_labels
+from proctor.model import ErrorKind, Outcome, RunResult, Timings, WorkItem
+from proctor.spec import Evaluation
+
+Obj = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Operator-wide knobs."""
+
+    image_pull_timeout_s: float = 600.0
+    """How long a pod may sit in ErrImagePull / ImagePullBackOff before Proctor gives up."""
+
+
+@dataclass
+class ItemView:
+    """One item as observed: its attempts (Jobs), the latest one's state, its result."""
+
+    item: WorkItem
+    jobs: list[Obj] = field(default_factory=list)
+    state: ItemState | None = None
+    result: RunResult | None = None
+
+    @property
+    def latest(self) -> Obj | None:
+        return self.jobs[-1] if self.jobs else None
+
+    @property
+    def attempt(self) -> int:
+        return attempt_of(self.latest) if self.latest else -1
+
+
+@dataclass
+class Decision:
+    """What the shell should do on this pass."""
+
+    harvest: list[ItemView] = field(default_factory=list)
+    """Attempts that succeeded: read the grade log and keep the result."""
+    retry: list[ItemView] = field(default_factory=list)
+    """Infrastructure failures with retries left: keep the patch, start the next attempt."""
+    give_up: list[tuple[ItemView, RunResult]] = field(default_factory=list)
+    """Failures to keep as error results."""
+    start: list[WorkItem] = field(default_factory=list)
+    """First attempts to create now."""
+    stop: list[Obj] = field(default_factory=list)
+    """Jobs to delete: stuck past their limit (before a retry) or done with."""
+    degraded: tuple[str, str] | None = None
+    """A reason and message a person should see (pods refused, images not pulled)."""
+
+
+def attempt_of(job: Obj) -> int:
+    labels = job.get("metadata", {}).get("labels") or {}
+    return int(labels.get(LABEL_ATTEMPT, "0"))
+
+
+def observe(items: Sequence[WorkItem], jobs: Sequence[Obj], pods: Sequence[Obj],
+            events: Sequence[Obj], kept: Mapping[str, RunResult]) -> list[ItemView]:
+    """Each planned item with its Jobs (oldest attempt first) and its kept result."""
+    by_item: dict[str, list[Obj]] = {}
+    for job in jobs:
+        item_id = (job.get("metadata", {}).get("labels") or {}).get(LABEL_ITEM)
+        if item_id:
+            by_item.setdefault(item_id, []).append(job)
+    views = []
+    for item in items:
+        own = sorted(by_item.get(item.id, []), key=attempt_of)
+        state = item_state(own[-1], pods_of(own[-1], pods), events) if own else None
+        views.append(ItemView(item, own, state, kept.get(item.id)))
+    return views
+
+
+def _stuck_too_long(state: ItemState, now: datetime, settings: Settings) -> bool:
+    return (state.phase == Phase.PENDING and state.retryable
+            and seconds_since(state.since, now) > settings.image_pull_timeout_s)
+
+
+def _is_active(view: ItemView) -> bool:
+    return view.result is None and view.state is not None and not view.state.finished \
+        and view.state.phase in (Phase.PENDING, Phase.RUNNING)
+
+
+def decide(evaluation: Evaluation, views: Sequence[ItemView], now: datetime,
+           settings: Settings = Settings()) -> Decision:
+    """This pass's actions, from the observed items."""
+    spec = evaluation.spec
+    decision = Decision()
+    active = 0
+    for view in views:
+        state = view.state
+        if view.result is not None:
+            decision.stop.extend(view.jobs)
+        elif state is None:
+            continue
+        elif state.phase == Phase.SUCCEEDED:
+            decision.harvest.append(view)
+        elif state.phase == Phase.FAILED or _stuck_too_long(state, now, settings):
+            if state.phase != Phase.FAILED:
+                decision.stop.append(view.latest)
+            if state.retryable and view.attempt < spec.runner.infra_retries:
+                decision.retry.append(view)
+                active += 1
+            else:
+                decision.give_up.append((view, failure_result(evaluation, view)))
+        else:
+            active += 1
+            if state.reason == "FailedCreate" or (state.retryable and state.phase ==
+                                                    Phase.PENDING):
+                decision.degraded = (state.reason, _degraded_message(view))
+    if not spec.suspend:
+        free = max(0, spec.max_concurrent_rows - active)
+        decision.start = [v.item for v in views if not v.jobs and v.result is None][:free]
+    return decision
+
+
+def _degraded_message(view: ItemView) -> str:
+    state = view.state
+    assert state is not None
+    return f"{view.item.key}: {state.reason}: {state.message}"[:1000]
+
+
+def failure_result(evaluation: Evaluation, view: ItemView) -> RunResult:
+    """The error result of an item whose last attempt failed and will not be retried."""
+    state = view.state
+    assert state is not None
+    item = view.item
+    kind = state.error_kind or ErrorKind.INFRA
+    tries = view.attempt + 1
+    message = f"{state.reason}: {state.message}".strip(": ")
+    if state.retryable:
+        message += f" (after {tries} attempt{'s' if tries > 1 else ''})"
+    return RunResult(item_id=item.id, instance_id=item.instance_id, variant_id=item.variant_id,
+                     repeat=item.repeat, outcome=Outcome.ERROR, error_kind=kind,
+                     error_message=message[:2000], attempts=tries,
+                     include_hints=evaluation.spec.dataset.include_hints,
+                     predictions=evaluation.spec.predictions.source,
+                     images={k: v.image_id or v.image for k, v in state.images.items()},
+                     runner_version=__version__)
+
+
+def harvested_result(evaluation: Evaluation, view: ItemView, full: dict | None,
+                     repo: str) -> RunResult:
+    """The kept result of a succeeded attempt: the grade log's, else the compact one."""
+    state = view.state
+    assert state is not None
+    item = view.item
+    extra = {"include_hints": evaluation.spec.dataset.include_hints,
+             "predictions": evaluation.spec.predictions.source, "attempts": view.attempt + 1,
+             "images": {k: v.image_id or v.image for k, v in state.images.items()}, "repo": repo}
+    if full is not None:
+        result = RunResult.model_validate({**full, **extra})
+        result.timings = step_timings(state, result.timings.eval_seconds)
+        return result
+    compact = state.result or {}
+    return RunResult(item_id=item.id, instance_id=item.instance_id, variant_id=item.variant_id,
+                     repeat=item.repeat, outcome=Outcome(compact.get("outcome", "error")),
+                     error_kind=compact.get("error_kind"),
+                     error_message=compact.get("message") or
+                     "the full result was lost; kept the pod's compact result",
+                     runner_version=__version__, **extra)
+
+
+def step_timings(state: ItemState, eval_seconds: float | None) -> Timings:
+    """Where an attempt's time went, from its pod's step start and finish times."""
+    spans = {s.name: (s.started_at, s.finished_at) for s in state.steps
+             if s.started_at and s.finished_at}
+
+    def length(*names: str) -> float | None:
+        found = [spans[n] for n in names if n in spans]
+        if not found:
+            return None
+        return (parse_time(max(f for _, f in found)) -
+                parse_time(min(s for s, _ in found))).total_seconds()
+
+    everything = tuple(spans)
+    return Timings(solve_seconds=length("solve"), test_seconds=length("test"),
+                   grade_seconds=length("grade"), eval_seconds=eval_seconds,
+                   total_seconds=length(*everything),
+                   started_at=min((s for s, _ in spans.values()), default=None, key=parse_time),
+                   finished_at=max((f for _, f in spans.values()), default=None,
+                                   key=parse_time))
+
+
+def counts(views: Sequence[ItemView]) -> ItemCounts:
+    """Items by where they stand."""
+    tally = Counter()
+    for view in views:
+        if view.result is not None:
+            tally["done"] += 1
+        elif view.state is None:
+            tally["waiting"] += 1
+        elif view.state.phase == Phase.RUNNING:
+            tally["running"] += 1
+        else:
+            tally["pending"] += 1
+    retries = sum(max(0, v.attempt) for v in views)
+    return ItemCounts(total=len(views), retries=retries, **tally)
+
+
+def conditions_for(old: Sequence[Obj], views: Sequence[ItemView], decision: Decision,
+                   now: str, generation: int | None) -> list[dict[str, Any]]:
+    """Ready, Running, Succeeded, Degraded from this pass."""
+    tally = counts(views)
+    finished = tally.done == tally.total
+    conditions = set_condition(old, "Ready", True, "Valid", "the spec, agent and dataset are "
+                               "usable", now=now, observed_generation=generation)
+    conditions = set_condition(conditions, "Running", tally.running + tally.pending > 0,
+                               "ItemsInFlight" if tally.running + tally.pending else "Idle",
+                               f"{tally.running} running, {tally.pending} pending", now=now,
+                               observed_generation=generation)
+    conditions = set_condition(conditions, "Succeeded", finished,
+                               "AllItemsDone" if finished else "InProgress",
+                               f"{tally.done} of {tally.total} items done", now=now,
+                               observed_generation=generation)
+    reason, message = decision.degraded or ("AsExpected", "")
+    return set_condition(conditions, "Degraded", decision.degraded is not None, reason, message,
+                         now=now, observed_generation=generation)
+
+
+def invalid_conditions(old: Sequence[Obj], reason: str, message: str, now: str,
+                       generation: int | None) -> list[dict[str, Any]]:
+    """The conditions of an Evaluation that cannot run: not Ready, Degraded with the why."""
+    conditions = set_condition(old, "Ready", False, reason, message, now=now,
+                               observed_generation=generation)
+    return set_condition(conditions, "Degraded", True, reason, message, now=now,
+                         observed_generation=generation)
+
+
+def _times(views: Sequence[ItemView], results: Sequence[RunResult]) -> tuple[str | None, ...]:
+    """When the first attempt started and, once all are done, when the last finished."""
+    starts = [j["metadata"]["creationTimestamp"] for v in views for j in v.jobs
+              if j.get("metadata", {}).get("creationTimestamp")]
+    starts += [r.timings.started_at for r in results if r.timings.started_at]
+    ends = [r.timings.finished_at for r in results if r.timings.finished_at]
+    done = bool(views) and all(v.result is not None for v in views)
+    start = min(starts, key=parse_time) if starts else None
+    return start, (max(ends, key=parse_time) if done and ends else None)
+
+
+def build_status(evaluation: Evaluation, agent_label: str, views: Sequence[ItemView],
+                 results: Sequence[RunResult], conditions: Sequence[Obj], *,
+                 generation: int | None, fingerprint: str) -> dict[str, Any]:
+    """The whole status of this pass, rebuilt from what was observed."""
+    start, end = _times(views, results)
+    return evaluation_status(
+        generation=generation, agent=agent_label, counts=counts(views), results=results,
+        conditions=conditions, dataset_fingerprint=fingerprint, start_time=start,
+        completion_time=end,
+        results_ref={"kind": "ConfigMap", "labelSelector": ",".join(
+            f"{k}={v}" for k, v in result_labels(evaluation).items())})

@@ -1,0 +1,59 @@
+"""Results kept on the cluster: one immutable ConfigMap per finished item (pure).
+
+A result outlives its Job and pod: the operator writes it into a ConfigMap the
+Evaluation owns (deleted with it), holding the full RunResult as JSON and, as
+binaryData, the patch and the logs (gzip; the test log capped to its head and tail).
+Status is rebuilt from these on every pass, and `proctor results pull` reads them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from proctor.k8s.manifests import COMPONENT, LABEL_INSTANCE, LABEL_ITEM, owner_labels
+from proctor.k8s.names import configmap_name, label_value
+from proctor.model import RunResult
+from proctor.spec import Evaluation
+
+RESULT_KIND = "result"
+RESULT_KEY = "result.json"
+LABEL_OUTCOME = "proctor.dev/outcome"
+
+
+def result_labels(evaluation: Evaluation) -> dict[str, str]:
+    """The labels that select every kept result of an Evaluation."""
+    return {**owner_labels(evaluation), COMPONENT: RESULT_KIND}
+
+
+def result_configmap(evaluation: Evaluation, result: RunResult,
+                     artifacts: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The ConfigMap that keeps one item's result and its files."""
+    labels = {**result_labels(evaluation), LABEL_ITEM: result.item_id,
+              LABEL_INSTANCE: label_value(result.instance_id),
+              LABEL_OUTCOME: result.outcome.value}
+    body: dict[str, Any] = {
+        "apiVersion": "v1", "kind": "ConfigMap", "immutable": True,
+        "metadata": {"name": configmap_name(evaluation.name, RESULT_KIND, result.item_id),
+                     "namespace": evaluation.namespace, "labels": labels},
+        "data": {RESULT_KEY: result.model_dump_json()},
+    }
+    if artifacts:
+        body["binaryData"] = dict(artifacts)
+    return body
+
+
+def read_result(configmap: Mapping[str, Any]) -> RunResult | None:
+    """The result a ConfigMap keeps, or None if it keeps none."""
+    text = (configmap.get("data") or {}).get(RESULT_KEY)
+    return RunResult.model_validate_json(text) if text else None
+
+
+def kept_results(configmaps: Iterable[Mapping[str, Any]]) -> dict[str, RunResult]:
+    """item id -> result, from the Evaluation's result ConfigMaps."""
+    found = {}
+    for cm in configmaps:
+        result = read_result(cm)
+        if result is not None:
+            found[result.item_id] = result
+    return found
