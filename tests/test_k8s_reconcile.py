@@ -1,0 +1,152 @@
+"""The reconcile decision, pass by pass, on observed Jobs and pods (pure)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from proctor.k8s.manifests import LABEL_ATTEMPT, LABEL_ITEM
+from proctor.k8s.reconcile import (
+    Settings,
+    build_status,
+    conditions_for,
+    counts,
+    decide,
+    observe,
+)
+from proctor.manifest import parse_resource
+from proctor.model import ErrorKind, Outcome, RunResult, WorkItem
+
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+
+
+def ts(seconds_ago: float) -> str:
+    return (NOW - timedelta(seconds=seconds_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def evaluation(**spec):
+    body = {"apiVersion": "proctor.dev/v1alpha1", "kind": "Evaluation",
+            "metadata": {"name": "ev"},
+            "spec": {"dataset": {"name": "proctor-demo"}, "predictions": {"source": "gold"},
+                     "maxConcurrentRows": 2, **spec}}
+    return parse_resource(body)
+
+
+ITEMS = [WorkItem(id=f"{i:x}" * 32, instance_id=f"t-{i}") for i in range(1, 6)]
+
+
+def job(item: WorkItem, attempt: int = 0, *conditions: str, reason: str = "") -> dict:
+    return {"metadata": {"name": f"ev-{item.id[:16]}", "uid": f"u-{item.id}-{attempt}",
+                         "creationTimestamp": ts(100),
+                         "labels": {LABEL_ITEM: item.id, LABEL_ATTEMPT: str(attempt)}},
+            "status": {"conditions": [{"type": c, "status": "True", "reason": reason,
+                                       "lastTransitionTime": ts(10)} for c in conditions]}}
+
+
+def pod_for(j: dict, phase: str, **status) -> dict:
+    return {"metadata": {"name": j["metadata"]["name"] + "-abcde",
+                         "labels": {"controller-uid": j["metadata"]["uid"],
+                                    "job-name": j["metadata"]["name"]},
+                         "ownerReferences": [{"kind": "Job", "uid": j["metadata"]["uid"],
+                                              "name": j["metadata"]["name"]}]},
+            "spec": {"nodeName": "node-1"}, "status": {"phase": phase, **status}}
+
+
+def pulling(j: dict, since: float) -> dict:
+    waiting = {"name": "pull", "image": "img", "imageID": "", "ready": False,
+               "restartCount": 0, "state": {"waiting": {"reason": "ImagePullBackOff",
+                                                        "message": "Back-off pulling"}}}
+    return pod_for(j, "Pending", startTime=ts(since), initContainerStatuses=[waiting])
+
+
+def result(item: WorkItem, outcome=Outcome.RESOLVED) -> RunResult:
+    return RunResult(item_id=item.id, instance_id=item.instance_id, outcome=outcome)
+
+
+def test_starts_no_more_than_max_concurrent_rows():
+    views = observe(ITEMS, [], [], [], {})
+    assert decide(evaluation(), views, NOW).start == ITEMS[:2]
+
+
+def test_running_jobs_use_up_the_slots():
+    jobs = [job(ITEMS[0])]
+    views = observe(ITEMS, jobs, [pod_for(jobs[0], "Running")], [], {})
+    assert decide(evaluation(), views, NOW).start == [ITEMS[1]]
+
+
+def test_suspend_starts_nothing():
+    views = observe(ITEMS, [], [], [], {})
+    assert decide(evaluation(suspend=True), views, NOW).start == []
+
+
+def test_kept_results_are_done_and_their_jobs_cleaned_up():
+    jobs = [job(ITEMS[0], 0, "Complete")]
+    views = observe(ITEMS, jobs, [], [], {ITEMS[0].id: result(ITEMS[0])})
+    decision = decide(evaluation(), views, NOW)
+    assert decision.stop == jobs and ITEMS[0] not in decision.start
+    assert counts(views).done == 1 and counts(views).waiting == 4
+
+
+def test_an_evicted_attempt_is_retried_then_given_up():
+    first = job(ITEMS[0], 0, "Failed", reason="BackoffLimitExceeded")
+    evicted = pod_for(first, "Failed", reason="Evicted", message="ephemeral storage")
+    views = observe(ITEMS[:1], [first], [evicted], [], {})
+    assert [v.item for v in decide(evaluation(), views, NOW).retry] == [ITEMS[0]]
+    last = job(ITEMS[0], 2, "Failed", reason="BackoffLimitExceeded")
+    views = observe(ITEMS[:1], [first, last], [pod_for(last, "Failed", reason="Evicted")], [],
+                    {})
+    decision = decide(evaluation(), views, NOW)
+    assert decision.retry == []
+    (_, failed), = decision.give_up
+    assert (failed.outcome, failed.error_kind, failed.attempts) == (Outcome.ERROR,
+                                                                   ErrorKind.INFRA, 3)
+    assert "after 3 attempts" in failed.error_message
+
+
+def test_an_image_pull_stuck_past_the_limit_is_stopped_and_retried():
+    j = job(ITEMS[0])
+    settings = Settings(image_pull_timeout_s=300)
+    fresh = observe(ITEMS[:1], [j], [pulling(j, since=60)], [], {})
+    decision = decide(evaluation(), fresh, NOW, settings)
+    assert decision.retry == [] and decision.stop == []
+    assert decision.degraded[0] == "ImagePullBackOff"
+    stale = observe(ITEMS[:1], [j], [pulling(j, since=900)], [], {})
+    decision = decide(evaluation(), stale, NOW, settings)
+    assert decision.stop == [j] and [v.item for v in decision.retry] == [ITEMS[0]]
+
+
+def test_a_failed_step_is_not_retried():
+    j = job(ITEMS[0], 0, "Failed", reason="BackoffLimitExceeded")
+    failed_pod = pod_for(j, "Failed", initContainerStatuses=[
+        {"name": "test", "state": {"terminated": {"exitCode": 3, "reason": "Error",
+                                                 "startedAt": ts(20), "finishedAt": ts(15)}}}])
+    decision = decide(evaluation(), observe(ITEMS[:1], [j], [failed_pod], [], {}), NOW)
+    (_, failed), = decision.give_up
+    assert failed.error_kind == ErrorKind.SANDBOX and decision.retry == []
+
+
+def test_failed_create_degrades_with_the_cause():
+    j = job(ITEMS[0])
+    event = {"type": "Warning", "reason": "FailedCreate",
+             "message": 'pods "x" is forbidden: violates PodSecurity "restricted:latest"',
+             "involvedObject": {"kind": "Job", "name": j["metadata"]["name"]},
+             "lastTimestamp": ts(30)}
+    views = observe(ITEMS[:1], [j], [], [event], {})
+    decision = decide(evaluation(), views, NOW)
+    assert decision.degraded[0] == "FailedCreate" and "PodSecurity" in decision.degraded[1]
+    conditions = conditions_for([], views, decision, ts(0), 1)
+    degraded = next(c for c in conditions if c["type"] == "Degraded")
+    assert degraded["status"] == "True" and "PodSecurity" in degraded["message"]
+
+
+def test_status_is_rebuilt_from_observations():
+    kept = {i.id: result(i, o) for i, o in zip(ITEMS, [Outcome.RESOLVED, Outcome.NO_OP],
+                                              strict=False)}
+    views = observe(ITEMS, [], [], [], kept)
+    decision = decide(evaluation(), views, NOW)
+    status = build_status(evaluation(), "gold", views, list(kept.values()),
+                          conditions_for([], views, decision, ts(0), 3), generation=3,
+                          fingerprint="abc")
+    assert status["items"]["done"] == 2 and status["items"]["total"] == 5
+    assert status["results"]["resolvedPct"] == 0.5
+    assert status["observedGeneration"] == 3 and "completionTime" not in status
+    assert "proctor.dev/evaluation=ev" in status["resultsRef"]["labelSelector"]
