@@ -141,6 +141,30 @@ def cmd_runner_grade(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_operator(args: argparse.Namespace) -> int:
+    import kopf
+    from prometheus_client import start_http_server
+
+    import proctor.k8s.operator  # noqa: F401 - registers the handlers
+
+    start_http_server(args.metrics_port)
+    kopf.configure(verbose=args.verbose)
+    kopf.run(standalone=True, clusterwide=not args.namespace, namespaces=args.namespace or (),
+             liveness_endpoint=f"http://0.0.0.0:{args.probe_port}/healthz")
+    return 0
+
+
+def cmd_results_pull(args: argparse.Namespace) -> int:
+    from proctor.k8s.api import Kube, load_config
+    from proctor.k8s.pull import pull
+
+    load_config()
+    count = pull(Kube(), args.namespace, args.evaluation, Path(args.output_dir))
+    print(f"Pulled {count} results of {args.namespace}/{args.evaluation} into "
+          f"{args.output_dir}/ (summary.json, report.md, results.jsonl)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="proctor", description=__doc__)
     parser.add_argument("--version", action="version", version=f"proctor {__version__}")
@@ -172,6 +196,24 @@ def build_parser() -> argparse.ArgumentParser:
     val.add_argument("--strict", action="store_true", help="exit 1 if any task is broken/flaky")
     val.add_argument("-q", "--quiet", action="store_true")
     val.set_defaults(func=cmd_validate)
+
+    op = sub.add_parser("operator", help="run the Kubernetes operator (kopf)")
+    op.add_argument("--namespace", action="append", help="watch only this namespace "
+                                                        "(repeatable; default: all)")
+    op.add_argument("--metrics-port", type=int, default=9090, help="Prometheus metrics port")
+    op.add_argument("--probe-port", type=int, default=8080,
+                    help="liveness/readiness probes at /healthz")
+    op.add_argument("--verbose", action="store_true")
+    op.set_defaults(func=cmd_operator)
+
+    res = sub.add_parser("results", help="results kept on a cluster")
+    res_sub = res.add_subparsers(dest="results_command", required=True)
+    pull = res_sub.add_parser("pull", help="write a cluster Evaluation's results as the "
+                                           "folder `proctor run` writes")
+    pull.add_argument("evaluation")
+    pull.add_argument("-n", "--namespace", default="default")
+    pull.add_argument("--output-dir", required=True)
+    pull.set_defaults(func=cmd_results_pull)
 
     runner = sub.add_parser("runner", help="one step of a work item (what a Job runs)")
     steps = runner.add_subparsers(dest="step", required=True)
@@ -213,6 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from proctor.dataset import DatasetError
+    from proctor.k8s.pull import PullError
     from proctor.local.engine import EngineError
     from proctor.local.results import ResultsFolderError
     from proctor.manifest import ManifestError
@@ -222,7 +265,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     expected: tuple[type[Exception], ...] = (UsageError, DatasetError, EngineError,
                                              ResultsFolderError, PredictionsError,
-                                             SandboxRefused, ManifestError, FileNotFoundError)
+                                             SandboxRefused, ManifestError, PullError,
+                                             FileNotFoundError)
     try:
         return args.func(args)
     except expected as exc:

@@ -13,7 +13,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -201,11 +201,14 @@ def _execute_safely(ctx: RunContext, item: WorkItem, work: WorkDir) -> RunResult
                          runner_version=__version__)
 
 
-def write_outputs(ctx: RunContext, folder: ResultsFolder, planned: int) -> Summary:
+def write_outputs(folder: ResultsFolder, evaluation: Evaluation,
+                  instances: Mapping[str, Instance], planned: int) -> Summary:
+    """summary.json and report.md from the results on disk."""
     results = folder.load()
-    ev = ctx.evaluation
-    summary = aggregate(results, ctx.instances, evaluation=ev.name, agent=agent_label(ev),
-                        green_agent_model=ev.spec.green_agent_model, items_planned=planned)
+    summary = aggregate(results, instances, evaluation=evaluation.name,
+                        agent=agent_label(evaluation),
+                        green_agent_model=evaluation.spec.green_agent_model,
+                        items_planned=planned)
     write_json(folder.root / "summary.json", summary.model_dump(mode="json"))
     (folder.root / "report.md").write_text(render(summary, results))
     return summary
@@ -224,5 +227,5 @@ def run_evaluation(evaluation: Evaluation, output_dir: Path, progress: bool = Tr
         run_items(ctx, folder, todo, evaluation.spec.max_concurrent_rows, progress)
     finally:
         # Also on Ctrl-C: the figures of what finished are written before leaving.
-        summary = write_outputs(ctx, folder, len(items))
+        summary = write_outputs(folder, evaluation, ctx.instances, len(items))
     return summary

@@ -1,0 +1,81 @@
+"""`proctor results pull`: a cluster Evaluation's kept results, as a local results folder.
+
+It writes the folder `proctor run` writes (spec.json, results.jsonl, summary.json,
+report.md, items/<instance>/<variant>/<repeat>/ with patch.diff, test_output.txt,
+apply.log, result.json, report.json), so every report and analysis works on cluster
+runs too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from proctor import dataset
+from proctor.k8s.api import Kube
+from proctor.k8s.manifests import COMPONENT, owner_labels
+from proctor.k8s.store import RESULT_KIND, read_result
+from proctor.local.engine import write_outputs
+from proctor.local.results import ResultsFolder
+from proctor.manifest import parse_resource
+from proctor.model import WorkItem
+from proctor.runner.artifacts import unpack
+from proctor.runner.workdir import write_json
+from proctor.spec import Evaluation
+
+
+class PullError(ValueError):
+    """The Evaluation cannot be pulled; the message says why."""
+
+
+def item_files(configmap: Mapping[str, Any]) -> dict[str, bytes]:
+    """file name -> content, from one kept result's binaryData (`x.gz` -> `x`)."""
+    return {name.removesuffix(".gz"): unpack(value)
+            for name, value in (configmap.get("binaryData") or {}).items()}
+
+
+def write_folder(evaluation: Evaluation, configmaps: Iterable[Mapping[str, Any]],
+                 out: Path) -> int:
+    """Write the results folder; the number of results written."""
+    folder = ResultsFolder(out)
+    folder.claim({"evaluation": evaluation.name, "source": "cluster",
+                  "spec": evaluation.spec.model_dump(mode="json", by_alias=True)})
+    folder.results_path.unlink(missing_ok=True)  # pulled afresh: the cluster is the truth
+    kept = sorted(((read_result(cm), cm) for cm in configmaps),
+                  key=lambda rc: (rc[0].instance_id, rc[0].variant_id, rc[0].repeat)
+                  if rc[0] else ("", "", 0))
+    count = 0
+    for result, cm in kept:
+        if result is None:
+            continue
+        work = folder.work_dir(WorkItem(id=result.item_id, instance_id=result.instance_id,
+                                        variant_id=result.variant_id, repeat=result.repeat))
+        work.root.mkdir(parents=True, exist_ok=True)
+        for name, data in item_files(cm).items():
+            (work / name).write_bytes(data)
+        write_json(work / "result.json", result.model_dump(mode="json"))
+        write_json(work / "report.json", result.swebench_report())
+        folder.append(result)
+        count += 1
+    return count
+
+
+def pull(kube: Kube, namespace: str, name: str, out: Path) -> int:
+    """Pull one Evaluation's results into `out`; the number of results."""
+    body = kube.get_custom("evaluations", namespace, name)
+    if body is None:
+        raise PullError(f"Evaluation {name!r} not found in namespace {namespace}")
+    evaluation = parse_resource(body)
+    configmaps = kube.list_configmaps(namespace, {**owner_labels(evaluation),
+                                                 COMPONENT: RESULT_KIND})
+    count = write_folder(evaluation, configmaps, out)
+    ds = evaluation.spec.dataset
+    try:
+        instances = dataset.load(ds.name, ds.split, ds.revision, ds.instance_ids,
+                                 ds.max_rows).by_id
+    except dataset.DatasetError:
+        instances = {}  # figures still come out; only tests_left_out needs the rows
+    planned = ((body.get("status") or {}).get("items") or {}).get("total", count)
+    write_outputs(ResultsFolder(out), evaluation, instances, planned)
+    return count
