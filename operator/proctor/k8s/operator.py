@@ -311,17 +311,19 @@ def _same(old: Obj, new: Obj) -> bool:
 # --- kopf wiring (thin) ----------------------------------------------------------------------
 
 RECONCILER: Reconciler | None = None
+_METRICS: Metrics | None = None  # one per process: a registry refuses the same metric twice
 TIMER_SECONDS = float(os.environ.get("PROCTOR_RECONCILE_SECONDS", "10"))
 
 
 @kopf.on.startup()
 async def _startup(settings: kopf.OperatorSettings, **_: Any) -> None:
-    global RECONCILER
+    global RECONCILER, _METRICS
     settings.posting.level = logging.INFO
     settings.watching.server_timeout = 300
     load_config()
+    _METRICS = _METRICS or Metrics()
     RECONCILER = Reconciler(
-        Kube(), Metrics(), Settings(image_pull_timeout_s=float(
+        Kube(), _METRICS, Settings(image_pull_timeout_s=float(
             os.environ.get("PROCTOR_IMAGE_PULL_TIMEOUT_SECONDS", "600"))),
         runner_image=os.environ.get("PROCTOR_RUNNER_IMAGE") or None)
 
