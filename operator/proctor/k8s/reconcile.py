@@ -231,7 +231,8 @@ def counts(views: Sequence[ItemView]) -> ItemCounts:
             tally["running"] += 1
         else:
             tally["pending"] += 1
-    retries = sum(max(0, v.attempt) for v in views)
+    # Kept results remember their attempts; their Jobs may be gone.
+    retries = sum(max(0, v.result.attempts - 1 if v.result else v.attempt) for v in views)
     return ItemCounts(total=len(views), retries=retries, **tally)
 
 

@@ -1,0 +1,321 @@
+"""The real kopf operator against the test cluster (kmock + a kubelet playing the pods).
+
+Each scenario applies manifests through the official client, runs `proctor.k8s.operator`
+with kopf's KopfRunner, and watches what a user would: the status, Jobs, Events, the
+results kept, the metrics.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import socket
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+import pytest
+from kopf.testing import KopfRunner
+from prometheus_client import start_http_server
+from prometheus_client.parser import text_string_to_metric_families
+
+from proctor import demo
+from proctor.agents.answers import TaskRequest
+from proctor.agents.kinds import Tasks, solver_for
+from proctor.agents.server import SolverExecutor, agent_card, build_app, start_in_thread
+from proctor.k8s.api import Kube
+from proctor.k8s.pull import pull
+from proctor.local.engine import run_evaluation
+from proctor.local.results import ResultsFolder
+from proctor.manifest import parse_resource
+
+pytest_plugins = ["cluster.fixtures"]
+
+GROUP = ("proctor.dev", "v1alpha1")
+TASKS = len(demo.load_rows())
+
+
+class CountingAgent:
+    """A reference agent on loopback that counts the messages it is sent, per task."""
+
+    def __init__(self, kind: str):
+        self.calls: collections.Counter[str] = collections.Counter()
+        solve = solver_for(kind, Tasks.load())
+        lock = threading.Lock()
+
+        def counted(request: TaskRequest):
+            with lock:
+                self.calls[request.instance_id or "?"] += 1
+            return solve(request)
+
+        self.server = start_in_thread(
+            lambda url: build_app(SolverExecutor(counted), agent_card(kind, url)))
+        self.url = self.server.url
+
+
+@pytest.fixture
+def agent() -> Iterator[CountingAgent]:
+    counting = CountingAgent("mixed")
+    yield counting
+    counting.server.stop()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def operator(cluster, namespace: str, probe_port: int | None = None) -> Iterator[KopfRunner]:
+    args = ["run", "--standalone", "--namespace", namespace, "-m", "proctor.k8s.operator"]
+    if probe_port:
+        args += ["--liveness", f"http://127.0.0.1:{probe_port}/healthz"]
+    with cluster.kubeconfig_env(), KopfRunner(args, timeout=60) as runner:
+        yield runner
+    assert runner.exception is None, runner.output[-3000:]
+
+
+def manifests(namespace: str, endpoint: str, **spec: Any) -> tuple[dict, dict]:
+    agent = {"apiVersion": "proctor.dev/v1alpha1", "kind": "AgentUnderTest",
+             "metadata": {"name": "mixed", "namespace": namespace},
+             "spec": {"endpoint": endpoint, "requestTimeoutSeconds": 60}}
+    evaluation = {"apiVersion": "proctor.dev/v1alpha1", "kind": "Evaluation",
+                  "metadata": {"name": "demo", "namespace": namespace},
+                  "spec": {"agentRef": {"name": "mixed"},
+                           "dataset": {"name": "proctor-demo", "maxRows": -1},
+                           "maxConcurrentRows": 2, **spec}}
+    return agent, evaluation
+
+
+class Api:
+    def __init__(self, client: Any, namespace: str):
+        self.custom = kubernetes.client.CustomObjectsApi(client)
+        self.batch = kubernetes.client.BatchV1Api(client)
+        self.core = kubernetes.client.CoreV1Api(client)
+        self.ns = namespace
+
+    def apply(self, *bodies: dict) -> None:
+        for body in bodies:
+            plural = body["kind"].lower() + "s"
+            self.custom.create_namespaced_custom_object(*GROUP, self.ns, plural, body)
+
+    def evaluation(self, name: str = "demo") -> dict:
+        return self.custom.get_namespaced_custom_object(*GROUP, self.ns, "evaluations", name)
+
+    def condition(self, type_: str, name: str = "demo") -> dict:
+        conditions = (self.evaluation(name).get("status") or {}).get("conditions") or []
+        return next((c for c in conditions if c["type"] == type_), {})
+
+    def jobs(self) -> list[dict]:
+        return [j.to_dict() for j in self.batch.list_namespaced_job(self.ns).items]
+
+    def active_jobs(self) -> int:
+        def ended(job: dict) -> bool:
+            return any(c["type"] in ("Complete", "Failed") and c["status"] == "True"
+                       for c in (job.get("status") or {}).get("conditions") or [])
+        return sum(not ended(j) for j in self.jobs())
+
+    def configmaps(self) -> list[Any]:
+        return self.core.list_namespaced_config_map(self.ns).items
+
+    def events(self) -> list[Any]:
+        return self.core.list_namespaced_event(self.ns).items
+
+
+def wait_succeeded(cluster, api: Api, timeout: float = 240, watch: list | None = None) -> dict:
+    """Wait for Succeeded=True, sampling the active Jobs into `watch` meanwhile."""
+    def done() -> bool:
+        if watch is not None:
+            watch.append(api.active_jobs())
+        return api.condition("Succeeded").get("status") == "True"
+    cluster.wait_for(done, timeout, interval=0.2, message="the Evaluation never succeeded")
+    return api.evaluation()
+
+
+def scrape(port: int) -> dict[tuple[str, frozenset], float]:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def test_demo_evaluation_end_to_end(test_cluster, k8s_namespace, kube_client, agent, tmp_path):
+    api = Api(kube_client, k8s_namespace)
+    agent_body, eval_body = manifests(k8s_namespace, agent.url)
+    api.apply(agent_body, eval_body)
+    metrics_port, probe_port = free_port(), free_port()
+    start_http_server(metrics_port)
+    active: list[int] = []
+    with operator(test_cluster, k8s_namespace, probe_port):
+        body = wait_succeeded(test_cluster, api, watch=active)
+        health = urllib.request.urlopen(f"http://127.0.0.1:{probe_port}/healthz", timeout=5)
+        assert health.status == 200
+        samples = scrape(metrics_port)
+    status = body["status"]
+    assert status["items"]["done"] == status["items"]["total"] == TASKS
+    assert max(active) <= 2, "more Jobs ran at once than maxConcurrentRows"
+    assert sum(agent.calls.values()) == TASKS and set(agent.calls.values()) == {1}
+
+    # The same inputs through `proctor run` give the same figures.
+    local = run_evaluation(parse_resource(eval_body), tmp_path / "local", progress=False,
+                           agents=[parse_resource(agent_body)])
+    figures = local.results.model_dump()
+    assert status["results"] == {_camel(k): v for k, v in figures.items()}
+
+    # `proctor results pull` writes the folder `proctor run` writes.
+    pulled = tmp_path / "pulled"
+    assert pull(Kube(kube_client), k8s_namespace, "demo", pulled) == TASKS
+    summary = json.loads((pulled / "summary.json").read_text())
+    assert summary["results"] == json.loads((tmp_path / "local" / "summary.json").read_text()
+                                            )["results"]
+    by_item = {r.item_id: r for r in ResultsFolder(pulled).load()}
+    for mine in ResultsFolder(tmp_path / "local").load():
+        theirs = by_item[mine.item_id]
+        assert (theirs.outcome, theirs.FAIL_TO_PASS, theirs.PASS_TO_PASS) == \
+            (mine.outcome, mine.FAIL_TO_PASS, mine.PASS_TO_PASS)
+        assert all("sha256:" in image for image in theirs.images.values())
+        assert theirs.images, "image digests are recorded with each result"
+        item_dir = Path(pulled, "items", mine.instance_id, mine.variant_id, str(mine.repeat))
+        assert (item_dir / "result.json").exists() and (item_dir / "report.json").exists()
+        if mine.tests_ran:
+            assert ">>>>> Start Test Output" in (item_dir / "test_output.txt").read_text()
+
+    # Everything it made is owned by the Evaluation.
+    uid = body["metadata"]["uid"]
+    owned = [*api.jobs(), *[c.to_dict() for c in api.configmaps()
+                            if (c.metadata.labels or {}).get("app.kubernetes.io/managed-by")]]
+    assert owned and all(any(o["uid"] == uid for o in (x["metadata"]["owner_references"] or []))
+                         for x in owned)
+
+    # Metrics scraped from the operator's port equal summary.json.
+    labels = frozenset({"namespace": k8s_namespace, "evaluation": "demo",
+                        "agent": "mixed"}.items())
+    assert samples[("proctor_resolved_ratio", labels)] == summary["results"]["resolved_pct"]
+    assert samples[("proctor_instances", labels)] == TASKS
+    assert samples[("proctor_no_op_ratio", labels)] == summary["results"]["no_op_pct"]
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(w.title() for w in rest)
+
+
+def test_restart_mid_run_creates_no_duplicate_and_loses_nothing(test_cluster, k8s_namespace,
+                                                                 kube_client, agent):
+    api = Api(kube_client, k8s_namespace)
+    api.apply(*manifests(k8s_namespace, agent.url))
+    with operator(test_cluster, k8s_namespace):
+        test_cluster.wait_for(lambda: (api.evaluation().get("status") or {}).get(
+            "items", {}).get("done", 0) >= 3, 120)
+    with operator(test_cluster, k8s_namespace):
+        body = wait_succeeded(test_cluster, api)
+    assert body["status"]["items"]["done"] == TASKS
+    creates = [c for c in test_cluster.calls("POST", f"/namespaces/{k8s_namespace}/jobs")
+               if c[2] in (200, 201)]
+    assert len(creates) == TASKS, "a Job was created twice"
+    assert sum(agent.calls.values()) == TASKS, "the agent was asked twice"
+    results = [c for c in api.configmaps()
+               if (c.metadata.labels or {}).get("app.kubernetes.io/component") == "result"]
+    assert len(results) == TASKS
+
+
+def test_suspend_starts_nothing_until_resumed(test_cluster, k8s_namespace, kube_client, agent):
+    api = Api(kube_client, k8s_namespace)
+    agent_body, eval_body = manifests(k8s_namespace, agent.url, suspend=True, maxConcurrentRows=3)
+    eval_body["spec"]["dataset"]["maxRows"] = 3
+    api.apply(agent_body, eval_body)
+    with operator(test_cluster, k8s_namespace):
+        test_cluster.wait_for(lambda: api.condition("Ready").get("status") == "True", 30)
+        time.sleep(2)
+        assert api.jobs() == []
+        api.custom.patch_namespaced_custom_object(*GROUP, k8s_namespace, "evaluations", "demo",
+                                                  {"spec": {"suspend": False}})
+        body = wait_succeeded(test_cluster, api)
+    assert body["status"]["items"]["done"] == 3
+
+
+@pytest.mark.parametrize(("change", "reason", "words"), [
+    ({"dataset": {"name": "proctor-demo", "instanceIds": ["nope__nope-1"]}},
+     "DatasetUnusable", "nope__nope-1"),
+    ({"agentRef": {"name": "no-such-agent"}}, "AgentNotFound", "no-such-agent"),
+])
+def test_an_unusable_spec_is_degraded_and_creates_nothing(test_cluster, k8s_namespace,
+                                                          kube_client, agent, change, reason,
+                                                          words):
+    # (A spec the CRD's schema refuses never gets this far: the API server answers 422.)
+    api = Api(kube_client, k8s_namespace)
+    agent_body, eval_body = manifests(k8s_namespace, agent.url)
+    eval_body["spec"].update(change)
+    api.apply(agent_body, eval_body)
+    with operator(test_cluster, k8s_namespace):
+        degraded = test_cluster.wait_for(
+            lambda: (c := api.condition("Degraded")).get("status") == "True" and c, 30)
+        time.sleep(1)
+    assert degraded["reason"] == reason and words in degraded["message"]
+    assert api.condition("Ready")["status"] == "False"
+    assert api.jobs() == [] and not [c for c in api.configmaps()
+                                     if (c.metadata.labels or {}).get("proctor.dev/evaluation")]
+
+
+def test_the_api_server_refuses_a_spec_its_schema_refuses(test_cluster, k8s_namespace,
+                                                          kube_client, agent):
+    api = Api(kube_client, k8s_namespace)
+    _, eval_body = manifests(k8s_namespace, agent.url)
+    eval_body["spec"]["dataset"]["maxRows"] = 0
+    with pytest.raises(kubernetes.client.ApiException) as refused:
+        api.apply(eval_body)
+    assert refused.value.status == 422 and "maxRows" in refused.value.body
+
+
+@pytest.mark.parametrize("fault", ["image_pull", "evict", "oom"])
+def test_infra_failures_are_retried_without_asking_again_then_recorded(
+        test_cluster, k8s_namespace, kube_client, agent, fault, monkeypatch):
+    monkeypatch.setenv("PROCTOR_IMAGE_PULL_TIMEOUT_SECONDS", "2")
+    rows = demo.load_rows()
+    flaky, broken = rows[0]["instance_id"], rows[1]["instance_id"]
+    step = {"image_pull": {}, "evict": {"after": 0.2}, "oom": {"after": 0.2}}[fault]
+    test_cluster.kubelet.faults.add(fault, instance=flaky, times=1, **step)
+    test_cluster.kubelet.faults.add(fault, instance=broken, times=None, **step)
+    api = Api(kube_client, k8s_namespace)
+    agent_body, eval_body = manifests(k8s_namespace, agent.url, runner={"infraRetries": 1})
+    eval_body["spec"]["dataset"]["instanceIds"] = [flaky, broken]
+    api.apply(agent_body, eval_body)
+    with operator(test_cluster, k8s_namespace):
+        body = wait_succeeded(test_cluster, api, timeout=120)
+    kept = {r.instance_id: r for r in _results(kube_client, k8s_namespace)}
+    assert kept[flaky].outcome.value != "error" and kept[flaky].attempts == 2
+    assert kept[broken].outcome.value == "error" and kept[broken].error_kind.value == "infra"
+    assert kept[broken].attempts == 2
+    # an image that never pulled never reached the agent; otherwise it was asked once
+    expected = 0 if fault == "image_pull" else 1
+    assert agent.calls[broken] == expected and agent.calls[flaky] == 1
+    assert body["status"]["items"]["retries"] == 2
+    reasons = {e.reason for e in api.events()}
+    assert "Retrying" in reasons and "ItemFailed" in reasons
+
+
+def _results(client: Any, namespace: str) -> list[Any]:
+    from proctor.k8s.store import read_result
+
+    kube = Kube(client)
+    return [read_result(c) for c in kube.list_configmaps(
+        namespace, {"app.kubernetes.io/component": "result"})]
+
+
+def test_failed_create_degrades_naming_the_cause(test_cluster, k8s_namespace, kube_client,
+                                                  agent):
+    test_cluster.kubelet.faults.add("failed_create", times=None)
+    api = Api(kube_client, k8s_namespace)
+    agent_body, eval_body = manifests(k8s_namespace, agent.url)
+    eval_body["spec"]["dataset"]["maxRows"] = 1
+    api.apply(agent_body, eval_body)
+    with operator(test_cluster, k8s_namespace):
+        degraded = test_cluster.wait_for(
+            lambda: (c := api.condition("Degraded")).get("status") == "True" and c, 60)
+    assert degraded["reason"] == "FailedCreate"
+    assert "forbidden" in degraded["message"] or "PodSecurity" in degraded["message"]
