@@ -272,13 +272,14 @@ def test_the_api_server_refuses_a_spec_its_schema_refuses(test_cluster, k8s_name
     assert refused.value.status == 422 and "maxRows" in refused.value.body
 
 
-@pytest.mark.parametrize("fault", ["image_pull", "evict", "oom"])
+@pytest.mark.parametrize("fault", ["image_pull", "evict", "oom", "deadline"])
 def test_infra_failures_are_retried_without_asking_again_then_recorded(
         test_cluster, k8s_namespace, kube_client, agent, fault, monkeypatch):
     monkeypatch.setenv("PROCTOR_IMAGE_PULL_TIMEOUT_SECONDS", "2")
     rows = demo.load_rows()
     flaky, broken = rows[0]["instance_id"], rows[1]["instance_id"]
-    step = {"image_pull": {}, "evict": {"after": 0.2}, "oom": {"after": 0.2}}[fault]
+    step = {"image_pull": {}, "evict": {"after": 0.2}, "oom": {"after": 0.2},
+            "deadline": {}}[fault]
     test_cluster.kubelet.faults.add(fault, instance=flaky, times=1, **step)
     test_cluster.kubelet.faults.add(fault, instance=broken, times=None, **step)
     api = Api(kube_client, k8s_namespace)
@@ -291,8 +292,8 @@ def test_infra_failures_are_retried_without_asking_again_then_recorded(
     assert kept[flaky].outcome.value != "error" and kept[flaky].attempts == 2
     assert kept[broken].outcome.value == "error" and kept[broken].error_kind.value == "infra"
     assert kept[broken].attempts == 2
-    # an image that never pulled never reached the agent; otherwise it was asked once
-    expected = 0 if fault == "image_pull" else 1
+    # a pod stopped before its solve step never reached the agent; else it was asked once
+    expected = 0 if fault in ("image_pull", "deadline") else 1
     assert agent.calls[broken] == expected and agent.calls[flaky] == 1
     assert body["status"]["items"]["retries"] == 2
     reasons = {e.reason for e in api.events()}
