@@ -106,6 +106,10 @@ FIELD_SELECTORS: dict[tuple[str, str], frozenset[str]] = {
     ("", "secrets"): frozenset({"type"}),
     ("", "namespaces"): frozenset({"status.phase"}),
     ("", "nodes"): frozenset({"spec.unschedulable"}),
+    ("events.k8s.io", "events"): frozenset({
+        "regarding.kind", "regarding.namespace", "regarding.name", "regarding.uid",
+        "regarding.apiVersion", "regarding.resourceVersion", "regarding.fieldPath", "reason",
+        "reportingController", "type"}),
     ("batch", "jobs"): frozenset({"status.successful"}),
 }
 

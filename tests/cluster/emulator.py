@@ -1,0 +1,487 @@
+"""A Kubernetes API server over real HTTP, built on kmock, close enough for kopf and the
+official ``kubernetes`` client (see ``store`` for the semantics).
+
+``ClusterEmulator`` is a ``kmock.KubernetesScaffold``: kmock serves discovery (``/api``,
+``/apis``, ``/apis/<group>/<version>``) and ``/version`` from the kinds the store knows;
+every resource path is served here from ``Store``, because kmock's own emulator lacks what
+the operator needs (see the module ``cluster`` docstring for the list of its quirks).
+
+``Cluster`` runs it on a free loopback port in a thread of its own, with a kubelet (Job
+controller, scheduler, kubelet: ``cluster.kubelet``), and writes a kubeconfig for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp.web
+import attrs
+import kmock
+import yaml
+from aiohttp.web_request import BaseRequest
+
+from cluster.errors import ApiError
+from cluster.store import Store
+
+log = logging.getLogger("cluster.emulator")
+MAX_REQUEST_BYTES = 3 * 1024 * 1024
+"""The apiserver accepts request bodies up to 3 MiB (etcd then refuses objects over 1.5)."""
+_LOGGED = aiohttp.web.RequestKey("logged", bool)
+SERVER_VERSION = {"major": "1", "minor": "33", "gitVersion": "v1.33.0-proctor-emulator",
+                  "gitCommit": "0000000000000000000000000000000000000000",
+                  "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z",
+                  "goVersion": "go1.24.0", "compiler": "gc", "platform": "linux/amd64"}
+
+
+@dataclass(frozen=True)
+class Route:
+    group: str
+    version: str
+    plural: str
+    namespace: str | None
+    name: str | None
+    subresource: str | None
+
+
+def parse_route(path: str) -> Route | None:
+    """A resource path (``/api/v1/namespaces/ns/pods/name/log``), or None for any other."""
+    parts = [p for p in path.split("/") if p]
+    if len(parts) >= 3 and parts[0] == "api":
+        group, version, rest = "", parts[1], parts[2:]
+    elif len(parts) >= 4 and parts[0] == "apis":
+        group, version, rest = parts[1], parts[2], parts[3:]
+    else:
+        return None
+    namespace = None
+    if rest[0] == "namespaces" and len(rest) >= 3 and rest[2] not in ("status", "finalize"):
+        namespace, rest = rest[1], rest[2:]
+    return Route(group, version, rest[0], namespace, rest[1] if len(rest) > 1 else None,
+                 "/".join(rest[2:]) or None)
+
+
+def _json(body: Any, status: int = 200) -> aiohttp.web.Response:
+    return aiohttp.web.Response(text=json.dumps(body), status=status,
+                                content_type="application/json")
+
+
+@attrs.define(kw_only=True)
+class ClusterEmulator(kmock.KubernetesScaffold):
+    """kmock's scaffold (discovery, errors) over the ``Store`` (objects and semantics)."""
+
+    store: Store = attrs.field(factory=Store)
+    calls: list[tuple[str, str, int]] = attrs.field(factory=list, init=False)
+    """(method, path with query, status) of every resource request, for assertions."""
+    _closing: list[Callable[[], None]] = attrs.field(factory=list, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        self._sync_discovery()
+        self.store.on_types_changed.append(self._sync_discovery)
+
+    def _sync_discovery(self) -> None:
+        """Tell kmock's discovery about every kind the store serves (CRDs come and go)."""
+        wanted = {}
+        for rt in self.store.types:
+            wanted[kmock.resource(rt.group, rt.version, rt.plural)] = kmock.ResourceInfo(
+                kind=rt.kind, namespaced=rt.namespaced, singular=rt.singular or rt.kind.lower(),
+                verbs=set(("get", "list", "watch", "create", "update", "patch", "delete",
+                           "deletecollection")), shortnames=set(rt.short_names),
+                categories=set(rt.categories), subresources=set(rt.subresources))
+        for key in list(self.resources):
+            if key not in wanted:
+                del self.resources[key]
+        for key, info in wanted.items():
+            self.resources[key] = info
+
+    async def _serve_server_version(self, request: Any) -> dict[str, str]:
+        return dict(SERVER_VERSION)
+
+    async def __call__(self, raw: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
+        if raw.path in ("/healthz", "/livez", "/readyz"):
+            return aiohttp.web.Response(text="ok")
+        route = parse_route(raw.path)
+        if route is None:
+            return await super().__call__(raw)
+        try:
+            response = await self._serve(raw, route)
+        except ApiError as exc:
+            response = _json(exc.status(), exc.code)
+        except Exception as exc:
+            log.exception("The emulator failed to serve %s %s", raw.method, raw.path_qs)
+            response = _json(ApiError(500, "InternalError", f"{exc!r}: "
+                                      f"{traceback.format_exc()[-2000:]}").status(), 500)
+        if not raw.get(_LOGGED):
+            self._log_call(raw, response.status)
+        return response
+
+    def _log_call(self, raw: aiohttp.web.BaseRequest, status: int) -> None:
+        self.calls.append((raw.method, raw.path_qs, status))
+        del self.calls[:-20000]
+
+    # --- Serving ----------------------------------------------------------------------------
+
+    async def _body(self, raw: aiohttp.web.BaseRequest) -> Any:
+        text = await raw.text()
+        if not text:
+            return None
+        try:
+            if "yaml" in (raw.headers.get("Content-Type") or ""):
+                return yaml.safe_load(text)
+            return json.loads(text)
+        except (ValueError, yaml.YAMLError) as exc:
+            raise ApiError.bad_request(f"the request body is not valid JSON: {exc}") from exc
+
+    async def _serve(self, raw: aiohttp.web.BaseRequest, route: Route
+                     ) -> aiohttp.web.StreamResponse:
+        store, query = self.store, raw.query
+        rt = store.resource(route.group, route.version, route.plural)
+        if route.namespace is not None and not rt.namespaced:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        ns, name, sub = route.namespace, route.name, route.subresource
+        if sub not in (None, "status", "log"):
+            raise ApiError(405, "MethodNotAllowed", f"the emulator does not serve "
+                                                   f"{rt.plural}/{sub}")
+        method = raw.method.upper()
+        if method == "GET":
+            if sub == "log":
+                return self._serve_log(rt, ns, name or "", query)
+            if query.get("watch") in ("true", "1"):
+                return await self._serve_watch(raw, rt, ns, name)
+            if name:
+                return _json(store.get(rt, ns, name))
+            limit = int(query["limit"]) if query.get("limit") else None
+            items, rv, token = store.list(rt, ns, query.get("labelSelector"),
+                                          query.get("fieldSelector"), limit,
+                                          query.get("continue"))
+            meta: dict[str, Any] = {"resourceVersion": rv}
+            if token:
+                meta["continue"] = token
+            if not rt.custom:  # built-in lists leave kind and apiVersion out of their items
+                items = [{k: v for k, v in i.items() if k not in ("kind", "apiVersion")}
+                         for i in items]
+            return _json({"apiVersion": rt.api_version, "kind": f"{rt.kind}List",
+                          "metadata": meta, "items": items})
+        body = await self._body(raw)
+        if method == "POST" and not name:
+            if query.get("dryRun"):
+                raise ApiError.bad_request("the emulator does not serve dry runs")
+            return _json(store.create(rt, ns, body), 201)
+        if method == "PUT" and name:
+            return _json(store.replace(rt, ns, name, body, sub))
+        if method == "PATCH" and name:
+            content_type = raw.headers.get("Content-Type") or ""
+            return _json(store.patch(rt, ns, name, body, content_type, sub))
+        if method == "DELETE":
+            return self._serve_delete(rt, ns, name, body or {}, query)
+        raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed on {raw.path}")
+
+    def _serve_delete(self, rt: Any, ns: str | None, name: str | None,
+                      options: Mapping[str, Any], query: Mapping[str, str]
+                      ) -> aiohttp.web.Response:
+        policy = options.get("propagationPolicy") or query.get("propagationPolicy")
+        orphan = options.get("orphanDependents", query.get("orphanDependents"))
+        if policy is None and orphan is not None:
+            policy = "Orphan" if str(orphan).lower() == "true" else "Background"
+        grace = options.get("gracePeriodSeconds", query.get("gracePeriodSeconds"))
+        grace = int(grace) if grace is not None else None
+        if not name:
+            gone = self.store.delete_collection(rt, ns, query.get("labelSelector"),
+                                                query.get("fieldSelector"), policy)
+            return _json({"apiVersion": rt.api_version, "kind": f"{rt.kind}List",
+                          "metadata": {}, "items": gone})
+        obj, gone = self.store.delete(rt, ns, name, propagation=policy, grace_seconds=grace,
+                                      preconditions=options.get("preconditions"))
+        # Pods and custom resources answer with the object; other kinds, once gone, with a
+        # Status (the apiserver's ReturnDeletedObject).
+        if gone and not rt.custom and rt.key != ("", "pods"):
+            return _json({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                          "status": "Success", "details": {
+                              "name": name, **({"group": rt.group} if rt.group else {}),
+                              "kind": rt.plural, "uid": obj["metadata"]["uid"]}})
+        return _json(obj)
+
+    def _serve_log(self, rt: Any, ns: str | None, name: str,
+                   query: Mapping[str, str]) -> aiohttp.web.Response:
+        if rt.key != ("", "pods"):
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        pod = self.store.get(rt, ns, name)
+        spec = pod.get("spec") or {}
+        mains = [c["name"] for c in spec.get("containers") or []]
+        inits = [c["name"] for c in spec.get("initContainers") or []]
+        container = query.get("container")
+        if not container:
+            if len(mains) != 1:
+                raise ApiError.bad_request(
+                    f"a container name must be specified for pod {name}, choose one of: "
+                    f"[{' '.join(mains)}] or one of the init containers: [{' '.join(inits)}]")
+            container = mains[0]
+        if container not in mains + inits:
+            raise ApiError.bad_request(f"container {container} is not valid for pod {name}")
+        status = pod.get("status") or {}
+        statuses = {s["name"]: s for key in ("initContainerStatuses", "containerStatuses")
+                    for s in status.get(key) or []}
+        state = (statuses.get(container) or {}).get("state") or {}
+        if "running" not in state and "terminated" not in state:
+            reason = (state.get("waiting") or {}).get("reason") or "ContainerCreating"
+            raise ApiError.bad_request(f'container "{container}" in pod "{name}" is waiting '
+                                       f'to start: {reason}')
+        text = self.store.container_log(ns or "", name, container)
+        if query.get("tailLines"):
+            lines = text.splitlines(keepends=True)
+            text = "".join(lines[-int(query["tailLines"]):]) if int(query["tailLines"]) else ""
+        if query.get("limitBytes"):
+            text = text.encode()[:int(query["limitBytes"])].decode(errors="ignore")
+        return aiohttp.web.Response(text=text, content_type="text/plain")
+
+    async def _serve_watch(self, raw: aiohttp.web.BaseRequest, rt: Any, ns: str | None,
+                           name: str | None) -> aiohttp.web.StreamResponse:
+        query = raw.query
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+
+        def send(event: dict[str, Any] | None) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, event)
+
+        field_selector = query.get("fieldSelector")
+        if name:
+            name_part = f"metadata.name={name}"
+            field_selector = f"{field_selector},{name_part}" if field_selector else name_part
+        response = aiohttp.web.StreamResponse()
+        response.content_type = "application/json"
+        try:
+            watcher, first = self.store.watch(rt, ns, None, query.get("labelSelector"),
+                                              field_selector, query.get("resourceVersion"),
+                                              send)
+        except ApiError as exc:
+            if exc.code != 410:
+                raise
+            # A watch too old opens, then ends with an ERROR event, as in Kubernetes.
+            await response.prepare(raw)
+            await response.write(json.dumps({"type": "ERROR", "object": exc.status()}).encode()
+                                 + b"\n")
+            await response.write_eof()
+            return response
+        self._closing.append(lambda: send(None))
+        timeout = float(query["timeoutSeconds"]) if query.get("timeoutSeconds") else None
+        deadline = None if timeout is None else loop.time() + timeout
+        try:
+            await response.prepare(raw)
+            self._log_call(raw, response.status)  # a watch is logged once it is open
+            raw[_LOGGED] = True
+            for event in first:
+                await response.write(json.dumps(event).encode() + b"\n")
+            while True:
+                left = None if deadline is None else deadline - loop.time()
+                if left is not None and left <= 0:
+                    break
+                try:
+                    event = await asyncio.wait_for(queue.get(), left)
+                except TimeoutError:
+                    break
+                if event is None:
+                    break
+                await response.write(json.dumps(event).encode() + b"\n")
+            await response.write_eof()
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            self.store.unwatch(watcher)
+        return response
+
+    def close_watches(self) -> None:
+        """End every open watch (the server is stopping)."""
+        for close in self._closing:
+            close()
+        self._closing.clear()
+
+
+# --- Running it -----------------------------------------------------------------------------
+
+
+def write_kubeconfig(path: Path, url: str, namespace: str = "default") -> Path:
+    """A kubeconfig whose current context is the emulator (for kopf and the client)."""
+    config = {
+        "apiVersion": "v1", "kind": "Config", "preferences": {},
+        "clusters": [{"name": "proctor-emulator", "cluster": {"server": url}}],
+        "users": [{"name": "proctor-tester", "user": {"token": "emulator-token"}}],
+        "contexts": [{"name": "proctor-emulator", "context": {
+            "cluster": "proctor-emulator", "user": "proctor-tester", "namespace": namespace}}],
+        "current-context": "proctor-emulator",
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def _request_factory(server: aiohttp.web.Server) -> Callable[..., BaseRequest]:
+    def make(message: Any, payload: Any, protocol: Any, writer: Any, task: Any) -> BaseRequest:
+        return BaseRequest(message, payload, protocol, writer, task, server._loop,
+                           client_max_size=MAX_REQUEST_BYTES)
+    return make
+
+
+class Cluster:
+    """The emulator on a loopback port (own thread and event loop), plus a kubelet.
+
+    Use as a context manager (``running_cluster``) or ``start()`` / ``stop()``.
+    """
+
+    def __init__(self, *, namespaces: Iterable[str] = ("default",), crds: bool = True,
+                 kubelet: bool = True, workdir: Path | None = None,
+                 **kubelet_options: Any) -> None:
+        from cluster.kubelet import Kubelet
+
+        self.store = Store(namespaces=namespaces)
+        if crds:
+            register_proctor_crds(self.store)
+        self._own_dir = workdir is None
+        self.workdir = workdir or Path(tempfile.mkdtemp(prefix="proctor-cluster-"))
+        self.kubeconfig = self.workdir / "kubeconfig"
+        self.kubelet: Kubelet | None = Kubelet(self.store, self.workdir / "nodes",
+                                               **kubelet_options) if kubelet else None
+        self.emulator: ClusterEmulator | None = None
+        self.port = 0
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> Cluster:
+        self._thread = threading.Thread(target=self._run, name="k8s-emulator", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(30) or self._error:
+            raise RuntimeError(f"the emulator did not start: {self._error!r}")
+        write_kubeconfig(self.kubeconfig, self.url)
+        if self.kubelet:
+            self.kubelet.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._serve())
+        except BaseException as exc:  # reported to start()
+            self._error = exc
+            self._ready.set()
+
+    async def _serve(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        self.emulator = ClusterEmulator(store=self.store)
+        async with self.emulator:
+            server = aiohttp.web.Server(self.emulator, handler_cancellation=True,
+                                        access_log=None)
+            server.request_factory = _request_factory(server)
+            runner = aiohttp.web.ServerRunner(server)
+            await runner.setup()
+            site = aiohttp.web.TCPSite(runner, "127.0.0.1", 0)
+            await site.start()
+            self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+            self._ready.set()
+            await self._stop.wait()
+            self.emulator.close_watches()
+            await asyncio.sleep(0.05)
+            await runner.cleanup()
+
+    def stop(self) -> None:
+        if self.kubelet:
+            self.kubelet.stop()
+        if self._loop and self._stop:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        if self._thread:
+            self._thread.join(30)
+        if self._own_dir:
+            import shutil
+
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> Cluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- Helpers for tests ------------------------------------------------------------------
+
+    def api_client(self) -> Any:
+        """An official ``kubernetes`` ApiClient talking to this cluster."""
+        import kubernetes
+
+        config = kubernetes.client.Configuration()
+        config.host = self.url
+        config.api_key = {"authorization": "Bearer emulator-token"}
+        return kubernetes.client.ApiClient(config)
+
+    @contextlib.contextmanager
+    def kubeconfig_env(self) -> Iterator[Path]:
+        """KUBECONFIG pointing here while inside, for kopf's login and ``load_kube_config()``.
+
+        The ``kubernetes`` package reads KUBECONFIG once, when ``kubernetes.config`` is first
+        imported; its default location is repointed too, so that kopf's default login
+        (``login_via_client``) finds this cluster in a process that imported it earlier.
+        """
+        import kubernetes.config.kube_config as kube_config
+
+        old_env = os.environ.get("KUBECONFIG")
+        old_default = kube_config.KUBE_CONFIG_DEFAULT_LOCATION
+        os.environ["KUBECONFIG"] = str(self.kubeconfig)
+        kube_config.KUBE_CONFIG_DEFAULT_LOCATION = str(self.kubeconfig)
+        try:
+            yield self.kubeconfig
+        finally:
+            kube_config.KUBE_CONFIG_DEFAULT_LOCATION = old_default
+            if old_env is None:
+                os.environ.pop("KUBECONFIG", None)
+            else:
+                os.environ["KUBECONFIG"] = old_env
+
+    def wait_for(self, what: Callable[[], Any], timeout: float = 30, interval: float = 0.05,
+                 message: str = "") -> Any:
+        """Poll ``what`` until it returns something truthy; that value."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value = what()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise TimeoutError(message or f"waited {timeout}s in vain for {what!r}")
+            time.sleep(interval)
+
+    def calls(self, method: str | None = None, contains: str = "") -> list[tuple[str, str, int]]:
+        """The resource requests served so far (method, path?query, status)."""
+        found = list(self.emulator.calls) if self.emulator is not None else []
+        return [c for c in found if (method is None or c[0] == method) and contains in c[1]]
+
+
+def register_proctor_crds(store: Store) -> None:
+    """Serve proctor.dev's kinds from the CRDs the package ships."""
+    from proctor import manifest
+
+    for kind in ("Evaluation", "AgentUnderTest"):
+        store.register_crd(manifest.crd(kind))
+
+
+@contextlib.contextmanager
+def running_cluster(**options: Any) -> Iterator[Cluster]:
+    """A started ``Cluster`` (see its arguments), stopped on exit."""
+    cluster = Cluster(**options)
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
