@@ -150,3 +150,13 @@ def test_status_is_rebuilt_from_observations():
     assert status["results"]["resolvedPct"] == 0.5
     assert status["observedGeneration"] == 3 and "completionTime" not in status
     assert "proctor.dev/evaluation=ev" in status["resultsRef"]["labelSelector"]
+
+
+def test_a_finished_job_whose_pod_is_not_seen_yet_is_waited_for():
+    j = job(ITEMS[0], 0, "Complete")
+    j["status"]["completionTime"] = ts(5)
+    decision = decide(evaluation(), observe(ITEMS[:1], [j], [], [], {}), NOW)
+    assert decision.harvest == decision.retry == decision.give_up == [] and not decision.start
+    j["status"]["completionTime"] = ts(600)
+    decision = decide(evaluation(), observe(ITEMS[:1], [j], [], [], {}), NOW)
+    assert [v.item for v in decision.retry] == [ITEMS[0]]  # its result is lost: try again

@@ -14,6 +14,7 @@ proctor.k8s.operator`.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import os
 import time
@@ -28,6 +29,7 @@ from proctor.exporter import Metrics
 from proctor.k8s.api import Kube, load_config
 from proctor.k8s.manifests import (
     COMPONENT,
+    LABEL_EVALUATION,
     MANAGED_BY,
     desired_job,
     owner_labels,
@@ -46,11 +48,11 @@ from proctor.k8s.reconcile import (
     invalid_conditions,
     observe,
 )
-from proctor.k8s.store import RESULT_KIND, kept_results, result_configmap
+from proctor.k8s.store import RESULT_KIND, read_result, result_configmap
 from proctor.local.engine import agent_label
 from proctor.manifest import ManifestError, parse_resource
 from proctor.metrics import aggregate
-from proctor.model import Instance, RunResult
+from proctor.model import Instance, RunResult, WorkItem
 from proctor.plan import PlanInputs, plan
 from proctor.runner.artifacts import parse_grade_log
 from proctor.runner.solve import patch_from_log
@@ -83,6 +85,11 @@ class Reconciler:
         self._running: dict[Key, asyncio.Task] = {}
         self._dirty: set[Key] = set()
         self._datasets: dict[tuple, dataset.Selection] = {}
+        self._plans: dict[tuple, list[WorkItem]] = {}
+        self.indexes: Mapping[str, Any] | None = None
+        """kopf's live indexes of Jobs, pods, kept results and events (see below)."""
+        self._created: dict[str, tuple[float, Obj]] = {}
+        """Jobs this process created that the Job index may not show yet."""
 
     def kick(self, key: Key) -> None:
         """Reconcile `key` soon; once more after the current pass if one is running."""
@@ -114,7 +121,9 @@ class Reconciler:
             self.metrics.reconcile_errors.inc()
             log.exception("Reconcile failed evaluation=%s/%s", namespace, name)
         finally:
-            self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
+            took = time.perf_counter() - started
+            self.metrics.reconcile_seconds.observe(took)
+            log.debug("Reconciled evaluation=%s/%s in %.0f ms", namespace, name, 1000 * took)
 
     # --- one pass --------------------------------------------------------------------
 
@@ -136,14 +145,9 @@ class Reconciler:
                 "conditions": invalid_conditions(old, reason, message, _iso(now), generation),
                 "observedGeneration": generation})
             return
-        items = plan(PlanInputs(dataset=evaluation.spec.dataset.name,
-                                revision=evaluation.spec.dataset.revision or
-                                selection.fingerprint,
-                                agent=agent_label(evaluation), repeats=evaluation.spec.repeats,
-                                include_hints=evaluation.spec.dataset.include_hints),
-                     selection.instances)
+        items = self._plan(evaluation, body, selection)
         world = await self._observe(evaluation)
-        kept = kept_results(world["results"])
+        kept = {r.item_id: r for r in world["results"]}
         views = observe(items, world["jobs"], world["pods"], world["events"], kept)
         decision = decide(evaluation, views, now, self.settings)
         await self._act(body, evaluation, agent, selection.by_id, views, decision, kept)
@@ -156,6 +160,20 @@ class Reconciler:
         summary = aggregate(results, selection.by_id)
         self.metrics.publish(namespace, name, agent_label(evaluation), summary,
                              status["items"])
+
+    def _plan(self, evaluation: Evaluation, body: Obj, selection: dataset.Selection
+              ) -> list[WorkItem]:
+        """The items (pure `plan`), computed once per spec generation and dataset."""
+        meta = body["metadata"]
+        key = (meta.get("uid"), meta.get("generation"), selection.fingerprint)
+        if key not in self._plans:
+            spec = evaluation.spec
+            self._plans[key] = plan(PlanInputs(
+                dataset=spec.dataset.name,
+                revision=spec.dataset.revision or selection.fingerprint,
+                agent=agent_label(evaluation), repeats=spec.repeats,
+                include_hints=spec.dataset.include_hints), selection.instances)
+        return self._plans[key]
 
     async def _agent(self, evaluation: Evaluation) -> AgentUnderTest | None:
         if evaluation.spec.predictions.source != "agent":
@@ -190,34 +208,60 @@ class Reconciler:
         return self._datasets[key]
 
     async def _observe(self, evaluation: Evaluation) -> dict[str, list[Obj]]:
+        """The Evaluation's children, from kopf's indexes (kept current by watches)."""
+        if self.indexes is None:
+            return await self._list(evaluation)
+        key = (evaluation.namespace, owner_labels(evaluation)[LABEL_EVALUATION])
+
+        def values(index: str) -> list[Any]:
+            found = self.indexes[index].get(key)
+            return list(found) if found is not None else []
+
+        jobs = values("proctor_jobs")
+        seen = {j["metadata"]["name"] for j in jobs}
+        now = time.monotonic()
+        for name, (at, job) in list(self._created.items()):
+            if name in seen or now - at > 120:
+                self._created.pop(name)
+            elif _owner_key(job) == key:
+                jobs.append(job)  # read-your-writes until the watch delivers it
+        events = list(self.indexes["proctor_events"].get(evaluation.namespace) or [])
+        return {"jobs": jobs, "pods": values("proctor_pods"), "events": events,
+                "results": values("proctor_results")}
+
+    async def _list(self, evaluation: Evaluation) -> dict[str, list[Obj]]:
+        """The same by listing (when run without kopf's indexes, e.g. from a script)."""
         ns, labels = evaluation.namespace, owner_labels(evaluation)
         jobs, pods, events, configmaps = await asyncio.gather(
             asyncio.to_thread(self.kube.list_jobs, ns, labels),
             asyncio.to_thread(self.kube.list_pods, ns, labels),
             asyncio.to_thread(self.kube.list_events, ns),
             asyncio.to_thread(self.kube.list_configmaps, ns, {**labels, COMPONENT: RESULT_KIND}))
-        return {"jobs": jobs, "pods": pods, "events": events, "results": configmaps}
+        results = [r for r in map(read_result, configmaps) if r is not None]
+        return {"jobs": jobs, "pods": pods, "events": events, "results": results}
 
     # --- acting on a decision ------------------------------------------------------------
 
     async def _act(self, body: Obj, evaluation: Evaluation, agent: AgentUnderTest | None,
                    instances: Mapping[str, Instance], views: list[ItemView],
                    decision: Decision, kept: dict[str, RunResult]) -> None:
-        for view in decision.harvest:
-            await self._harvest(body, evaluation, instances, view, kept)
+        # Slots first: the next Jobs do not wait for the finished ones' logs to be read.
+        # Independent API round trips go out together: a pass must be quick to refill slots.
+        nodes = {v.item.instance_id: v.state.node for v in views if v.state and v.state.node}
+        await asyncio.gather(*(self._start(body, evaluation, agent, instances[item.instance_id],
+                                           item, nodes) for item in decision.start))
+        await asyncio.gather(*(self._harvest(body, evaluation, instances, view, kept)
+                               for view in decision.harvest))
         for view, result in decision.give_up:
             result = result.model_copy(update={"repo": instances[view.item.instance_id].repo})
             await self._keep(body, evaluation, result, {}, kept)
             kopf.warn(body, reason="ItemFailed", message=f"{view.item.key}: "
                                                          f"{result.error_message}")
-        for job in decision.stop:
-            await asyncio.to_thread(self.kube.delete_job, evaluation.namespace,
-                                    job["metadata"]["name"])
-        nodes = {v.item.instance_id: v.state.node for v in views if v.state and v.state.node}
+        await asyncio.gather(*(asyncio.to_thread(self.kube.delete_job, evaluation.namespace,
+                                                 job["metadata"]["name"])
+                               for job in decision.stop))
         for view in decision.retry:
             await self._retry(body, evaluation, agent, instances, view, nodes, kept)
-        for item in decision.start:
-            await self._start(body, evaluation, agent, instances[item.instance_id], item, nodes)
 
     async def _keep(self, body: Obj, evaluation: Evaluation, result: RunResult,
                     artifacts: Mapping[str, str], kept: dict[str, RunResult]) -> None:
@@ -294,6 +338,7 @@ class Reconciler:
                           attempt=attempt)
         kopf.adopt(job, owner=body)
         if await asyncio.to_thread(self.kube.create, job):
+            self._created[job["metadata"]["name"]] = (time.monotonic(), job)
             log.info("Created Job %s item=%s", job["metadata"]["name"], item.key)
 
     async def _write_status(self, body: Obj, status: Obj) -> None:
@@ -321,6 +366,9 @@ async def _startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.posting.level = logging.INFO
     settings.watching.server_timeout = 300
     load_config()
+    # API calls run in threads; the default pool (cores + 4) is too small to overlap them.
+    asyncio.get_running_loop().set_default_executor(
+        concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="proctor-api"))
     _METRICS = _METRICS or Metrics()
     RECONCILER = Reconciler(
         Kube(), _METRICS, Settings(image_pull_timeout_s=float(
@@ -334,33 +382,74 @@ async def _cleanup(**_: Any) -> None:
         await RECONCILER.idle()
 
 
+def _owner_key(obj: Mapping[str, Any]) -> Key:
+    """(namespace, evaluation label) of a child object: how the indexes are keyed."""
+    meta = obj.get("metadata") or {}
+    return meta.get("namespace"), (meta.get("labels") or {}).get(LABEL_EVALUATION)
+
+
+# kopf keeps these current from watches, so a reconcile pass lists nothing.
+@kopf.index("batch", "v1", "jobs", labels={MANAGED_BY: "proctor"})
+def proctor_jobs(body: Mapping[str, Any], **_: Any) -> dict[Key, Obj]:
+    return {_owner_key(body): dict(body)}
+
+
+@kopf.index("", "v1", "pods", labels={MANAGED_BY: "proctor"})
+def proctor_pods(body: Mapping[str, Any], **_: Any) -> dict[Key, Obj]:
+    return {_owner_key(body): dict(body)}
+
+
+@kopf.index("", "v1", "configmaps", labels={COMPONENT: RESULT_KIND})
+def proctor_results(body: Mapping[str, Any], **_: Any) -> dict[Key, RunResult] | None:
+    result = read_result(body)  # only the result: the logs stay on the server
+    return {_owner_key(body): result} if result is not None else None
+
+
+@kopf.index("", "v1", "events",
+            when=lambda body, **_: (body.get("involvedObject") or {}).get("kind") in
+            ("Job", "Pod") and body.get("type") == "Warning")
+def proctor_events(namespace: str, body: Mapping[str, Any], **_: Any) -> dict[str, Obj]:
+    return {namespace: dict(body)}
+
+
+def _attach(kwargs: Mapping[str, Any]) -> Reconciler | None:
+    """Hand kopf's live indexes to the reconciler (they come as handler arguments)."""
+    if RECONCILER is not None and RECONCILER.indexes is None:
+        RECONCILER.indexes = {name: kwargs[name] for name in
+                              ("proctor_jobs", "proctor_pods", "proctor_results",
+                               "proctor_events")}
+    return RECONCILER
+
+
 @kopf.on.event("proctor.dev", "v1alpha1", "evaluations")
 async def _evaluation_event(event: Mapping[str, Any], body: Mapping[str, Any],
-                            **_: Any) -> None:
+                            **kwargs: Any) -> None:
+    reconciler = _attach(kwargs)
     meta = body.get("metadata", {})
     key = (meta.get("namespace"), meta.get("name"))
     if event.get("type") == "DELETED":
         status = body.get("status") or {}
-        RECONCILER.metrics.forget(key[0], key[1], status.get("agent", ""))
+        reconciler.metrics.forget(key[0], key[1], status.get("agent", ""))
         return
     # Only spec changes (or first sight) call for a pass: our own status writes do not.
     if event.get("type") in (None, "ADDED") or \
             meta.get("generation") != (body.get("status") or {}).get("observedGeneration"):
-        RECONCILER.kick(key)
+        reconciler.kick(key)
 
 
 @kopf.timer("proctor.dev", "v1alpha1", "evaluations", interval=TIMER_SECONDS)
-async def _timer(namespace: str, name: str, **_: Any) -> None:
-    RECONCILER.kick((namespace, name))
+async def _timer(namespace: str, name: str, **kwargs: Any) -> None:
+    _attach(kwargs).kick((namespace, name))
 
 
 @kopf.on.event("batch", "v1", "jobs", labels={MANAGED_BY: "proctor"})
-async def _job_event(namespace: str, meta: Mapping[str, Any], **_: Any) -> None:
+async def _job_event(namespace: str, meta: Mapping[str, Any], **kwargs: Any) -> None:
     # The owner reference names the Evaluation exactly (the label is a label-safe form).
     owners = [o["name"] for o in meta.get("ownerReferences") or []
               if o.get("kind") == "Evaluation"]
-    if owners and RECONCILER:
-        RECONCILER.kick((namespace, owners[0]))
+    reconciler = _attach(kwargs)
+    if owners and reconciler:
+        reconciler.kick((namespace, owners[0]))
 
 
 @kopf.on.probe(id="reconciling")

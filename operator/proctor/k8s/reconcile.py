@@ -49,6 +49,9 @@ class Settings:
 
     image_pull_timeout_s: float = 600.0
     """How long a pod may sit in ErrImagePull / ImagePullBackOff before Proctor gives up."""
+    pod_grace_s: float = 60.0
+    """How long a finished Job's pod may be missing from what was observed (watches of
+    Jobs and pods arrive in any order) before its result counts as lost."""
 
 
 @dataclass
@@ -113,9 +116,16 @@ def _stuck_too_long(state: ItemState, now: datetime, settings: Settings) -> bool
             and seconds_since(state.since, now) > settings.image_pull_timeout_s)
 
 
-def _is_active(view: ItemView) -> bool:
-    return view.result is None and view.state is not None and not view.state.finished \
-        and view.state.phase in (Phase.PENDING, Phase.RUNNING)
+def _pod_not_seen_yet(view: ItemView, now: datetime, settings: Settings) -> bool:
+    state = view.state
+    if state is None or state.pod is not None or state.reason not in ("ResultLost", "PodLost"):
+        return False
+    status = (view.latest or {}).get("status") or {}
+    ended = status.get("completionTime") or next(
+        (c.get("lastTransitionTime") for c in status.get("conditions") or []
+         if c.get("type") in ("Complete", "Failed", "SuccessCriteriaMet", "FailureTarget")),
+        None)
+    return ended is not None and seconds_since(ended, now) < settings.pod_grace_s
 
 
 def decide(evaluation: Evaluation, views: Sequence[ItemView], now: datetime,
@@ -130,6 +140,8 @@ def decide(evaluation: Evaluation, views: Sequence[ItemView], now: datetime,
             decision.stop.extend(view.jobs)
         elif state is None:
             continue
+        elif _pod_not_seen_yet(view, now, settings):
+            active += 1  # the Job's news came before its pod's: wait for the pod
         elif state.phase == Phase.SUCCEEDED:
             decision.harvest.append(view)
         elif state.phase == Phase.FAILED or _stuck_too_long(state, now, settings):
