@@ -30,7 +30,7 @@ def figures_row(label: str, result: EvalResult) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def figures_table(rows: Sequence[tuple[str, EvalResult]], first: str = "") -> list[str]:
+def figures_table(rows: Sequence[tuple[str, EvalResult]], first: str = "Scope") -> list[str]:
     head = [first, "Total Instances", *(title for _, title in COLUMNS)]
     return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head),
             *(figures_row(label, result) for label, result in rows)]
