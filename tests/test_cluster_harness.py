@@ -375,9 +375,18 @@ def test_a_broken_step_is_a_sandbox_error_with_its_log_tail(test_cluster: Cluste
     item = item_of(DATEKIT)
     test_cluster.kubelet.faults.add("exit", item=item.id, step="test", exit_code=3,
                                     message="test step: no repository at /testbed\n")
-    job, _, _ = submit(kube_client, evaluation(ns), DATEKIT)
-    state = wait_state(test_cluster, kube_client, ns, job["metadata"]["name"],
-                       lambda s: s.finished)
+    kubelet = test_cluster.kubelet
+    kubelet.split_conditions, kubelet.condition_delay = True, 1.0  # FailureTarget, then Failed
+    try:
+        job, _, _ = submit(kube_client, evaluation(ns), DATEKIT)
+        name = job["metadata"]["name"]
+        decided = wait_state(test_cluster, kube_client, ns, name, lambda s: s.phase == "failed")
+        assert not decided.finished
+        assert [c[0] for c in conditions(objects(kube_client, ns, name)[0])] == [
+            "FailureTarget"]
+        state = wait_state(test_cluster, kube_client, ns, name, lambda s: s.finished)
+    finally:
+        kubelet.split_conditions, kubelet.condition_delay = False, 0.05
     assert (state.phase, state.reason, state.step, state.exit_code, state.error_kind,
             state.retryable) == (Phase.FAILED, "StepFailed", "test", 3, ErrorKind.SANDBOX,
                                  False)

@@ -40,7 +40,7 @@ def k8s_namespace(test_cluster: Cluster, request: pytest.FixtureRequest) -> Iter
     def gone() -> bool:
         return test_cluster.store.find(namespaces, None, name) is None
     try:
-        test_cluster.wait_for(gone, 3)
+        test_cluster.wait_for(gone, 0.5)
     except TimeoutError:
         test_cluster.store.drop_finalizers(name)
         test_cluster.wait_for(gone, 30, message=f"namespace {name} was not deleted")

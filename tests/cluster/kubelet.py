@@ -7,8 +7,8 @@ One controller thread watches the store (as the real controllers watch the apise
   ``batch.kubernetes.io/job-tracking`` finalizer) and an event SuccessfulCreate; its status
   follows: ``startTime``, ``active``/``ready``/``terminating``/``uncountedTerminatedPods``,
   then SuccessCriteriaMet + Complete (``completionTime``, ``succeeded``) or FailureTarget +
-  Failed (BackoffLimitExceeded or DeadlineExceeded, ``failed``), a moment apart. A pod is
-  counted active as soon as it exists, whatever the local executor does with it.
+  Failed (BackoffLimitExceeded or DeadlineExceeded, ``failed``). A pod is counted active as
+  soon as it exists, whatever the local executor does with it.
 * Scheduler: nodeSelector and required node affinity filter, preferred affinity scores,
   ties go to the emptier node; no fitting node leaves the pod Pending (Unschedulable).
 * Kubelet: admits the pod at once (Pending, IPs, every container waiting PodInitializing),
@@ -112,14 +112,17 @@ class Kubelet:
     machine. ``pull_seconds``: time each image pull takes. ``deadline_scale``: real seconds
     per second of ``activeDeadlineSeconds``. ``entrypoints``: local argv of images whose
     containers give only ``args`` (a sidecar agent's image). ``simulation``: see
-    ``faults.Simulation``.
+    ``faults.Simulation``. The decided condition (SuccessCriteriaMet / FailureTarget) and the
+    final one (Complete / Failed) land in one update when the pod has already ended, as in
+    Kubernetes; ``condition_delay`` apart while pods terminate (a deadline), or always with
+    ``split_conditions`` (to test a reader of the moment between them).
     """
 
     def __init__(self, store: Store, root: Path, *, nodes: int | Iterable[str] = 3,
                  max_pods: int = 2, simulation: Simulation | None = None,
                  pull_seconds: float = 0.0, pull_backoff_seconds: float = 0.3,
                  retry_seconds: float = 0.2, condition_delay: float = 0.05,
-                 deadline_scale: float = 1.0,
+                 split_conditions: bool = False, deadline_scale: float = 1.0,
                  entrypoints: Mapping[str, list[str]] | None = None) -> None:
         self.store, self.root = store, root
         names = [f"node-{i + 1}" for i in range(nodes)] if isinstance(nodes, int) else list(
@@ -132,6 +135,7 @@ class Kubelet:
         self.simulation = simulation
         self.pull_seconds, self.pull_backoff_seconds = pull_seconds, pull_backoff_seconds
         self.retry_seconds, self.condition_delay = retry_seconds, condition_delay
+        self.split_conditions = split_conditions
         self.deadline_scale = deadline_scale
         self.entrypoints = dict(entrypoints or {})
         self.faults = Faults()
@@ -408,6 +412,11 @@ class Kubelet:
         for pod in pods:
             self._drop_tracking(ns, pod["metadata"]["name"])
         failed_count = len(failed) + (len(run.pods) - len(pods))
+        # With no pod left terminating, the job-controller writes both conditions in one
+        # update (the real objects show equal timestamps); else the final one comes later.
+        terminating = any(p["metadata"].get("deletionTimestamp") and p["status"].get("phase")
+                          not in ("Succeeded", "Failed") for p in pods)
+        at_once = not terminating and not self.split_conditions
 
         def counted(j: Obj) -> None:
             status = j.setdefault("status", {})
@@ -417,11 +426,19 @@ class Kubelet:
                 status["succeeded"] = len(succeeded)
             if failed_count:
                 status["failed"] = failed_count
-            status.setdefault("conditions", []).append(shapes.job_condition(target, reason,
-                                                                            message))
+            conditions = status.setdefault("conditions", [])
+            conditions.append(shapes.job_condition(target, reason, message))
+            if at_once:
+                conditions.append(shapes.job_condition(final, reason, message))
+                if final == "Complete":
+                    status["completionTime"] = now()
         self._write_job(ns, name, counted)
         run.final = (final, reason, message)
-        run.final_at = time.monotonic() + self.condition_delay
+        if at_once:
+            self._record_final(job, final, reason, message)
+            run.done = True
+        else:
+            run.final_at = time.monotonic() + self.condition_delay
 
     def _deadline(self, job: Obj, run: JobRun, pods: list[Obj]) -> None:
         """Past activeDeadlineSeconds: FailureTarget, the pods deleted, then Failed."""
@@ -456,11 +473,14 @@ class Kubelet:
             if condition == "Complete":
                 status["completionTime"] = now()
         self._write_job(run.ns, run.name, change)
+        self._record_final(job, condition, reason, message)
+        run.done = True
+
+    def _record_final(self, job: Obj, condition: str, reason: str, message: str) -> None:
         if condition == "Complete":
             self.record(job, "Normal", "Completed", "Job completed", "job-controller")
-        elif reason != shapes.DEADLINE[0]:
+        elif reason != shapes.DEADLINE[0]:  # recorded when the deadline passed
             self.record(job, "Warning", reason, message, "job-controller")
-        run.done = True
 
     def _drop_tracking(self, ns: str, name: str) -> None:
         def drop(pod: Obj) -> None:
