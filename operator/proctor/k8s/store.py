@@ -8,7 +8,7 @@ Status is rebuilt from these on every pass, and `proctor results pull` reads the
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from proctor.k8s.manifests import COMPONENT, LABEL_INSTANCE, LABEL_ITEM, owner_labels
@@ -47,13 +47,3 @@ def read_result(configmap: Mapping[str, Any]) -> RunResult | None:
     """The result a ConfigMap keeps, or None if it keeps none."""
     text = (configmap.get("data") or {}).get(RESULT_KEY)
     return RunResult.model_validate_json(text) if text else None
-
-
-def kept_results(configmaps: Iterable[Mapping[str, Any]]) -> dict[str, RunResult]:
-    """item id -> result, from the Evaluation's result ConfigMaps."""
-    found = {}
-    for cm in configmaps:
-        result = read_result(cm)
-        if result is not None:
-            found[result.item_id] = result
-    return found
