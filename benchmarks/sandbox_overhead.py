@@ -19,12 +19,8 @@ from proctor import demo
 from proctor.dataset import to_instance
 from proctor.model import WorkItem
 from proctor.runner import sandbox
+from proctor.runner.grade import eval_seconds
 from proctor.runner.workdir import WorkDir, write_patch, write_task, write_test_step
-
-
-def eval_seconds(work: WorkDir) -> float:
-    start, end = (work.read("eval_clock") or "").split()
-    return float(end) - float(start)
 
 
 def measure(rounds: int) -> list[float]:
@@ -39,7 +35,7 @@ def measure(rounds: int) -> list[float]:
                 write_test_step(work, inst, 600)
                 run = sandbox.run_test_step(work, inst, 600)
                 assert run.error is None, run.error
-                overheads.append(run.seconds - eval_seconds(work))
+                overheads.append(run.seconds - (eval_seconds(work) or 0.0))
     return overheads
 
 

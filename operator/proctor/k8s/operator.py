@@ -292,8 +292,7 @@ class Reconciler:
         """The patch the failed attempt got, from its solve step's log (None: not asked)."""
         state = view.state
         assert state is not None
-        solve = next((s for s in state.steps if s.name == "solve"), None)
-        if state.pod is None or solve is None or solve.started_at is None:
+        if state.pod is None or not _solve_started(view):
             return None
         text = await asyncio.to_thread(self.kube.pod_log, evaluation.namespace, state.pod,
                                        "solve")
@@ -304,8 +303,7 @@ class Reconciler:
                      nodes: Mapping[str, str], kept: dict[str, RunResult]) -> None:
         item, instance = view.item, instances[view.item.instance_id]
         patch = await self._kept_patch(evaluation, view)
-        asked = view.state is not None and any(s.name == "solve" and s.started_at
-                                               for s in view.state.steps)
+        asked = _solve_started(view)
         if patch is None and asked and evaluation.spec.predictions.source == "agent":
             # The agent was asked and its answer is lost: asking again is not allowed.
             result = failure_result(evaluation, view).model_copy(
@@ -347,6 +345,12 @@ class Reconciler:
         meta = body["metadata"]
         await asyncio.to_thread(self.kube.patch_status, "evaluations", meta["namespace"],
                                 meta["name"], status)
+
+
+def _solve_started(view: ItemView) -> bool:
+    """Whether the attempt's solve step started (so the agent may have been asked)."""
+    steps = view.state.steps if view.state else ()
+    return any(s.name == "solve" and s.started_at for s in steps)
 
 
 def _same(old: Obj, new: Obj) -> bool:

@@ -75,8 +75,9 @@ def init_from_task(work: WorkDir, task_dir: Path) -> None:
 
 def patch_log(patch: str) -> str:
     """The patch as the solve step prints it, for a retry to find in the log."""
-    return f"{PATCH_BEGIN}\n{patch}{'' if patch.endswith(chr(10)) or not patch else chr(10)}" \
-           f"{PATCH_END}\n"
+    if patch and not patch.endswith("\n"):
+        patch += "\n"
+    return f"{PATCH_BEGIN}\n{patch}{PATCH_END}\n"
 
 
 def patch_from_log(log: str) -> str | None:
