@@ -6,8 +6,12 @@ the task's real test runtime (eval_durations.json) divided by 100. The operator 
 as its own process (`kopf run -m proctor.k8s.operator`), as in a Deployment.
 
 Prints: Job creation throughput, slot utilisation (running Jobs / maxConcurrentRows,
-averaged while at least maxConcurrentRows items remain; target at least 0.95), the
-status size, the operator's peak RSS, and the wall time.
+averaged over time while at least maxConcurrentRows items remain; target at least 0.95),
+how long a freed slot waits for its next Job, the status size, the operator's peak RSS,
+the wall time and where the CPU went. Job times come from the test cluster's store as it
+changes. For reference, a bare watch client in a process of its own (`--watch-probe`)
+records when it is told that each Job ended: the part of the wait that is the test
+cluster's own delivery, which no operator can avoid.
 
     python benchmarks/operator_sim.py [--repeats 4] [--rows 50] [--scale 100]
 """
@@ -17,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -45,13 +50,21 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=4)
     parser.add_argument("--rows", type=int, default=50, help="maxConcurrentRows")
     parser.add_argument("--scale", type=float, default=100)
     parser.add_argument("--max-rows", type=int, default=-1)
+    parser.add_argument("--watch-probe", metavar="FILE", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.watch_probe:
+        return watch_probe(Path(args.watch_probe))
     known = durations(args.scale)
     spare = sorted(known.values())
 
@@ -74,59 +87,130 @@ def main() -> None:
         env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig),
                "PROCTOR_RECONCILE_SECONDS": "5"}
         log = open(os.environ.get("PROCTOR_SIM_LOG", os.devnull), "w")  # noqa: SIM115
+        told = Path(cluster.kubeconfig).with_name("probe.json")
+        probe = subprocess.Popen([sys.executable, __file__, "--watch-probe", str(told)],
+                                 env=env)
         op = subprocess.Popen([sys.executable, "-m", "kopf", "run", "--standalone",
                                "--debug" if os.environ.get("PROCTOR_SIM_LOG") else "--quiet",
                                "--namespace", NAMESPACE, "-m", "proctor.k8s.operator"],
                               env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
-            run(cluster, store, evaluation, args, op)
+            run(cluster, store, evaluation, args, op, told)
         finally:
-            peak = rss_kib(op.pid) if op.poll() is None else 0
+            alive = op.poll() is None
+            peak = rss_kib(op.pid) if alive else 0
+            op_cpu = cpu_seconds(op.pid) if alive else 0.0
             op.terminate()
+            probe.terminate()
             op.wait(timeout=30)
+        harness = os.times()
         print(f"operator peak RSS: {peak / 1024:.0f} MiB")
+        print(f"CPU time: operator {op_cpu:.0f} s, test cluster (API server, kubelet, pods) "
+              f"{harness.user + harness.system:.0f} s, on {os.cpu_count()} cores")
 
 
-def run(cluster, store, evaluation, args, op) -> None:
+def watch_probe(out: Path) -> None:
+    """Watch the namespace's Jobs (raw JSON, nothing else) and write when each was seen
+    ended, as monotonic time, to `out`."""
+    from kubernetes import client, config
+    from kubernetes.watch.watch import iter_resp_lines
+
+    config.load_kube_config()
+    jobs, seen, since = client.BatchV1Api(), {}, None
+    while True:
+        response = jobs.list_namespaced_job(NAMESPACE, watch=True, resource_version=since,
+                                            timeout_seconds=600, _preload_content=False)
+        for line in filter(None, iter_resp_lines(response)):
+            job = json.loads(line)["object"]
+            since = job["metadata"]["resourceVersion"]
+            if _ended(job) and job["metadata"]["name"] not in seen:
+                seen[job["metadata"]["name"]] = time.monotonic()
+                out.write_text(json.dumps(seen))
+
+
+def run(cluster, store, evaluation, args, op, told: Path) -> None:
     evaluations = store.resource("proctor.dev", "v1alpha1", "evaluations")
+    created_at: dict[str, float] = {}
+    ended_at: dict[str, float] = {}
+
+    def note(kind: str, key: tuple[str, str], obj: dict, old: dict | None) -> None:
+        # Called by the store as each change is made: exact times, no sampling.
+        meta = obj["metadata"]
+        if key != ("batch", "jobs") or meta.get("namespace") != NAMESPACE:
+            return
+        now = time.monotonic()
+        created_at.setdefault(meta["name"], now)
+        if _ended(obj) or kind == "DELETED":
+            ended_at.setdefault(meta["name"], now)
+
+    store.listen(note)
     started = time.monotonic()
     store.create(evaluations, NAMESPACE, evaluation)
-    samples, created_at, ended_at, total = [], {}, {}, None
     while True:
-        now = time.monotonic() - started
         body = store.get(evaluations, NAMESPACE, "verified")
         items = (body.get("status") or {}).get("items") or {}
-        total = items.get("total") or total
-        listed = store.objects("jobs", "batch", NAMESPACE)
-        for job in listed:
-            created_at.setdefault(job["metadata"]["name"], now)
-            if _ended(job):
-                ended_at.setdefault(job["metadata"]["name"], now)
-        running = sum(1 for j in listed if not _ended(j))
-        done = items.get("done", 0)
-        if total and total - done >= args.rows and created_at:
-            samples.append(running / args.rows)
-        if total and done >= total:
+        if items.get("total") and items.get("done", 0) >= items["total"]:
             break
         if op.poll() is not None:
             raise RuntimeError("the operator exited (set PROCTOR_SIM_LOG=file to see why)")
-        if now > 1800:
+        if time.monotonic() - started > 1800:
             raise TimeoutError(f"not done after 30 min: {items}")
         time.sleep(0.1)
+    store.unlisten(note)
     wall = time.monotonic() - started
-    first = sorted(created_at.values())[: args.rows]
+    total = items["total"]
+    created, ended = sorted(created_at.values()), sorted(ended_at.values())
+    first = created[: args.rows]
     ramp = (first[-1] - first[0]) if len(first) > 1 else 0
-    status_size = len(json.dumps(body["status"]).encode())
     lives = [ended_at[n] - created_at[n] for n in ended_at]
-    if lives:
-        print(f"a Job's life, created to ended: mean {sum(lives) / len(lives):.2f} s "
-              f"(the simulated steps and the kubelet's own pace)")
     print(f"items: {total}, maxConcurrentRows: {args.rows}, wall time: {wall:.1f} s")
-    print(f"Job creation: {len(created_at)} Jobs, the first {len(first)} within {ramp:.2f} s "
+    print(f"a Job's life, created to ended: mean {statistics.mean(lives):.2f} s, median "
+          f"{statistics.median(lives):.2f} s (the simulated steps and the test cluster's pace)")
+    print(f"Job creation: {len(created)} Jobs, the first {len(first)} within {ramp:.2f} s "
           f"({len(first) / ramp if ramp else float('inf'):.0f} Jobs/s)")
-    print(f"slot utilisation: {sum(samples) / len(samples):.3f} over {len(samples)} samples "
-          f"(target: at least 0.95)")
-    print(f"status size: {status_size / 1024:.1f} KiB (limit: 256 KiB)")
+    util, most = utilisation(created, ended, args.rows, total)
+    print(f"slot utilisation: {util:.3f} (target: at least 0.95); most Jobs running at once: "
+          f"{most} (limit {args.rows})")
+    # The k-th slot to free up is the one the (rows + k)-th Job takes.
+    refills = [c - e for e, c in zip(ended, created[args.rows:], strict=False)]
+    if refills:
+        print(f"a freed slot refilled after: median {1000 * statistics.median(refills):.0f} ms, "
+              f"90th percentile {1000 * _quantile(refills, 0.9):.0f} ms")
+    probed = json.loads(told.read_text()) if told.exists() else {}
+    delivery = [probed[n] - ended_at[n] for n in probed if n in ended_at]
+    if delivery:
+        print(f"  of which the test cluster telling a bare watch client that a Job ended: "
+              f"median {1000 * statistics.median(delivery):.0f} ms, 90th percentile "
+              f"{1000 * _quantile(delivery, 0.9):.0f} ms")
+    print(f"status size: {len(json.dumps(body['status']).encode()) / 1024:.1f} KiB "
+          f"(limit: 256 KiB)")
+
+
+def utilisation(created: list[float], ended: list[float], rows: int, total: int
+                ) -> tuple[float, int]:
+    """Running Jobs / rows, averaged over time while at least `rows` items are not done
+    (from the first Job until the end that leaves fewer than `rows`), and the most Jobs
+    running at once over the whole run."""
+    changes = sorted([(t, 1) for t in created] + [(t, -1) for t in ended])
+    most = running = 0
+    for _, step in changes:
+        running += step
+        most = max(most, running)
+    if not created or len(ended) < total - rows + 1:
+        return 0.0, most
+    start, stop = created[0], ended[total - rows]
+    area, running, last = 0.0, 0, start
+    for t, step in changes:
+        if t > stop:
+            break
+        area += running * (t - last)
+        running, last = running + step, t
+    return area / (rows * (stop - start)), most
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def _ended(job: dict) -> bool:

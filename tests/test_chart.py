@@ -402,6 +402,8 @@ def _api_rules() -> set[Rule]:
                 f"k8s/api.py calls {client_method}: add it to CLIENT_CALLS with its group, "
                 f"resource and verb, and grant it in charts/proctor/templates/rbac.yaml")
             group, resource, verb = CLIENT_CALLS[client_method]
+            if kube_method.startswith("watch_"):
+                verb = "watch"  # a Kube.watch_* method calls the list method with watch=True
             if "{plural}" not in resource:
                 rules.add((group, resource, verb))
                 continue
@@ -447,7 +449,8 @@ def granted(role: Mapping[str, Any]) -> set[Rule]:
 def test_the_needed_rules_are_read_from_the_code() -> None:
     """A guard on the readers above: they find what the operator is known to call."""
     needed = needed_rules()
-    assert {("proctor.dev", "evaluations", "get"), ("proctor.dev", "agentundertests", "get"),
+    assert {("proctor.dev", "evaluations", "watch"), ("proctor.dev", "agentundertests", "watch"),
+            ("", "pods", "watch"), ("", "events", "watch"),
             ("proctor.dev", "evaluations/status", "patch"), ("batch", "jobs", "create"),
             ("batch", "jobs", "watch"), ("proctor.dev", "evaluations", "patch"),
             ("", "pods/log", "get")} <= needed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 from proctor.k8s.manifests import LABEL_ATTEMPT, LABEL_ITEM
@@ -160,3 +161,41 @@ def test_a_finished_job_whose_pod_is_not_seen_yet_is_waited_for():
     j["status"]["completionTime"] = ts(600)
     decision = decide(evaluation(), observe(ITEMS[:1], [j], [], [], {}), NOW)
     assert [v.item for v in decision.retry] == [ITEMS[0]]  # its result is lost: try again
+
+
+def test_a_job_whose_pod_ended_holds_its_slot_until_its_terminal_condition():
+    # The pod watch tells of the end before the Job controller marks the Job Complete.
+    jobs = [job(ITEMS[0]), job(ITEMS[1])]
+    graded = {"name": "grade", "state": {"terminated": {
+        "exitCode": 0, "reason": "Completed", "startedAt": ts(20), "finishedAt": ts(15),
+        "message": json.dumps({"item": ITEMS[0].id, "outcome": "resolved"})}}}
+    pods = [pod_for(jobs[0], "Succeeded", containerStatuses=[graded]),
+            pod_for(jobs[1], "Running")]
+    decision = decide(evaluation(), observe(ITEMS, jobs, pods, [], {}), NOW)
+    assert [v.item for v in decision.harvest] == [ITEMS[0]]  # its logs are read at once
+    assert decision.start == []  # but no third Job runs beside two
+    jobs[0] = job(ITEMS[0], 0, "SuccessCriteriaMet", "Complete")
+    decision = decide(evaluation(), observe(ITEMS, jobs, pods, [], {}), NOW)
+    assert [v.item for v in decision.harvest] == [ITEMS[0]] and decision.start == [ITEMS[2]]
+
+
+def test_an_item_whose_next_attempt_is_on_its_way_holds_a_slot():
+    # Its failed attempt is deleted and the retry not yet created: it shows no Job.
+    views = observe(ITEMS, [], [], [], {})
+    decision = decide(evaluation(), views, NOW, busy={ITEMS[0].id})
+    assert decision.start == [ITEMS[1]]
+    decision = decide(evaluation(), views, NOW, busy={ITEMS[0].id, ITEMS[1].id})
+    assert decision.start == []
+
+
+def test_a_kept_result_holds_its_slot_until_its_job_ends_or_goes():
+    jobs = [job(ITEMS[0]), job(ITEMS[1])]
+    kept = {ITEMS[0].id: result(ITEMS[0])}
+    pods = [pod_for(jobs[1], "Running")]
+    decision = decide(evaluation(), observe(ITEMS, jobs, pods, [], kept), NOW)
+    assert decision.stop == [jobs[0]] and decision.start == []
+    jobs[0] = job(ITEMS[0], 0, "Complete")
+    decision = decide(evaluation(), observe(ITEMS, jobs, pods, [], kept), NOW)
+    assert decision.start == [ITEMS[2]]
+    decision = decide(evaluation(), observe(ITEMS, jobs[1:], pods, [], kept), NOW)
+    assert decision.stop == [] and decision.start == [ITEMS[2]]

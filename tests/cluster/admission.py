@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import copy
 import functools
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -225,22 +226,37 @@ def default_builtin(rt: ResourceType, obj: Obj, old: Obj | None) -> Obj:
 # --- Built-in validation --------------------------------------------------------------------
 
 
-def _schema_causes(obj: Obj) -> list[tuple[str, str]]:
-    import kubernetes_validate
+@functools.cache
+def _builtin_validator(api_version: str, kind: str) -> Any:
+    """kubernetes-validate's schema for a kind, loaded once (its `validate` reads and
+    decodes the whole definitions file on every call: the harness's hottest spot)."""
+    import jsonschema
+    from kubernetes_validate import utils
+    from referencing import Registry, Resource
 
+    version = [v for v in utils.all_versions()
+               if utils.major_minor(v) <= utils.major_minor(KUBERNETES_VERSION)][-1]
+    folder = f"kubernetes-json-schema/v{version}-local"
+    group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
     try:
-        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=False)
-    except kubernetes_validate.ValidationError as exc:
-        path = ".".join(str(p) for p in getattr(exc, "path", []) or [])
-        return [(path, str(exc).splitlines()[0])]
-    except kubernetes_validate.SchemaNotFoundError:
-        pass
-    except Exception as exc:  # kubernetes-validate raises a few kinds of its own
-        if type(exc).__name__ in ("SchemaNotFoundError", "InvalidSchemaError",
-                                  "VersionNotSupportedError"):
-            return []
-        raise
-    return []
+        schema = utils.schema_contents(f"{folder}/{kind.lower()}-{group_version}.json", version)
+    except FileNotFoundError:
+        return None  # not a kind it knows
+    definitions = utils.schema_contents(f"{folder}/_definitions.json", version)
+    registry = Resource.from_contents(definitions) @ (Resource.from_contents(schema) @ Registry())
+    return jsonschema.validators.Draft202012Validator(schema, registry=registry)
+
+
+def _schema_causes(obj: Obj) -> list[tuple[str, str]]:
+    """What the kind's OpenAPI schema (Kubernetes KUBERNETES_VERSION) says is wrong."""
+    import jsonschema
+
+    validator = _builtin_validator(obj.get("apiVersion", ""), obj.get("kind", ""))
+    error = jsonschema.exceptions.best_match(validator.iter_errors(obj)) if validator else None
+    if error is None:
+        return []
+    path = ".".join(str(p) for p in error.absolute_path)
+    return [(path, error.message)]
 
 
 _POD_MUTABLE = ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds")

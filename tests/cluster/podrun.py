@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from cluster import shapes
 from cluster.errors import ApiError
 from cluster.faults import Fault
-from cluster.store import now
+from cluster.store import clone, now
 
 if TYPE_CHECKING:
     from cluster.kubelet import Kubelet, Node
@@ -117,7 +117,7 @@ class PodRun:
 
     def write(self) -> None:
         """Publish ``self.status`` (the kubelet owns the pod's status)."""
-        status = json.loads(json.dumps(self.status))
+        status = clone(self.status)
         try:
             self.store.mutate(self.pods, self.ns, self.name,
                               lambda pod: pod.update(status=status), subresource="status")
@@ -131,7 +131,7 @@ class PodRun:
         field_path = None
         if container:
             field_path = f"spec.{'initContainers' if init else 'containers'}{{{container}}}"
-        pod = self.store.find(self.pods, self.ns, self.name) or self.pod
+        pod = self.store.peek(self.pods, self.ns, self.name) or self.pod
         self.kubelet.record(pod, kind, reason, message, "kubelet", self.node.name, field_path)
 
     # --- The pod's life ---------------------------------------------------------------------
@@ -651,11 +651,10 @@ class PodRun:
         item = self.kubelet.item_of(self.pod)
         strike = self._strike(name)
         seconds = float(sim.durations(item).get(name, 0.0))
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            self._sleep(min(0.05, max(0.0, deadline - time.monotonic())))
-            if strike is not None and time.monotonic() - self.step_started[name] >= strike.after:
-                break
+        until = time.monotonic() + seconds
+        if strike is not None:  # it strikes `after` seconds into the step, if that is sooner
+            until = min(until, self.step_started[name] + strike.after)
+        self._sleep(max(0.0, until - time.monotonic()))  # one wait: few wake-ups, less GIL
         if strike is not None:
             if strike.kind == "exit":
                 self._write_log(log, strike.message or f"{name}: failed (injected exit "

@@ -7,12 +7,14 @@ operator runs them in threads.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+from kubernetes.watch.watch import iter_resp_lines
 
 from proctor.k8s.manifests import LABEL_ITEM
 
@@ -40,6 +42,28 @@ def _json(response: Any) -> Any:
     return json.loads(response.data)
 
 
+class WatchStream:
+    """The events of one watch request, as plain dicts ({"type", "object"}), until the server
+    ends it; `close` ends it from another thread."""
+
+    def __init__(self, response: Any):
+        self._response = response
+
+    def __iter__(self) -> Iterator[Obj]:
+        try:
+            for line in iter_resp_lines(self._response):
+                if line:
+                    yield json.loads(line)
+        finally:
+            self._response.release_conn()
+
+    def close(self) -> None:
+        # urllib3 refuses to shut down a response that has already ended and been released
+        # (RuntimeError) or closed on a broken connection (ValueError): nothing to wake then.
+        with contextlib.suppress(RuntimeError, ValueError, OSError):
+            self._response.shutdown()  # wakes a thread blocked reading it
+
+
 class Kube:
     """Reads and writes what the operator needs, nothing more."""
 
@@ -61,16 +85,29 @@ class Kube:
         self.custom.patch_namespaced_custom_object_status(
             GROUP, VERSION, namespace, plural, name, {"status": status})
 
-    def list_jobs(self, namespace: str, labels: Mapping[str, str]) -> list[Obj]:
-        return _json(self.batch.list_namespaced_job(
-            namespace, label_selector=selector(labels), _preload_content=False))["items"]
-
-    def list_pods(self, namespace: str, labels: Mapping[str, str]) -> list[Obj]:
+    def list_pods(self, namespace: str, labels: Mapping[str, str]) -> Obj:
+        """The pods (a list object: ``items`` and ``metadata.resourceVersion``)."""
         return _json(self.core.list_namespaced_pod(
-            namespace, label_selector=selector(labels), _preload_content=False))["items"]
+            namespace, label_selector=selector(labels), _preload_content=False))
 
-    def list_events(self, namespace: str) -> list[Obj]:
-        return _json(self.core.list_namespaced_event(namespace, _preload_content=False))["items"]
+    def watch_pods(self, namespace: str, labels: Mapping[str, str], since: str,
+                   timeout_s: int) -> WatchStream:
+        return WatchStream(self.core.list_namespaced_pod(
+            namespace, label_selector=selector(labels), watch=True, resource_version=since,
+            allow_watch_bookmarks=True, timeout_seconds=timeout_s, _preload_content=False,
+            _request_timeout=(10, timeout_s + 30)))  # a connection that died in silence
+
+    def list_events(self, namespace: str, fields: Mapping[str, str]) -> Obj:
+        """The events (a list object, like ``list_pods``)."""
+        return _json(self.core.list_namespaced_event(
+            namespace, field_selector=selector(fields), _preload_content=False))
+
+    def watch_events(self, namespace: str, fields: Mapping[str, str], since: str,
+                     timeout_s: int) -> WatchStream:
+        return WatchStream(self.core.list_namespaced_event(
+            namespace, field_selector=selector(fields), watch=True, resource_version=since,
+            allow_watch_bookmarks=True, timeout_seconds=timeout_s, _preload_content=False,
+            _request_timeout=(10, timeout_s + 30)))  # a connection that died in silence
 
     def list_configmaps(self, namespace: str, labels: Mapping[str, str]) -> list[Obj]:
         return _json(self.core.list_namespaced_config_map(

@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
+import contextvars
 import logging
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import kopf
@@ -27,15 +30,18 @@ import kopf
 from proctor import __version__, dataset
 from proctor.exporter import Metrics
 from proctor.k8s.api import Kube, load_config
+from proctor.k8s.informer import Informer
 from proctor.k8s.manifests import (
     COMPONENT,
     LABEL_EVALUATION,
+    LABEL_ITEM,
     MANAGED_BY,
     desired_job,
     owner_labels,
     patch_configmap,
     task_configmap,
 )
+from proctor.k8s.recent import Recent
 from proctor.k8s.reconcile import (
     Decision,
     ItemView,
@@ -86,22 +92,45 @@ class Reconciler:
         self._dirty: set[Key] = set()
         self._datasets: dict[tuple, dataset.Selection] = {}
         self._plans: dict[tuple, list[WorkItem]] = {}
+        self._parsed: dict[tuple, Evaluation] = {}
         self.indexes: Mapping[str, Any] | None = None
-        """kopf's live indexes of Jobs, pods, kept results and events (see below)."""
-        self._created: dict[str, tuple[float, Obj]] = {}
-        """Jobs this process created that the Job index may not show yet."""
+        """kopf's live indexes of Jobs and kept results (see below)."""
+        self.kopf_context = contextvars.copy_context()
+        """The context kopf runs handlers in (set by the first handler; see `_attach`)."""
+        self._informers: dict[Key, Informer] = {}
+        """Per namespace, caches of the items' pods and of Warning events."""
+        self._started: dict[Key, asyncio.Future] = {}
+        self._evaluations: dict[Key, Key] = {}
+        """(namespace, Evaluation label) of the children -> (namespace, name) to reconcile."""
+        self._recent: dict[Key, tuple[str, Recent]] = {}
+        """Per Evaluation (and its uid), what this process wrote that watches may not show."""
+        self._work: set[asyncio.Task] = set()
+        """Job creations, harvests, retries and clean-ups going on beside the passes."""
+        self._chores = asyncio.Semaphore(CHORES_AT_ONCE)
+        self._began: dict[Key, float] = {}
+        self._status_at: dict[Key, float] = {}
+        self._written: dict[Key, Obj] = {}
+        self._later: set[Key] = set()
 
     def kick(self, key: Key) -> None:
         """Reconcile `key` soon; once more after the current pass if one is running."""
         if key in self._running:
             self._dirty.add(key)
             return
-        self._running[key] = asyncio.get_running_loop().create_task(self._passes(key))
+        # Passes run in kopf's context (kopf.warn needs it), whoever kicks them: a handler,
+        # a timer, or a watch thread of ours.
+        self._running[key] = asyncio.get_running_loop().create_task(
+            self._passes(key), context=self.kopf_context.copy())
 
     async def _passes(self, key: Key) -> None:
         try:
             while True:
+                # Changes keep coming while Jobs run: one pass takes in all that came
+                # since the last, and the gap leaves the loop to kopf's watches.
+                await asyncio.sleep(max(0.0, self._began.get(key, 0.0) + PASS_SECONDS
+                                        - time.monotonic()))
                 self._dirty.discard(key)
+                self._began[key] = time.monotonic()
                 await self.reconcile(*key)
                 if key not in self._dirty:
                     return
@@ -109,9 +138,30 @@ class Reconciler:
             self._running.pop(key, None)
 
     async def idle(self) -> None:
-        """Wait until no pass is running (tests, shutdown)."""
-        while self._running:
-            await asyncio.gather(*self._running.values(), return_exceptions=True)
+        """Wait until no pass and no work is under way (tests, shutdown)."""
+        while self._running or self._work:
+            await asyncio.gather(*self._running.values(), *self._work, return_exceptions=True)
+
+    def forget(self, key: Key) -> None:
+        """The Evaluation is gone."""
+        for memo in (self._recent, self._status_at, self._written, self._began):
+            memo.pop(key, None)
+
+    def kick_later(self, key: Key, delay: float) -> None:
+        """A pass in `delay` seconds (once, however often asked meanwhile)."""
+        if key not in self._later:
+            self._later.add(key)
+            asyncio.get_running_loop().call_later(delay, self._kick_now, key)
+
+    def _kick_now(self, key: Key) -> None:
+        self._later.discard(key)
+        self.kick(key)
+
+    def _recent_for(self, key: Key, uid: str) -> Recent:
+        known = self._recent.get(key)
+        if known is None or known[0] != uid:  # a new Evaluation of the same name
+            known = self._recent[key] = (uid, Recent())
+        return known[1]
 
     async def reconcile(self, namespace: str, name: str) -> None:
         started = time.perf_counter()
@@ -128,38 +178,60 @@ class Reconciler:
     # --- one pass --------------------------------------------------------------------
 
     async def _reconcile(self, namespace: str, name: str) -> None:
-        body = await asyncio.to_thread(self.kube.get_custom, "evaluations", namespace, name)
+        body = self._latest("proctor_evaluations", (namespace, name))
         if body is None:
             return
         now = datetime.now(UTC)
         generation = body["metadata"].get("generation")
         old = (body.get("status") or {}).get("conditions") or []
         try:
-            evaluation = parse_resource(body)
+            evaluation = self._parse(body)
             agent = await self._agent(evaluation)
             selection = await self._dataset(evaluation)
         except (ManifestError, Unusable) as exc:
             reason, message = (exc.reason, exc.message) if isinstance(exc, Unusable) \
                 else ("InvalidSpec", str(exc))
-            await self._write_status(body, {
+            await self._write_status((namespace, name), body, {
                 "conditions": invalid_conditions(old, reason, message, _iso(now), generation),
                 "observedGeneration": generation})
             return
         items = self._plan(evaluation, body, selection)
-        world = await self._observe(evaluation)
+        recent = self._recent_for((namespace, name), body["metadata"].get("uid", ""))
+        world = await self._observe(evaluation, recent)
         kept = {r.item_id: r for r in world["results"]}
         views = observe(items, world["jobs"], world["pods"], world["events"], kept)
-        decision = decide(evaluation, views, now, self.settings)
-        await self._act(body, evaluation, agent, selection.by_id, views, decision, kept)
+        decision = decide(evaluation, views, now, self.settings, recent.busy)
+        self._act((namespace, name), body, evaluation, agent, selection.by_id, views, decision,
+                  recent)
+        wait = self._status_at.get((namespace, name), 0.0) + STATUS_SECONDS - time.monotonic()
+        if wait > 0:  # the status and metrics of a busy Evaluation: once a second at most
+            self.kick_later((namespace, name), wait)
+            return
+        world = await self._observe(evaluation, recent)  # with the Jobs just created
+        kept = {r.item_id: r for r in world["results"]}
         views = observe(items, world["jobs"], world["pods"], world["events"], kept)
         results = [kept[i.id] for i in items if i.id in kept]
         conditions = conditions_for(old, views, decision, _iso(now), generation)
         status = build_status(evaluation, agent_label(evaluation), views, results, conditions,
                               generation=generation, fingerprint=selection.fingerprint)
-        await self._write_status(body, status)
+        await self._write_status((namespace, name), body, status)
         summary = aggregate(results, selection.by_id)
         self.metrics.publish(namespace, name, agent_label(evaluation), summary,
                              status["items"])
+
+    def _parse(self, body: Obj) -> Evaluation:
+        """The Evaluation, checked against its CRD's schema once per spec generation."""
+        meta = body["metadata"]
+        key = (meta.get("uid"), meta.get("generation"))
+        if key not in self._parsed:
+            self._parsed[key] = parse_resource(body)
+        return self._parsed[key]
+
+    def _latest(self, index: str, key: Key) -> Obj | None:
+        """The object as kopf's watch last delivered it (an index of one per key)."""
+        assert self.indexes is not None, "passes are kicked by handlers, which attach them"
+        found = self.indexes[index].get(key)
+        return next(iter(found), None) if found is not None else None
 
     def _plan(self, evaluation: Evaluation, body: Obj, selection: dataset.Selection
               ) -> list[WorkItem]:
@@ -179,8 +251,7 @@ class Reconciler:
         if evaluation.spec.predictions.source != "agent":
             return None
         ref = evaluation.spec.agent_ref.name if evaluation.spec.agent_ref else ""
-        body = await asyncio.to_thread(self.kube.get_custom, "agentundertests",
-                                       evaluation.namespace, ref)
+        body = self._latest("proctor_agents", (evaluation.namespace, ref))
         if body is None:
             raise Unusable("AgentNotFound", f"AgentUnderTest {ref!r} does not exist in "
                                             f"namespace {evaluation.namespace}")
@@ -207,72 +278,139 @@ class Reconciler:
                 raise Unusable("DatasetUnusable", str(exc)) from exc
         return self._datasets[key]
 
-    async def _observe(self, evaluation: Evaluation) -> dict[str, list[Obj]]:
-        """The Evaluation's children, from kopf's indexes (kept current by watches)."""
-        if self.indexes is None:
-            return await self._list(evaluation)
+    async def _observe(self, evaluation: Evaluation, recent: Recent) -> dict[str, list[Any]]:
+        """The Evaluation's children, from caches kept current by watches, and what this
+        process wrote that they may not show yet."""
+        assert self.indexes is not None, "passes are kicked by handlers, which attach them"
         key = (evaluation.namespace, owner_labels(evaluation)[LABEL_EVALUATION])
+        self._evaluations[key] = (evaluation.namespace, evaluation.name)
+        pods = await self._informer(evaluation.namespace, "pods")
+        events = await self._informer(evaluation.namespace, "events")
+        return {"jobs": recent.with_jobs(self.indexes["proctor_jobs"].get(key) or ()),
+                "results": recent.with_results(self.indexes["proctor_results"].get(key) or ()),
+                "pods": pods.get(key), "events": events.get(evaluation.namespace)}
 
-        def values(index: str) -> list[Any]:
-            found = self.indexes[index].get(key)
-            return list(found) if found is not None else []
+    async def _informer(self, namespace: str, kind: str) -> Informer:
+        """The namespace's cache of the items' pods or of Warning events, started once."""
+        key = (namespace, kind)
+        if key not in self._informers:
+            self._informers[key] = informer = self._new_informer(namespace, kind)
+            self._started[key] = asyncio.ensure_future(asyncio.to_thread(informer.start))
+        try:
+            await asyncio.shield(self._started[key])
+        except Exception:
+            self._informers.pop(key, None), self._started.pop(key, None)  # the next pass retries
+            raise
+        return self._informers[key]
 
-        jobs = values("proctor_jobs")
-        seen = {j["metadata"]["name"] for j in jobs}
-        now = time.monotonic()
-        for name, (at, job) in list(self._created.items()):
-            if name in seen or now - at > 120:
-                self._created.pop(name)
-            elif _owner_key(job) == key:
-                jobs.append(job)  # read-your-writes until the watch delivers it
-        events = list(self.indexes["proctor_events"].get(evaluation.namespace) or [])
-        return {"jobs": jobs, "pods": values("proctor_pods"), "events": events,
-                "results": values("proctor_results")}
+    def _new_informer(self, namespace: str, kind: str) -> Informer:
+        if kind == "pods":
+            labels = {MANAGED_BY: "proctor"}
+            loop = asyncio.get_running_loop()
+            return Informer(f"pods of {namespace}", partial(self.kube.list_pods, namespace, labels),
+                            partial(self.kube.watch_pods, namespace, labels), _owner_key,
+                            on_change=lambda pod: loop.call_soon_threadsafe(self._pod_changed,
+                                                                            pod))
+        fields = {"type": "Warning"}
+        return Informer(f"Warning events of {namespace}",
+                        partial(self.kube.list_events, namespace, fields),
+                        partial(self.kube.watch_events, namespace, fields),
+                        lambda event: namespace if (event.get("involvedObject") or {}).get(
+                            "kind") in ("Job", "Pod") else None)
 
-    async def _list(self, evaluation: Evaluation) -> dict[str, list[Obj]]:
-        """The same by listing (when run without kopf's indexes, e.g. from a script)."""
-        ns, labels = evaluation.namespace, owner_labels(evaluation)
-        jobs, pods, events, configmaps = await asyncio.gather(
-            asyncio.to_thread(self.kube.list_jobs, ns, labels),
-            asyncio.to_thread(self.kube.list_pods, ns, labels),
-            asyncio.to_thread(self.kube.list_events, ns),
-            asyncio.to_thread(self.kube.list_configmaps, ns, {**labels, COMPONENT: RESULT_KIND}))
-        results = [r for r in map(read_result, configmaps) if r is not None]
-        return {"jobs": jobs, "pods": pods, "events": events, "results": results}
+    def _pod_changed(self, pod: Obj) -> None:
+        """A pod that ended frees its slot: a pass now, not when kopf relays its Job's end
+        (kopf's handling of each Job event makes that the slower news)."""
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            key = self._evaluations.get(_owner_key(pod))
+            if key is not None:
+                self.kick(key)
+
+    def close(self) -> None:
+        """Stop following the watches (shutdown)."""
+        for informer in self._informers.values():
+            informer.stop()
+        self._informers.clear()
+        self._started.clear()
 
     # --- acting on a decision ------------------------------------------------------------
 
-    async def _act(self, body: Obj, evaluation: Evaluation, agent: AgentUnderTest | None,
-                   instances: Mapping[str, Instance], views: list[ItemView],
-                   decision: Decision, kept: dict[str, RunResult]) -> None:
-        # Slots first: the next Jobs do not wait for the finished ones' logs to be read.
-        # Independent API round trips go out together: a pass must be quick to refill slots.
+    def _act(self, key: Key, body: Obj, evaluation: Evaluation, agent: AgentUnderTest | None,
+             instances: Mapping[str, Instance], views: list[ItemView], decision: Decision,
+             recent: Recent) -> None:
+        """Set the decision going: each item's API calls go on beside the passes (one task
+        per item), so that a pass never waits on the API server and the next one refills
+        slots at once. A Job counts as created from here on (see `_start`)."""
         nodes = {v.item.instance_id: v.state.node for v in views if v.state and v.state.node}
-        await asyncio.gather(*(self._start(body, evaluation, agent, instances[item.instance_id],
-                                           item, nodes) for item in decision.start))
-        await asyncio.gather(*(self._harvest(body, evaluation, instances, view, kept)
-                               for view in decision.harvest))
+        work: dict[str, list[Callable[[], Awaitable[None]]]] = {
+            item.id: [self._start(body, evaluation, agent, instances[item.instance_id], item,
+                                  nodes, recent)]
+            for item in decision.start}
+        for job in decision.stop:
+            if not recent.was_deleted(job):
+                work.setdefault(_item_of(job), []).append(
+                    partial(self._delete, evaluation, job, recent))
+        for view in decision.harvest:
+            work.setdefault(view.item.id, []).append(
+                partial(self._harvest, body, evaluation, instances, view, recent))
         for view, result in decision.give_up:
-            result = result.model_copy(update={"repo": instances[view.item.instance_id].repo})
-            await self._keep(body, evaluation, result, {}, kept)
-            kopf.warn(body, reason="ItemFailed", message=f"{view.item.key}: "
-                                                         f"{result.error_message}")
-        await asyncio.gather(*(asyncio.to_thread(self.kube.delete_job, evaluation.namespace,
-                                                 job["metadata"]["name"])
-                               for job in decision.stop))
+            work.setdefault(view.item.id, []).append(
+                partial(self._give_up, body, evaluation, instances, view, result, recent))
         for view in decision.retry:
-            await self._retry(body, evaluation, agent, instances, view, nodes, kept)
+            work.setdefault(view.item.id, []).append(
+                partial(self._retry, body, evaluation, agent, instances, view, nodes, recent))
+        starting = {item.id for item in decision.start}
+        for item_id, steps in work.items():
+            if item_id not in recent.busy:
+                self._in_background(key, recent, item_id, steps, urgent=item_id in starting)
+
+    def _in_background(self, key: Key, recent: Recent, item_id: str,
+                       steps: list[Callable[[], Awaitable[None]]], urgent: bool) -> None:
+        """Run one item's steps in order; a pass follows when they are done. A failure is
+        left for a later pass (the timer's) to try again. Only `CHORES_AT_ONCE` items that
+        are not `urgent` (starting a Job) call the API server at once: a wave of finished
+        Jobs to harvest must not queue up in front of the Jobs that refill their slots."""
+        recent.busy.add(item_id)
+
+        async def run() -> None:
+            try:
+                async with contextlib.nullcontext() if urgent else self._chores:
+                    for step in steps:
+                        await step()
+            except Exception:
+                self.metrics.reconcile_errors.inc()
+                log.exception("Work on item %s of evaluation=%s/%s failed", item_id, *key)
+                return
+            finally:
+                recent.busy.discard(item_id)
+            self.kick(key)
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._work.add(task)
+        task.add_done_callback(self._work.discard)
+
+    async def _delete(self, evaluation: Evaluation, job: Obj, recent: Recent) -> None:
+        await asyncio.to_thread(self.kube.delete_job, evaluation.namespace,
+                                job["metadata"]["name"])
+        recent.delete(job)
 
     async def _keep(self, body: Obj, evaluation: Evaluation, result: RunResult,
-                    artifacts: Mapping[str, str], kept: dict[str, RunResult]) -> None:
+                    artifacts: Mapping[str, str], recent: Recent) -> None:
         configmap = result_configmap(evaluation, result, artifacts)
         kopf.adopt(configmap, owner=body)
         await asyncio.to_thread(self.kube.create, configmap)
-        kept[result.item_id] = result
+        recent.kept(result)
+
+    async def _give_up(self, body: Obj, evaluation: Evaluation,
+                       instances: Mapping[str, Instance], view: ItemView, result: RunResult,
+                       recent: Recent) -> None:
+        result = result.model_copy(update={"repo": instances[view.item.instance_id].repo})
+        await self._keep(body, evaluation, result, {}, recent)
+        kopf.warn(body, reason="ItemFailed", message=f"{view.item.key}: {result.error_message}")
 
     async def _harvest(self, body: Obj, evaluation: Evaluation,
                        instances: Mapping[str, Instance], view: ItemView,
-                       kept: dict[str, RunResult]) -> None:
+                       recent: Recent) -> None:
         state = view.state
         assert state is not None and state.pod
         text = await asyncio.to_thread(self.kube.pod_log, evaluation.namespace, state.pod,
@@ -280,7 +418,7 @@ class Reconciler:
         full, artifacts = parse_grade_log(text)
         result = harvested_result(evaluation, view, full,
                                   instances[view.item.instance_id].repo)
-        await self._keep(body, evaluation, result, artifacts, kept)
+        await self._keep(body, evaluation, result, artifacts, recent)
         if result.timings.total_seconds is not None:
             self.metrics.job_seconds.labels(evaluation.namespace,
                                             agent_label(evaluation)).observe(
@@ -300,7 +438,7 @@ class Reconciler:
 
     async def _retry(self, body: Obj, evaluation: Evaluation, agent: AgentUnderTest | None,
                      instances: Mapping[str, Instance], view: ItemView,
-                     nodes: Mapping[str, str], kept: dict[str, RunResult]) -> None:
+                     nodes: Mapping[str, str], recent: Recent) -> None:
         item, instance = view.item, instances[view.item.instance_id]
         patch = await self._kept_patch(evaluation, view)
         asked = _solve_started(view)
@@ -309,7 +447,7 @@ class Reconciler:
             result = failure_result(evaluation, view).model_copy(
                 update={"repo": instance.repo, "error_message": "the agent's answer was lost "
                         f"with its pod ({view.state.reason}); not asked again"})
-            await self._keep(body, evaluation, result, {}, kept)
+            await self._keep(body, evaluation, result, {}, recent)
             return
         kept_cm = None
         if patch is not None:
@@ -317,40 +455,58 @@ class Reconciler:
             kopf.adopt(kept_cm, owner=body)
             await asyncio.to_thread(self.kube.create, kept_cm)
         attempt = view.attempt + 1
-        await self._start(body, evaluation, agent, instance, item, nodes, kept_cm, attempt)
+        await self._start(body, evaluation, agent, instance, item, nodes, recent, kept_cm,
+                          attempt)()
         self.metrics.retries.labels(evaluation.namespace, evaluation.name,
                                     agent_label(evaluation)).inc()
         reuse = ", reusing the patch it got" if patch is not None else ""
         kopf.warn(body, reason="Retrying",
                   message=f"{item.key}: {view.state.reason}; attempt {attempt + 1}{reuse}")
 
-    async def _start(self, body: Obj, evaluation: Evaluation, agent: AgentUnderTest | None,
-                     instance: Instance, item, nodes: Mapping[str, str],
-                     kept_cm: Obj | None = None, attempt: int = 0) -> None:
+    def _start(self, body: Obj, evaluation: Evaluation, agent: AgentUnderTest | None,
+               instance: Instance, item: WorkItem, nodes: Mapping[str, str], recent: Recent,
+               kept_cm: Obj | None = None, attempt: int = 0) -> Callable[[], Awaitable[None]]:
+        """Count the item's Job as created now (so no pass gives its slot away), and return
+        the API calls that create it (its task ConfigMap first)."""
         task = task_configmap(evaluation, instance, {})
         kopf.adopt(task, owner=body)
-        await asyncio.to_thread(self.kube.create, task)
         job = desired_job(evaluation, agent, item, instance, task, runner_version=__version__,
                           runner_image_default=self.runner_image,
                           preferred_node=nodes.get(instance.instance_id), kept_patch=kept_cm,
                           attempt=attempt)
         kopf.adopt(job, owner=body)
-        if await asyncio.to_thread(self.kube.create, job):
-            self._created[job["metadata"]["name"]] = (time.monotonic(), job)
-            log.info("Created Job %s item=%s", job["metadata"]["name"], item.key)
+        recent.created(job)
 
-    async def _write_status(self, body: Obj, status: Obj) -> None:
-        if _same(body.get("status") or {}, status):
+        async def create() -> None:
+            try:
+                if task["metadata"]["name"] not in recent.tasks:  # repeats share it
+                    await asyncio.to_thread(self.kube.create, task)
+                    recent.tasks.add(task["metadata"]["name"])
+                if await asyncio.to_thread(self.kube.create, job):
+                    log.info("Created Job %s item=%s", job["metadata"]["name"], item.key)
+            except Exception:
+                recent.uncreated(job)  # a later pass tries again
+                raise
+        return create
+
+    async def _write_status(self, key: Key, body: Obj, status: Obj) -> None:
+        self._status_at[key] = time.monotonic()
+        if _same(body.get("status") or {}, status) or self._written.get(key) == status:
             return  # an unchanged status is not written: no event storm
         meta = body["metadata"]
         await asyncio.to_thread(self.kube.patch_status, "evaluations", meta["namespace"],
                                 meta["name"], status)
+        self._written[key] = status
 
 
 def _solve_started(view: ItemView) -> bool:
     """Whether the attempt's solve step started (so the agent may have been asked)."""
     steps = view.state.steps if view.state else ()
     return any(s.name == "solve" and s.started_at for s in steps)
+
+
+def _item_of(job: Obj) -> str:
+    return (job.get("metadata", {}).get("labels") or {}).get(LABEL_ITEM, "")
 
 
 def _same(old: Obj, new: Obj) -> bool:
@@ -362,6 +518,11 @@ def _same(old: Obj, new: Obj) -> bool:
 RECONCILER: Reconciler | None = None
 _METRICS: Metrics | None = None  # one per process: a registry refuses the same metric twice
 TIMER_SECONDS = float(os.environ.get("PROCTOR_RECONCILE_SECONDS", "10"))
+CHORES_AT_ONCE = 8
+PASS_SECONDS = 0.1
+"""Least time from the start of one pass of an Evaluation to the start of the next."""
+STATUS_SECONDS = 1.0
+"""Least time between two status writes of one Evaluation (its passes run more often)."""
 
 
 @kopf.on.startup()
@@ -383,7 +544,9 @@ async def _startup(settings: kopf.OperatorSettings, **_: Any) -> None:
 @kopf.on.cleanup()
 async def _cleanup(**_: Any) -> None:
     if RECONCILER:
-        await RECONCILER.idle()
+        with contextlib.suppress(TimeoutError):  # what is left is done again after a restart
+            await asyncio.wait_for(RECONCILER.idle(), timeout=20)
+        RECONCILER.close()
 
 
 def _owner_key(obj: Mapping[str, Any]) -> Key:
@@ -393,13 +556,20 @@ def _owner_key(obj: Mapping[str, Any]) -> Key:
 
 
 # kopf keeps these current from watches, so a reconcile pass lists nothing.
+@kopf.index("proctor.dev", "v1alpha1", "evaluations")
+def proctor_evaluations(namespace: str, name: str, body: Mapping[str, Any], **_: Any
+                        ) -> dict[Key, Obj]:
+    return {(namespace, name): dict(body)}
+
+
+@kopf.index("proctor.dev", "v1alpha1", "agentundertests")
+def proctor_agents(namespace: str, name: str, body: Mapping[str, Any], **_: Any
+                   ) -> dict[Key, Obj]:
+    return {(namespace, name): dict(body)}
+
+
 @kopf.index("batch", "v1", "jobs", labels={MANAGED_BY: "proctor"})
 def proctor_jobs(body: Mapping[str, Any], **_: Any) -> dict[Key, Obj]:
-    return {_owner_key(body): dict(body)}
-
-
-@kopf.index("", "v1", "pods", labels={MANAGED_BY: "proctor"})
-def proctor_pods(body: Mapping[str, Any], **_: Any) -> dict[Key, Obj]:
     return {_owner_key(body): dict(body)}
 
 
@@ -409,19 +579,12 @@ def proctor_results(body: Mapping[str, Any], **_: Any) -> dict[Key, RunResult] |
     return {_owner_key(body): result} if result is not None else None
 
 
-@kopf.index("", "v1", "events",
-            when=lambda body, **_: (body.get("involvedObject") or {}).get("kind") in
-            ("Job", "Pod") and body.get("type") == "Warning")
-def proctor_events(namespace: str, body: Mapping[str, Any], **_: Any) -> dict[str, Obj]:
-    return {namespace: dict(body)}
-
-
 def _attach(kwargs: Mapping[str, Any]) -> Reconciler | None:
     """Hand kopf's live indexes to the reconciler (they come as handler arguments)."""
     if RECONCILER is not None and RECONCILER.indexes is None:
-        RECONCILER.indexes = {name: kwargs[name] for name in
-                              ("proctor_jobs", "proctor_pods", "proctor_results",
-                               "proctor_events")}
+        RECONCILER.kopf_context = contextvars.copy_context()
+        RECONCILER.indexes = {name: kwargs[name] for name in (
+            "proctor_evaluations", "proctor_agents", "proctor_jobs", "proctor_results")}
     return RECONCILER
 
 
@@ -434,6 +597,7 @@ async def _evaluation_event(event: Mapping[str, Any], body: Mapping[str, Any],
     if event.get("type") == "DELETED":
         status = body.get("status") or {}
         reconciler.metrics.forget(key[0], key[1], status.get("agent", ""))
+        reconciler.forget(key)
         return
     # Only spec changes (or first sight) call for a pass: our own status writes do not.
     if event.get("type") in (None, "ADDED") or \

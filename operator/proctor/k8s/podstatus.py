@@ -137,28 +137,42 @@ def _true_conditions(obj: Obj) -> dict[str, Obj]:
     return {c["type"]: c for c in conditions if c.get("status") == "True"}
 
 
-def _by_uid(pod: Obj, uid: str) -> bool:
-    meta = pod.get("metadata", {})
-    labels = meta.get("labels") or {}
-    owners = {ref.get("uid") for ref in meta.get("ownerReferences") or []}
-    return uid in owners or uid in (labels.get("batch.kubernetes.io/controller-uid"),
-                                    labels.get("controller-uid"))
+def job_finished(job: Obj) -> bool:
+    """Whether the Job has its terminal condition (until then it counts as running)."""
+    conditions = _true_conditions(job)
+    return "Complete" in conditions or "Failed" in conditions
 
 
-def _by_name(pod: Obj, name: str) -> bool:
-    labels = pod.get("metadata", {}).get("labels") or {}
-    return name in (labels.get("batch.kubernetes.io/job-name"), labels.get("job-name"))
-
-
-def pods_of(job: Obj, pods: Sequence[Obj]) -> list[Obj]:
-    """The pods the Job controller made for ``job``: by the Job's uid, else by its name.
+class PodsByJob:
+    """Pods indexed by the Job that made them, once for many Jobs: by the Job's uid (owner
+    reference, ``controller-uid`` labels), else by its name (``job-name`` labels).
 
     The uid tells a Job from an earlier one of the same name whose pods are still going.
     """
-    meta = job.get("metadata", {})
-    uid, name = meta.get("uid"), meta.get("name")
-    owned = [pod for pod in pods if uid and _by_uid(pod, uid)]
-    return owned or [pod for pod in pods if name and _by_name(pod, name)]
+
+    def __init__(self, pods: Sequence[Obj]):
+        self._by_uid: dict[str, list[Obj]] = {}
+        self._by_name: dict[str, list[Obj]] = {}
+        for pod in pods:
+            meta = pod.get("metadata", {})
+            labels = meta.get("labels") or {}
+            uids = {ref.get("uid") for ref in meta.get("ownerReferences") or []} | {
+                labels.get("batch.kubernetes.io/controller-uid"), labels.get("controller-uid")}
+            names = {labels.get("batch.kubernetes.io/job-name"), labels.get("job-name")}
+            for uid in uids - {None, ""}:
+                self._by_uid.setdefault(uid, []).append(pod)
+            for name in names - {None, ""}:
+                self._by_name.setdefault(name, []).append(pod)
+
+    def of(self, job: Obj) -> list[Obj]:
+        meta = job.get("metadata", {})
+        uid, name = meta.get("uid"), meta.get("name")
+        return list((uid and self._by_uid.get(uid)) or (name and self._by_name.get(name)) or [])
+
+
+def pods_of(job: Obj, pods: Sequence[Obj]) -> list[Obj]:
+    """The pods the Job controller made for ``job`` (see `PodsByJob`)."""
+    return PodsByJob(pods).of(job)
 
 
 def _about(event: Obj) -> Obj:
@@ -253,8 +267,7 @@ def read_compact_result(message: str | None, item_id: str | None = None
 
 def _common(job: Obj, pod: Obj | None) -> dict[str, Any]:
     """The fields every state carries: finished, pod, node, images, steps."""
-    conditions = _true_conditions(job)
-    common: dict[str, Any] = {"finished": "Complete" in conditions or "Failed" in conditions}
+    common: dict[str, Any] = {"finished": job_finished(job)}
     if pod is not None:
         common |= {"pod": pod.get("metadata", {}).get("name"),
                    "node": (pod.get("spec") or {}).get("nodeName"),

@@ -13,14 +13,15 @@ Per item, level-based:
   OOM kill, deadline, node lost) with retries left: retry, reusing the patch the
   failed attempt already got, so the agent is never asked twice;
 * it failed otherwise, or retries ran out: keep an `error` result;
-* no Job yet: start it, while fewer than maxConcurrentRows attempts are active and the
-  Evaluation is not suspended.
+* no Job yet: start it, while fewer than maxConcurrentRows Jobs run and the Evaluation
+  is not suspended. A Job runs until its terminal condition (Complete, Failed), even once
+  its pod has ended; an item whose next attempt is on its way holds its slot too.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -31,9 +32,10 @@ from proctor.k8s.manifests import LABEL_ATTEMPT, LABEL_ITEM
 from proctor.k8s.podstatus import (
     ItemState,
     Phase,
+    PodsByJob,
     item_state,
+    job_finished,
     parse_time,
-    pods_of,
     seconds_since,
 )
 from proctor.k8s.store import result_labels
@@ -104,10 +106,17 @@ def observe(items: Sequence[WorkItem], jobs: Sequence[Obj], pods: Sequence[Obj],
         if item_id:
             by_item.setdefault(item_id, []).append(job)
     views = []
+    pods_by_job = PodsByJob(pods)
     for item in items:
-        own = sorted(by_item.get(item.id, []), key=attempt_of)
-        state = item_state(own[-1], pods_of(own[-1], pods), events) if own else None
-        views.append(ItemView(item, own, state, kept.get(item.id)))
+        own, result = by_item.get(item.id), kept.get(item.id)
+        if not own:
+            views.append(ItemView(item, [], None, result))
+            continue
+        own.sort(key=attempt_of)
+        # A kept result ends the item: its Jobs' state no longer matters (they are deleted).
+        state = item_state(own[-1], pods_by_job.of(own[-1]), events) if result is None \
+            else None
+        views.append(ItemView(item, own, state, result))
     return views
 
 
@@ -129,8 +138,10 @@ def _pod_not_seen_yet(view: ItemView, now: datetime, settings: Settings) -> bool
 
 
 def decide(evaluation: Evaluation, views: Sequence[ItemView], now: datetime,
-           settings: Settings = Settings()) -> Decision:
-    """This pass's actions, from the observed items."""
+           settings: Settings = Settings(), busy: Set[str] = frozenset()) -> Decision:
+    """This pass's actions, from the observed items. ``busy``: items whose last actions are
+    still under way; one with no Job in sight may be starting its next attempt, so it holds
+    a slot."""
     spec = evaluation.spec
     decision = Decision()
     active = 0
@@ -138,12 +149,15 @@ def decide(evaluation: Evaluation, views: Sequence[ItemView], now: datetime,
         state = view.state
         if view.result is not None:
             decision.stop.extend(view.jobs)
+            active += not all(job_finished(job) for job in view.jobs)  # until it is deleted
         elif state is None:
+            active += view.item.id in busy
             continue
         elif _pod_not_seen_yet(view, now, settings):
             active += 1  # the Job's news came before its pod's: wait for the pod
         elif state.phase == Phase.SUCCEEDED:
             decision.harvest.append(view)
+            active += not state.finished  # a Job runs until its terminal condition
         elif state.phase == Phase.FAILED or _stuck_too_long(state, now, settings):
             if state.phase != Phase.FAILED:
                 decision.stop.append(view.latest)
@@ -152,6 +166,7 @@ def decide(evaluation: Evaluation, views: Sequence[ItemView], now: datetime,
                 active += 1
             else:
                 decision.give_up.append((view, failure_result(evaluation, view)))
+                active += not state.finished and state.phase == Phase.FAILED
         else:
             active += 1
             if state.reason == "FailedCreate" or (state.retryable and state.phase ==
@@ -159,7 +174,8 @@ def decide(evaluation: Evaluation, views: Sequence[ItemView], now: datetime,
                 decision.degraded = (state.reason, _degraded_message(view))
     if not spec.suspend:
         free = max(0, spec.max_concurrent_rows - active)
-        decision.start = [v.item for v in views if not v.jobs and v.result is None][:free]
+        decision.start = [v.item for v in views if not v.jobs and v.result is None
+                          and v.item.id not in busy][:free]
     return decision
 
 

@@ -1,0 +1,156 @@
+"""A cache of one kind of object in one namespace, kept current by a list and a watch.
+
+The operator reads the items' pods and the Warning events of their namespace on every
+pass. kopf's indexes would keep them too, but kopf handles each event with its whole
+handler machinery (diff-base, progress storage, a logger per object), about a
+millisecond an event, and a Job's pod alone changes some fourteen times. These objects
+are only read, never handled, so a plain list and watch keeps them for a small part of
+that cost (`benchmarks/operator_sim.py`). The Jobs, whose changes start a pass, and the
+kept results stay with kopf.
+
+One thread per informer follows the watch; a pass reads a snapshot with `get`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import Any, Protocol
+
+log = logging.getLogger("proctor.informer")
+Obj = dict[str, Any]
+
+
+class Stream(Protocol):
+    def __iter__(self) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+class Expired(Exception):
+    """The watch's resourceVersion is too old (410): list again."""
+
+
+class Informer:
+    """Objects grouped by ``group_of`` (objects it maps to None are not kept).
+
+    ``lister()`` answers a list (``items`` and ``metadata.resourceVersion``);
+    ``watcher(resource_version, timeout_s)`` opens a watch from there; ``on_change(obj)``,
+    if given, is called from the watch thread with each object added, changed or deleted.
+    """
+
+    def __init__(self, name: str, lister: Callable[[], Mapping[str, Any]],
+                 watcher: Callable[[str, int], Stream],
+                 group_of: Callable[[Mapping[str, Any]], Hashable | None], *,
+                 timeout_s: int = 300, retry_s: float = 1.0,
+                 on_change: Callable[[Mapping[str, Any]], None] | None = None):
+        self.name = name
+        self._lister, self._watcher, self._group_of = lister, watcher, group_of
+        self._on_change = on_change
+        self.timeout_s, self.retry_s = timeout_s, retry_s
+        self._lock = threading.Lock()
+        self._groups: dict[Hashable, dict[str, Obj]] = {}
+        self._group_by_name: dict[str, Hashable] = {}
+        self.resource_version = ""
+        self._stopped = threading.Event()
+        self._stream: Stream | None = None
+        self._thread: threading.Thread | None = None
+
+    # --- the operator's side --------------------------------------------------------------
+
+    def start(self) -> None:
+        """List (the cache is complete when this returns), then follow the watch."""
+        self._relist()
+        self._thread = threading.Thread(target=self._follow, name=f"informer-{self.name}",
+                                        daemon=True)
+        self._thread.start()
+
+    def get(self, group: Hashable) -> list[Obj]:
+        with self._lock:
+            return list(self._groups.get(group, {}).values())
+
+    def stop(self) -> None:
+        self._stopped.set()
+        stream = self._stream
+        if stream is not None:
+            stream.close()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+
+    # --- the watch thread -----------------------------------------------------------------
+
+    def _relist(self) -> None:
+        listed = self._lister()
+        groups: dict[Hashable, dict[str, Obj]] = {}
+        names: dict[str, Hashable] = {}
+        for obj in listed.get("items") or []:
+            _put(groups, names, self._group_of(obj), obj)
+        with self._lock:
+            self._groups, self._group_by_name = groups, names
+            self.resource_version = listed["metadata"]["resourceVersion"]
+
+    def _follow(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                self._stream = self._watcher(self.resource_version, self.timeout_s)
+                if self._stopped.is_set():
+                    self._stream.close()
+                    return
+                self.apply(self._stream)
+            except Expired:
+                self._relist_soon()
+            except Exception:
+                if self._stopped.is_set():
+                    return
+                log.warning("The %s watch failed; resuming from %s", self.name,
+                            self.resource_version, exc_info=True)
+                self._stopped.wait(self.retry_s)
+
+    def _relist_soon(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                self._relist()
+                return
+            except Exception:
+                log.warning("Listing %s failed; trying again", self.name, exc_info=True)
+                self._stopped.wait(self.retry_s)
+
+    def apply(self, events: Iterable[Mapping[str, Any]]) -> None:
+        """Take watch events into the cache (raises Expired on a 410)."""
+        for event in events:
+            kind, obj = event.get("type"), event.get("object") or {}
+            if kind == "ERROR":
+                if obj.get("code") == 410:
+                    raise Expired(obj.get("message", ""))
+                raise RuntimeError(f"the {self.name} watch answered an error: {obj}")
+            meta = obj.get("metadata") or {}
+            with self._lock:
+                if kind in ("ADDED", "MODIFIED"):
+                    _put(self._groups, self._group_by_name, self._group_of(obj), obj)
+                elif kind == "DELETED":
+                    _drop(self._groups, self._group_by_name, meta.get("name"))
+                if meta.get("resourceVersion"):
+                    self.resource_version = meta["resourceVersion"]
+            if self._on_change is not None and kind in ("ADDED", "MODIFIED", "DELETED"):
+                self._on_change(obj)
+
+
+def _drop(groups: dict[Hashable, dict[str, Obj]], names: dict[str, Hashable],
+          name: str | None) -> None:
+    if name in names:
+        group = names.pop(name)
+        members = groups.get(group)
+        if members is not None:
+            members.pop(name, None)
+            if not members:
+                del groups[group]
+
+
+def _put(groups: dict[Hashable, dict[str, Obj]], names: dict[str, Hashable],
+         group: Hashable | None, obj: Obj) -> None:
+    name = obj["metadata"]["name"]
+    _drop(groups, names, name)
+    if group is not None:
+        groups.setdefault(group, {})[name] = obj
+        names[name] = group
