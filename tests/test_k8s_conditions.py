@@ -9,6 +9,7 @@ import pytest
 
 from proctor.k8s.conditions import (
     ItemCounts,
+    agent_conditions,
     agent_status,
     evaluation_status,
     find_condition,
@@ -170,3 +171,16 @@ def test_the_agent_status_is_valid() -> None:
     parse_resource({"apiVersion": "proctor.dev/v1alpha1", "kind": "AgentUnderTest",
                     "metadata": {"name": "a"}, "spec": {"service": {"image": "agent:1"}},
                     "status": status})
+
+
+def test_an_agent_is_ready_unless_the_operator_cannot_run_its_mode() -> None:
+    endpoint = AgentUnderTest(name="a", namespace="ns", spec=AgentUnderTestSpec(
+        endpoint="http://agent:9999/"))
+    (ready,) = agent_conditions([], endpoint, now=T0, generation=1)
+    assert (ready["type"], ready["status"], ready["reason"]) == ("Ready", "True", "Usable")
+    assert "http://agent:9999/" in ready["message"] and ready["observedGeneration"] == 1
+    service = AgentUnderTest(name="a", namespace="ns", spec=AgentUnderTestSpec(
+        service={"image": "agent:1", "port": 8080}))
+    (refused,) = agent_conditions([ready], service, now="2026-11-22T13:00:00Z", generation=2)
+    assert (refused["status"], refused["reason"]) == ("False", "AgentModeUnsupported")
+    assert refused["lastTransitionTime"] == "2026-11-22T13:00:00Z"

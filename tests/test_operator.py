@@ -128,11 +128,12 @@ class Api:
         return self.core.list_namespaced_event(self.ns).items
 
 
-def wait_succeeded(cluster, api: Api, timeout: float = 240, watch: list | None = None) -> dict:
-    """Wait for Succeeded=True, sampling the active Jobs into `watch` meanwhile."""
+def wait_succeeded(cluster, api: Api, timeout: float = 240, watch: list | None = None,
+                   sample: Any = None) -> dict:
+    """Wait for Succeeded=True, sampling the active Jobs (or `sample()`) into `watch`."""
     def done() -> bool:
         if watch is not None:
-            watch.append(api.active_jobs())
+            watch.append((sample or api.active_jobs)())
         return api.condition("Succeeded").get("status") == "True"
     cluster.wait_for(done, timeout, interval=0.2, message="the Evaluation never succeeded")
     return api.evaluation()
@@ -151,14 +152,30 @@ def test_demo_evaluation_end_to_end(test_cluster, k8s_namespace, kube_client, ag
     metrics_port, probe_port = free_port(), free_port()
     start_http_server(metrics_port)
     active: list[int] = []
+    busy: list[int] = []
+
+    def agent_in_flight() -> int:
+        status = api.custom.get_namespaced_custom_object(
+            *GROUP, k8s_namespace, "agentundertests", agent_body["metadata"]["name"]).get(
+            "status") or {}
+        busy.append(status.get("tasksInFlight", 0))
+        return api.active_jobs()
+
     with operator(test_cluster, k8s_namespace, probe_port):
-        body = wait_succeeded(test_cluster, api, watch=active)
+        body = wait_succeeded(test_cluster, api, watch=active, sample=agent_in_flight)
         health = urllib.request.urlopen(f"http://127.0.0.1:{probe_port}/healthz", timeout=5)
         assert health.status == 200
         samples = scrape(metrics_port)
     status = body["status"]
     assert status["items"]["done"] == status["items"]["total"] == TASKS
     assert max(active) <= 2, "more Jobs ran at once than maxConcurrentRows"
+    # The AgentUnderTest says how it is reached, that it is usable, and had tasks in
+    # flight while the Evaluation ran (none once it is done).
+    assert max(busy) > 0, "the agent's status never showed a task in flight"
+    aut = api.custom.get_namespaced_custom_object(*GROUP, k8s_namespace, "agentundertests",
+                                                  agent_body["metadata"]["name"])["status"]
+    assert (aut["mode"], aut["endpoint"], aut["tasksInFlight"]) == ("endpoint", agent.url, 0)
+    assert [(c["type"], c["status"]) for c in aut["conditions"]] == [("Ready", "True")]
     assert sum(agent.calls.values()) == TASKS and set(agent.calls.values()) == {1}
 
     # The same inputs through `proctor run` give the same figures.

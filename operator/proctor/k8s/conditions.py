@@ -156,6 +156,17 @@ def agent_mode(agent: AgentUnderTest) -> str:
     return "sidecar" if spec.sidecar else "service" if spec.service else "endpoint"
 
 
+def agent_conditions(old: Sequence[Mapping[str, Any]], agent: AgentUnderTest, *, now: str,
+                     generation: int | None) -> list[dict[str, Any]]:
+    """Ready: whether the operator can send the agent tasks (service mode: not yet)."""
+    if agent_mode(agent) == "service":
+        return set_condition(old, "Ready", False, "AgentModeUnsupported", "agents in service "
+                             "mode are not run by this operator yet; give an endpoint or a "
+                             "sidecar", now=now, observed_generation=generation)
+    return set_condition(old, "Ready", True, "Usable", f"tasks go to {agent_endpoint(agent)} "
+                         f"({agent_mode(agent)})", now=now, observed_generation=generation)
+
+
 def agent_status(agent: AgentUnderTest, *, generation: int | None, tasks_in_flight: int,
                  conditions: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """An AgentUnderTest's status: how it is reached, how busy it is, its conditions."""

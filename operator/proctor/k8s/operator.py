@@ -1,11 +1,16 @@
 """The kopf operator: thin handlers around one level-based reconcile per Evaluation.
 
-Every trigger (the Evaluation seen or changed, a timer, an event of one of its Jobs)
-only *kicks* `Reconciler.reconcile` for that Evaluation; a kick during a pass makes
-one more pass after it, never two at once. A pass reads the world (Evaluation,
-AgentUnderTest, dataset, Jobs, pods, events, kept results), asks the pure
-`proctor.k8s.reconcile.decide` what to do, does it, and writes a status rebuilt from
-what it observed. See `proctor.k8s.reconcile` for the rules.
+Every trigger (the Evaluation seen or changed, a timer, an event of one of its Jobs, one
+of its pods ending) only *kicks* `Reconciler.reconcile` for that Evaluation; a kick
+during a pass makes one more pass after it (at least `PASS_SECONDS` after the last
+began), never two at once. A pass reads the world from caches that watches keep current
+(kopf's indexes of Evaluations, AgentUnderTests, Jobs and kept results; `Informer`s of
+the pods and Warning events), asks the pure `proctor.k8s.reconcile.decide` what to do,
+and sets it going: each item's API calls (create its Job, read its logs and keep its
+result, retry it, delete its Job) run beside the passes, and `Recent` makes what was
+just written count before the watches show it. The status, rebuilt from what was
+observed, is written at most every `STATUS_SECONDS`. See `proctor.k8s.reconcile` for
+the rules.
 
 Run it with `proctor operator` (in the chart's Deployment) or `kopf run -m
 proctor.k8s.operator`.
@@ -30,6 +35,7 @@ import kopf
 from proctor import __version__, dataset
 from proctor.exporter import Metrics
 from proctor.k8s.api import Kube, load_config
+from proctor.k8s.conditions import agent_conditions, agent_status, set_condition
 from proctor.k8s.informer import Informer
 from proctor.k8s.manifests import (
     COMPONENT,
@@ -111,6 +117,8 @@ class Reconciler:
         self._status_at: dict[Key, float] = {}
         self._written: dict[Key, Obj] = {}
         self._later: set[Key] = set()
+        self._in_flight: dict[Key, dict[Key, int]] = {}
+        """Per AgentUnderTest, its tasks in flight per Evaluation."""
 
     def kick(self, key: Key) -> None:
         """Reconcile `key` soon; once more after the current pass if one is running."""
@@ -142,10 +150,46 @@ class Reconciler:
         while self._running or self._work:
             await asyncio.gather(*self._running.values(), *self._work, return_exceptions=True)
 
-    def forget(self, key: Key) -> None:
-        """The Evaluation is gone."""
+    async def forget(self, key: Key) -> None:
+        """The Evaluation is gone (its agent has its tasks no more)."""
         for memo in (self._recent, self._status_at, self._written, self._began):
             memo.pop(key, None)
+        for agent, busy in list(self._in_flight.items()):
+            if busy.pop(key, None):
+                await self.write_agent_status(*agent)
+
+    async def _agent_busy(self, evaluation: Key, agent: Key, in_flight: int) -> None:
+        """Note the Evaluation's tasks in flight on its agent; its status says their sum."""
+        busy = self._in_flight.setdefault(agent, {})
+        if busy.get(evaluation) != in_flight:
+            busy[evaluation] = in_flight
+            await self.write_agent_status(*agent)
+
+    async def write_agent_status(self, namespace: str, name: str) -> None:
+        """An AgentUnderTest's status: mode, endpoint, tasks in flight over every
+        Evaluation this operator runs, and Ready."""
+        body = self._latest("proctor_agents", (namespace, name))
+        if body is None:
+            return
+        generation = body["metadata"].get("generation")
+        old = (body.get("status") or {}).get("conditions") or []
+        now = _iso(datetime.now(UTC))
+        try:
+            agent = parse_resource(body)
+        except ManifestError as exc:
+            status = {"conditions": set_condition(old, "Ready", False, "InvalidSpec",
+                                                  str(exc)[:1000], now=now,
+                                                  observed_generation=generation),
+                      "observedGeneration": generation}
+        else:
+            status = agent_status(agent, generation=generation,
+                                  tasks_in_flight=sum(self._in_flight.get((namespace, name),
+                                                                          {}).values()),
+                                  conditions=agent_conditions(old, agent, now=now,
+                                                              generation=generation))
+        if not _same(body.get("status") or {}, status):
+            await asyncio.to_thread(self.kube.patch_status, "agentundertests", namespace, name,
+                                    status)
 
     def kick_later(self, key: Key, delay: float) -> None:
         """A pass in `delay` seconds (once, however often asked meanwhile)."""
@@ -218,6 +262,9 @@ class Reconciler:
         summary = aggregate(results, selection.by_id)
         self.metrics.publish(namespace, name, agent_label(evaluation), summary,
                              status["items"])
+        if agent is not None:
+            await self._agent_busy((namespace, name), (agent.namespace, agent.name),
+                                   status["items"]["running"] + status["items"]["pending"])
 
     def _parse(self, body: Obj) -> Evaluation:
         """The Evaluation, checked against its CRD's schema once per spec generation."""
@@ -597,12 +644,22 @@ async def _evaluation_event(event: Mapping[str, Any], body: Mapping[str, Any],
     if event.get("type") == "DELETED":
         status = body.get("status") or {}
         reconciler.metrics.forget(key[0], key[1], status.get("agent", ""))
-        reconciler.forget(key)
+        await reconciler.forget(key)
         return
     # Only spec changes (or first sight) call for a pass: our own status writes do not.
     if event.get("type") in (None, "ADDED") or \
             meta.get("generation") != (body.get("status") or {}).get("observedGeneration"):
         reconciler.kick(key)
+
+
+@kopf.on.event("proctor.dev", "v1alpha1", "agentundertests")
+async def _agent_event(event: Mapping[str, Any], namespace: str, name: str,
+                       body: Mapping[str, Any], **kwargs: Any) -> None:
+    reconciler = _attach(kwargs)
+    # First sight or a spec change; the status writes of its own come back here too, and
+    # find nothing to change.
+    if reconciler is not None and event.get("type") != "DELETED":
+        await reconciler.write_agent_status(namespace, name)
 
 
 @kopf.timer("proctor.dev", "v1alpha1", "evaluations", interval=TIMER_SECONDS)
