@@ -42,6 +42,16 @@ def _json(response: Any) -> Any:
     return json.loads(response.data)
 
 
+def _watch(list_method: Any, namespace: str, since: str, timeout_s: int,
+           **selectors: str) -> WatchStream:
+    """A watch from `since` (with bookmarks), ended by the server after `timeout_s`."""
+    return WatchStream(list_method(
+        namespace, watch=True, resource_version=since, allow_watch_bookmarks=True,
+        timeout_seconds=timeout_s, _preload_content=False,
+        _request_timeout=(10, timeout_s + 30),  # a connection that died in silence
+        **selectors))
+
+
 class WatchStream:
     """The events of one watch request, as plain dicts ({"type", "object"}), until the server
     ends it; `close` ends it from another thread."""
@@ -92,10 +102,8 @@ class Kube:
 
     def watch_pods(self, namespace: str, labels: Mapping[str, str], since: str,
                    timeout_s: int) -> WatchStream:
-        return WatchStream(self.core.list_namespaced_pod(
-            namespace, label_selector=selector(labels), watch=True, resource_version=since,
-            allow_watch_bookmarks=True, timeout_seconds=timeout_s, _preload_content=False,
-            _request_timeout=(10, timeout_s + 30)))  # a connection that died in silence
+        return _watch(self.core.list_namespaced_pod, namespace, since, timeout_s,
+                      label_selector=selector(labels))
 
     def list_events(self, namespace: str, fields: Mapping[str, str]) -> Obj:
         """The events (a list object, like ``list_pods``)."""
@@ -104,10 +112,8 @@ class Kube:
 
     def watch_events(self, namespace: str, fields: Mapping[str, str], since: str,
                      timeout_s: int) -> WatchStream:
-        return WatchStream(self.core.list_namespaced_event(
-            namespace, field_selector=selector(fields), watch=True, resource_version=since,
-            allow_watch_bookmarks=True, timeout_seconds=timeout_s, _preload_content=False,
-            _request_timeout=(10, timeout_s + 30)))  # a connection that died in silence
+        return _watch(self.core.list_namespaced_event, namespace, since, timeout_s,
+                      field_selector=selector(fields))
 
     def list_configmaps(self, namespace: str, labels: Mapping[str, str]) -> list[Obj]:
         return _json(self.core.list_namespaced_config_map(
