@@ -572,11 +572,28 @@ STATUS_SECONDS = 1.0
 """Least time between two status writes of one Evaluation (its passes run more often)."""
 
 
+class NoEssence(kopf.DiffBaseStorage):
+    """kopf's diff-base for an operator with no change-detecting handlers (no on.create,
+    on.update, on.field): nothing to compare, so nothing is copied or stored. kopf's
+    default deep-copies every watched object on every event to find what changed, the
+    largest part of its work per Job event."""
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
+        return kopf.BodyEssence()
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        pass
+
+
 @kopf.on.startup()
 async def _startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     global RECONCILER, _METRICS
     settings.posting.level = logging.INFO
     settings.watching.server_timeout = 300
+    settings.persistence.diffbase_storage = NoEssence()
     load_config()
     # API calls run in threads; the default pool (cores + 4) is too small to overlap them.
     asyncio.get_running_loop().set_default_executor(
