@@ -593,7 +593,9 @@ async def _startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     global RECONCILER, _METRICS
     settings.posting.level = logging.INFO
     settings.watching.server_timeout = 300
-    settings.persistence.diffbase_storage = NoEssence()
+    # Only while no change-detecting handler is registered (a process may add its own).
+    if not kopf.get_default_registry()._changing.get_all_handlers():
+        settings.persistence.diffbase_storage = NoEssence()
     load_config()
     # API calls run in threads; the default pool (cores + 4) is too small to overlap them.
     asyncio.get_running_loop().set_default_executor(
