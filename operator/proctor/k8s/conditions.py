@@ -150,6 +150,10 @@ def evaluation_status(*, generation: int | None, agent: str, counts: ItemCounts,
 # --- AgentUnderTest status ------------------------------------------------------------------
 
 
+SERVICE_MODE_UNSUPPORTED = ("agents in service mode are not run by this operator yet; give "
+                            "an endpoint or a sidecar")
+
+
 def agent_mode(agent: AgentUnderTest) -> str:
     """How the agent is reached: endpoint, service or sidecar."""
     spec = agent.spec
@@ -160,9 +164,8 @@ def agent_conditions(old: Sequence[Mapping[str, Any]], agent: AgentUnderTest, *,
                      generation: int | None) -> list[dict[str, Any]]:
     """Ready: whether the operator can send the agent tasks (service mode: not yet)."""
     if agent_mode(agent) == "service":
-        return set_condition(old, "Ready", False, "AgentModeUnsupported", "agents in service "
-                             "mode are not run by this operator yet; give an endpoint or a "
-                             "sidecar", now=now, observed_generation=generation)
+        return set_condition(old, "Ready", False, "AgentModeUnsupported",
+                             SERVICE_MODE_UNSUPPORTED, now=now, observed_generation=generation)
     return set_condition(old, "Ready", True, "Usable", f"tasks go to {agent_endpoint(agent)} "
                          f"({agent_mode(agent)})", now=now, observed_generation=generation)
 

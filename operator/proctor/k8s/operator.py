@@ -35,7 +35,13 @@ import kopf
 from proctor import __version__, dataset
 from proctor.exporter import Metrics
 from proctor.k8s.api import Kube, load_config
-from proctor.k8s.conditions import agent_conditions, agent_status, set_condition
+from proctor.k8s.conditions import (
+    SERVICE_MODE_UNSUPPORTED,
+    agent_conditions,
+    agent_mode,
+    agent_status,
+    set_condition,
+)
 from proctor.k8s.informer import Informer
 from proctor.k8s.manifests import (
     COMPONENT,
@@ -175,7 +181,7 @@ class Reconciler:
         old = (body.get("status") or {}).get("conditions") or []
         now = _iso(datetime.now(UTC))
         try:
-            agent = parse_resource(body)
+            agent = self._parse(body)
         except ManifestError as exc:
             status = {"conditions": set_condition(old, "Ready", False, "InvalidSpec",
                                                   str(exc)[:1000], now=now,
@@ -241,9 +247,7 @@ class Reconciler:
             return
         items = self._plan(evaluation, body, selection)
         recent = self._recent_for((namespace, name), body["metadata"].get("uid", ""))
-        world = await self._observe(evaluation, recent)
-        kept = {r.item_id: r for r in world["results"]}
-        views = observe(items, world["jobs"], world["pods"], world["events"], kept)
+        views, kept = await self._views(evaluation, items, recent)
         decision = decide(evaluation, views, now, self.settings, recent.busy)
         self._act((namespace, name), body, evaluation, agent, selection.by_id, views, decision,
                   recent)
@@ -251,9 +255,7 @@ class Reconciler:
         if wait > 0:  # the status and metrics of a busy Evaluation: once a second at most
             self.kick_later((namespace, name), wait)
             return
-        world = await self._observe(evaluation, recent)  # with the Jobs just created
-        kept = {r.item_id: r for r in world["results"]}
-        views = observe(items, world["jobs"], world["pods"], world["events"], kept)
+        views, kept = await self._views(evaluation, items, recent)  # with the new Jobs
         results = [kept[i.id] for i in items if i.id in kept]
         conditions = conditions_for(old, views, decision, _iso(now), generation)
         status = build_status(evaluation, agent_label(evaluation), views, results, conditions,
@@ -266,8 +268,16 @@ class Reconciler:
             await self._agent_busy((namespace, name), (agent.namespace, agent.name),
                                    status["items"]["running"] + status["items"]["pending"])
 
-    def _parse(self, body: Obj) -> Evaluation:
-        """The Evaluation, checked against its CRD's schema once per spec generation."""
+    async def _views(self, evaluation: Evaluation, items: list[WorkItem], recent: Recent
+                     ) -> tuple[list[ItemView], dict[str, RunResult]]:
+        """Each item as observed now, and the kept results by item id."""
+        world = await self._observe(evaluation, recent)
+        kept = {r.item_id: r for r in world["results"]}
+        return observe(items, world["jobs"], world["pods"], world["events"], kept), kept
+
+    def _parse(self, body: Obj) -> Any:
+        """An Evaluation or AgentUnderTest, checked against its CRD's schema (and CEL rules)
+        once per uid and spec generation, not on every pass."""
         meta = body["metadata"]
         key = (meta.get("uid"), meta.get("generation"))
         if key not in self._parsed:
@@ -303,12 +313,11 @@ class Reconciler:
             raise Unusable("AgentNotFound", f"AgentUnderTest {ref!r} does not exist in "
                                             f"namespace {evaluation.namespace}")
         try:
-            agent = parse_resource(body)
+            agent = self._parse(body)
         except ManifestError as exc:
             raise Unusable("InvalidAgent", str(exc)) from exc
-        if agent.spec.service:
-            raise Unusable("AgentModeUnsupported", "agents in service mode are not run by "
-                           "this operator yet; give an endpoint or a sidecar")
+        if agent_mode(agent) == "service":
+            raise Unusable("AgentModeUnsupported", SERVICE_MODE_UNSUPPORTED)
         return agent
 
     async def _dataset(self, evaluation: Evaluation) -> dataset.Selection:
@@ -566,6 +575,7 @@ RECONCILER: Reconciler | None = None
 _METRICS: Metrics | None = None  # one per process: a registry refuses the same metric twice
 TIMER_SECONDS = float(os.environ.get("PROCTOR_RECONCILE_SECONDS", "10"))
 CHORES_AT_ONCE = 8
+"""Items whose harvest, retry or clean-up may call the API server at once."""
 PASS_SECONDS = 0.1
 """Least time from the start of one pass of an Evaluation to the start of the next."""
 STATUS_SECONDS = 1.0
