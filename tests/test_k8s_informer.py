@@ -86,6 +86,17 @@ def test_added_modified_and_deleted_objects() -> None:
     assert informer.resource_version == "7"
 
 
+def test_each_change_is_told_with_its_kind_after_the_cache_has_it() -> None:
+    told: list[tuple[str, str, list[str]]] = []
+    informer = Informer("test", no_list, no_watch, by_label, on_change=lambda kind, o: told.append(
+        (kind, o["metadata"]["name"], names(informer, "g1"))))
+    informer.apply([{"type": "ADDED", "object": obj("a", rv=2)},
+                    {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "3"}}},
+                    {"type": "MODIFIED", "object": obj("a", rv=4)},
+                    {"type": "DELETED", "object": obj("a", rv=5)}])
+    assert told == [("ADDED", "a", ["a"]), ("MODIFIED", "a", ["a"]), ("DELETED", "a", [])]
+
+
 def test_a_modified_object_never_seen_is_added() -> None:
     informer = bare()
     informer.apply([{"type": "MODIFIED", "object": obj("a")}])

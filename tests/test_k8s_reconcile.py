@@ -76,7 +76,20 @@ def test_running_jobs_use_up_the_slots():
 
 def test_suspend_starts_nothing():
     views = observe(ITEMS, [], [], [], {})
-    assert decide(evaluation(suspend=True), views, NOW).start == []
+    decision = decide(evaluation(suspend=True), views, NOW)
+    assert decision.start == [] and decision.ahead == []
+
+
+def test_the_items_next_in_line_are_made_ready_ahead():
+    # Two slots: one running, one free. Next in line: as many as maxConcurrentRows.
+    jobs = [job(ITEMS[0])]
+    views = observe(ITEMS, jobs, [pod_for(jobs[0], "Running")], [], {})
+    decision = decide(evaluation(), views, NOW)
+    assert decision.start == [ITEMS[1]]
+    assert decision.ahead == [ITEMS[2], ITEMS[3]]
+    # An item starting its next attempt is neither started again nor in line.
+    decision = decide(evaluation(maxConcurrentRows=3), views, NOW, busy={ITEMS[2].id})
+    assert decision.start == [ITEMS[1]] and decision.ahead == [ITEMS[3], ITEMS[4]]
 
 
 def test_kept_results_are_done_and_their_jobs_cleaned_up():

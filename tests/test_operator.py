@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import collections
 import json
-import socket
+import statistics
 import threading
 import time
 import urllib.request
@@ -24,6 +24,8 @@ from kopf.testing import KopfRunner
 from prometheus_client import start_http_server
 from prometheus_client.parser import text_string_to_metric_families
 
+import proctor.k8s.operator as operator_module
+from ports import free_port
 from proctor import demo
 from proctor.agents.answers import TaskRequest
 from proctor.agents.kinds import Tasks, solver_for
@@ -63,12 +65,6 @@ def agent() -> Iterator[CountingAgent]:
     counting = CountingAgent("mixed")
     yield counting
     counting.server.stop()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @contextmanager
@@ -149,17 +145,24 @@ def test_demo_evaluation_end_to_end(test_cluster, k8s_namespace, kube_client, ag
     api = Api(kube_client, k8s_namespace)
     agent_body, eval_body = manifests(k8s_namespace, agent.url)
     api.apply(agent_body, eval_body)
-    metrics_port, probe_port = free_port(), free_port()
-    start_http_server(metrics_port)
+    metrics, _ = start_http_server(0, addr="127.0.0.1")
+    metrics_port, probe_port = metrics.server_port, free_port()
     active: list[int] = []
     busy: list[int] = []
+    ahead: list[int] = []
 
     def agent_in_flight() -> int:
         status = api.custom.get_namespaced_custom_object(
             *GROUP, k8s_namespace, "agentundertests", agent_body["metadata"]["name"]).get(
             "status") or {}
         busy.append(status.get("tasksInFlight", 0))
-        return api.active_jobs()
+        # Task data made before its Job: task ConfigMaps beyond the Jobs created so far.
+        created = len(test_cluster.calls("POST", f"/namespaces/{k8s_namespace}/jobs"))
+        tasks = len(api.core.list_namespaced_config_map(
+            k8s_namespace, label_selector="app.kubernetes.io/component=task").items)
+        running = api.active_jobs()
+        ahead.append((tasks - created, running))
+        return running
 
     with operator(test_cluster, k8s_namespace, probe_port):
         body = wait_succeeded(test_cluster, api, watch=active, sample=agent_in_flight)
@@ -169,6 +172,9 @@ def test_demo_evaluation_end_to_end(test_cluster, k8s_namespace, kube_client, ag
     status = body["status"]
     assert status["items"]["done"] == status["items"]["total"] == TASKS
     assert max(active) <= 2, "more Jobs ran at once than maxConcurrentRows"
+    # While both slots are taken, the next two items in line (as many as
+    # maxConcurrentRows) have their task data ready for when a slot frees up.
+    assert statistics.mode(d for d, running in ahead if running == 2) == 2, ahead
     # The AgentUnderTest says how it is reached, that it is usable, and had tasks in
     # flight while the Evaluation ran (none once it is done).
     assert max(busy) > 0, "the agent's status never showed a task in flight"
@@ -253,6 +259,17 @@ def test_suspend_starts_nothing_until_resumed(test_cluster, k8s_namespace, kube_
         api.custom.patch_namespaced_custom_object(*GROUP, k8s_namespace, "evaluations", "demo",
                                                   {"spec": {"suspend": False}})
         body = wait_succeeded(test_cluster, api)
+        # The operator keeps one parsed spec and one plan per object, the latest
+        # generation's, and lets go of them when the object is deleted.
+        reconciler = operator_module.RECONCILER
+        uids = {body["metadata"]["uid"], api.custom.get_namespaced_custom_object(
+            *GROUP, k8s_namespace, "agentundertests", "mixed")["metadata"]["uid"]}
+        assert set(reconciler._parsed) == uids and len(reconciler._plans) == 1
+        api.custom.delete_namespaced_custom_object(*GROUP, k8s_namespace, "evaluations", "demo")
+        api.custom.delete_namespaced_custom_object(*GROUP, k8s_namespace, "agentundertests",
+                                                   "mixed")
+        test_cluster.wait_for(lambda: not reconciler._parsed and not reconciler._plans, 30,
+                              message="the deleted objects' specs and plans are still kept")
     assert body["status"]["items"]["done"] == 3
 
 

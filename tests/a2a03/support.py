@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
+
+from ports import free_port
 
 HERE = Path(__file__).resolve().parent
 REQUIREMENTS = ("a2a-sdk[http-server]>=0.3,<0.4", "uvicorn")
@@ -48,12 +49,6 @@ def ensure_venv(root: Path) -> Path:
     if not (version and version.startswith("0.3")):
         raise RuntimeError(f"the venv in {root} has a2a-sdk {version}, not 0.3")
     return python
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_until_up(url: str, proc: subprocess.Popen, limit_s: float = 30) -> None:

@@ -42,6 +42,12 @@ def _json(response: Any) -> Any:
     return json.loads(response.data)
 
 
+def _drain(response: Any) -> None:
+    """Read an answer that is not needed, so that its connection goes back to the pool."""
+    response.read()
+    response.release_conn()
+
+
 def _watch(list_method: Any, namespace: str, since: str, timeout_s: int,
            **selectors: str) -> WatchStream:
     """A watch from `since` (with bookmarks), ended by the server after `timeout_s`."""
@@ -105,6 +111,16 @@ class Kube:
         return _watch(self.core.list_namespaced_pod, namespace, since, timeout_s,
                       label_selector=selector(labels))
 
+    def list_jobs(self, namespace: str, labels: Mapping[str, str]) -> Obj:
+        """The Jobs (a list object, like ``list_pods``)."""
+        return _json(self.batch.list_namespaced_job(
+            namespace, label_selector=selector(labels), _preload_content=False))
+
+    def watch_jobs(self, namespace: str, labels: Mapping[str, str], since: str,
+                   timeout_s: int) -> WatchStream:
+        return _watch(self.batch.list_namespaced_job, namespace, since, timeout_s,
+                      label_selector=selector(labels))
+
     def list_events(self, namespace: str, fields: Mapping[str, str]) -> Obj:
         """The events (a list object, like ``list_pods``)."""
         return _json(self.core.list_namespaced_event(
@@ -131,10 +147,12 @@ class Kube:
         """Create a ConfigMap or Job; False if it was already there (409)."""
         namespace = obj["metadata"]["namespace"]
         try:
+            # The answer is not read into the client's models: nothing uses it.
             if obj["kind"] == "ConfigMap":
-                self.core.create_namespaced_config_map(namespace, obj)
+                _drain(self.core.create_namespaced_config_map(namespace, obj,
+                                                              _preload_content=False))
             elif obj["kind"] == "Job":
-                self.batch.create_namespaced_job(namespace, obj)
+                _drain(self.batch.create_namespaced_job(namespace, obj, _preload_content=False))
             else:
                 raise ValueError(f"cannot create a {obj['kind']}")
         except ApiException as exc:
@@ -157,8 +175,9 @@ class Kube:
 
     def delete_job(self, namespace: str, name: str) -> None:
         try:
-            self.batch.delete_namespaced_job(name, namespace,
-                                             propagation_policy="Background")
+            _drain(self.batch.delete_namespaced_job(name, namespace,
+                                                    propagation_policy="Background",
+                                                    _preload_content=False))
         except ApiException as exc:
             if exc.status != 404:
                 raise

@@ -1,12 +1,13 @@
 """A cache of one kind of object in one namespace, kept current by a list and a watch.
 
-The operator reads the items' pods and the Warning events of their namespace on every
-pass. kopf's indexes would keep them too, but kopf handles each event with its whole
-handler machinery (diff-base, progress storage, a logger per object), about a
-millisecond an event, and a Job's pod alone changes some fourteen times. These objects
-are only read, never handled, so a plain list and watch keeps them for a small part of
-that cost (`benchmarks/operator_sim.py`). The Jobs, whose changes start a pass, and the
-kept results stay with kopf.
+The operator reads the items' Jobs, their pods and the Warning events of their namespace
+on every pass. kopf's indexes would keep them too, but kopf handles each event with its
+whole handler machinery (diff-base, progress storage, a logger per object, a batching
+window of 0.1 s per object), about a millisecond an event, and a Job and its pod change
+some twenty times between them. These objects are only read, never handled, so a plain
+list and watch keeps them for a small part of that cost and tells the operator at once
+(`on_change`) that a Job ended (`benchmarks/operator_sim.py`). The kept results, one
+event per item, stay with kopf.
 
 One thread per informer follows the watch; a pass reads a snapshot with `get`.
 """
@@ -36,15 +37,16 @@ class Informer:
     """Objects grouped by ``group_of`` (objects it maps to None are not kept).
 
     ``lister()`` answers a list (``items`` and ``metadata.resourceVersion``);
-    ``watcher(resource_version, timeout_s)`` opens a watch from there; ``on_change(obj)``,
-    if given, is called from the watch thread with each object added, changed or deleted.
+    ``watcher(resource_version, timeout_s)`` opens a watch from there;
+    ``on_change(kind, obj)``, if given, is called from the watch thread with each object
+    added, changed or deleted (``kind``: ADDED, MODIFIED or DELETED).
     """
 
     def __init__(self, name: str, lister: Callable[[], Mapping[str, Any]],
                  watcher: Callable[[str, int], Stream],
                  group_of: Callable[[Mapping[str, Any]], Hashable | None], *,
                  timeout_s: int = 300, retry_s: float = 1.0,
-                 on_change: Callable[[Mapping[str, Any]], None] | None = None):
+                 on_change: Callable[[str, Mapping[str, Any]], None] | None = None):
         self.name = name
         self._lister, self._watcher, self._group_of = lister, watcher, group_of
         self._on_change = on_change
@@ -133,7 +135,7 @@ class Informer:
                 if meta.get("resourceVersion"):
                     self.resource_version = meta["resourceVersion"]
             if self._on_change is not None and kind in ("ADDED", "MODIFIED", "DELETED"):
-                self._on_change(obj)
+                self._on_change(kind, obj)
 
 
 def _drop(groups: dict[Hashable, dict[str, Obj]], names: dict[str, Hashable],

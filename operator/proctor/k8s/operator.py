@@ -1,11 +1,12 @@
 """The kopf operator: thin handlers around one level-based reconcile per Evaluation.
 
-Every trigger (the Evaluation seen or changed, a timer, an event of one of its Jobs, one
+Every trigger (the Evaluation seen or changed, a timer, a change of one of its Jobs, one
 of its pods ending) only *kicks* `Reconciler.reconcile` for that Evaluation; a kick
 during a pass makes one more pass after it (at least `PASS_SECONDS` after the last
 began), never two at once. A pass reads the world from caches that watches keep current
-(kopf's indexes of Evaluations, AgentUnderTests, Jobs and kept results; `Informer`s of
-the pods and Warning events), asks the pure `proctor.k8s.reconcile.decide` what to do,
+(kopf's indexes of Evaluations, AgentUnderTests and kept results; `Informer`s of the
+Jobs, pods and Warning events, which change too often for kopf's per-event handling),
+asks the pure `proctor.k8s.reconcile.decide` what to do,
 and sets it going: each item's API calls (create its Job, read its logs and keep its
 result, retry it, delete its Job) run beside the passes, and `Recent` makes what was
 just written count before the watches show it. The status, rebuilt from what was
@@ -25,7 +26,7 @@ import contextvars
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -53,6 +54,7 @@ from proctor.k8s.manifests import (
     patch_configmap,
     task_configmap,
 )
+from proctor.k8s.podstatus import job_finished
 from proctor.k8s.recent import Recent
 from proctor.k8s.reconcile import (
     Decision,
@@ -103,14 +105,16 @@ class Reconciler:
         self._running: dict[Key, asyncio.Task] = {}
         self._dirty: set[Key] = set()
         self._datasets: dict[tuple, dataset.Selection] = {}
-        self._plans: dict[tuple, list[WorkItem]] = {}
-        self._parsed: dict[tuple, Evaluation] = {}
+        self._plans: dict[str, tuple[tuple, list[WorkItem]]] = {}
+        """Per Evaluation uid, its items, planned for its latest spec generation."""
+        self._parsed: dict[str, tuple[int | None, Any]] = {}
+        """Per Evaluation or AgentUnderTest uid, its latest spec generation, parsed."""
         self.indexes: Mapping[str, Any] | None = None
-        """kopf's live indexes of Jobs and kept results (see below)."""
+        """kopf's live indexes of Evaluations, AgentUnderTests and kept results (below)."""
         self.kopf_context = contextvars.copy_context()
         """The context kopf runs handlers in (set by the first handler; see `_attach`)."""
         self._informers: dict[Key, Informer] = {}
-        """Per namespace, caches of the items' pods and of Warning events."""
+        """Per namespace, caches of the items' Jobs and pods and of Warning events."""
         self._started: dict[Key, asyncio.Future] = {}
         self._evaluations: dict[Key, Key] = {}
         """(namespace, Evaluation label) of the children -> (namespace, name) to reconcile."""
@@ -156,8 +160,14 @@ class Reconciler:
         while self._running or self._work:
             await asyncio.gather(*self._running.values(), *self._work, return_exceptions=True)
 
-    async def forget(self, key: Key) -> None:
+    def forget_object(self, uid: str) -> None:
+        """An Evaluation or AgentUnderTest is gone: so are its parsed spec and plan."""
+        self._parsed.pop(uid, None)
+        self._plans.pop(uid, None)
+
+    async def forget(self, key: Key, uid: str) -> None:
         """The Evaluation is gone (its agent has its tasks no more)."""
+        self.forget_object(uid)
         for memo in (self._recent, self._status_at, self._written, self._began):
             memo.pop(key, None)
         for agent, busy in list(self._in_flight.items()):
@@ -279,10 +289,11 @@ class Reconciler:
         """An Evaluation or AgentUnderTest, checked against its CRD's schema (and CEL rules)
         once per uid and spec generation, not on every pass."""
         meta = body["metadata"]
-        key = (meta.get("uid"), meta.get("generation"))
-        if key not in self._parsed:
-            self._parsed[key] = parse_resource(body)
-        return self._parsed[key]
+        uid, generation = meta.get("uid", ""), meta.get("generation")
+        known = self._parsed.get(uid)
+        if known is None or known[0] != generation:
+            known = self._parsed[uid] = (generation, parse_resource(body))
+        return known[1]
 
     def _latest(self, index: str, key: Key) -> Obj | None:
         """The object as kopf's watch last delivered it (an index of one per key)."""
@@ -294,15 +305,16 @@ class Reconciler:
               ) -> list[WorkItem]:
         """The items (pure `plan`), computed once per spec generation and dataset."""
         meta = body["metadata"]
-        key = (meta.get("uid"), meta.get("generation"), selection.fingerprint)
-        if key not in self._plans:
+        uid, key = meta.get("uid", ""), (meta.get("generation"), selection.fingerprint)
+        known = self._plans.get(uid)
+        if known is None or known[0] != key:
             spec = evaluation.spec
-            self._plans[key] = plan(PlanInputs(
+            known = self._plans[uid] = (key, plan(PlanInputs(
                 dataset=spec.dataset.name,
                 revision=spec.dataset.revision or selection.fingerprint,
                 agent=agent_label(evaluation), repeats=spec.repeats,
-                include_hints=spec.dataset.include_hints), selection.instances)
-        return self._plans[key]
+                include_hints=spec.dataset.include_hints), selection.instances))
+        return known[1]
 
     async def _agent(self, evaluation: Evaluation) -> AgentUnderTest | None:
         if evaluation.spec.predictions.source != "agent":
@@ -340,9 +352,10 @@ class Reconciler:
         assert self.indexes is not None, "passes are kicked by handlers, which attach them"
         key = (evaluation.namespace, owner_labels(evaluation)[LABEL_EVALUATION])
         self._evaluations[key] = (evaluation.namespace, evaluation.name)
+        jobs = await self._informer(evaluation.namespace, "jobs")
         pods = await self._informer(evaluation.namespace, "pods")
         events = await self._informer(evaluation.namespace, "events")
-        return {"jobs": recent.with_jobs(self.indexes["proctor_jobs"].get(key) or ()),
+        return {"jobs": recent.with_jobs(jobs.get(key)),
                 "results": recent.with_results(self.indexes["proctor_results"].get(key) or ()),
                 "pods": pods.get(key), "events": events.get(evaluation.namespace)}
 
@@ -360,13 +373,18 @@ class Reconciler:
         return self._informers[key]
 
     def _new_informer(self, namespace: str, kind: str) -> Informer:
+        loop = asyncio.get_running_loop()
+        labels = {MANAGED_BY: "proctor"}
+        if kind == "jobs":
+            return Informer(f"Jobs of {namespace}", partial(self.kube.list_jobs, namespace, labels),
+                            partial(self.kube.watch_jobs, namespace, labels), _owner_key,
+                            on_change=lambda change, job: loop.call_soon_threadsafe(
+                                self._job_changed, change, job))
         if kind == "pods":
-            labels = {MANAGED_BY: "proctor"}
-            loop = asyncio.get_running_loop()
             return Informer(f"pods of {namespace}", partial(self.kube.list_pods, namespace, labels),
                             partial(self.kube.watch_pods, namespace, labels), _owner_key,
-                            on_change=lambda pod: loop.call_soon_threadsafe(self._pod_changed,
-                                                                            pod))
+                            on_change=lambda change, pod: loop.call_soon_threadsafe(
+                                self._pod_changed, pod))
         fields = {"type": "Warning"}
         return Informer(f"Warning events of {namespace}",
                         partial(self.kube.list_events, namespace, fields),
@@ -374,9 +392,24 @@ class Reconciler:
                         lambda event: namespace if (event.get("involvedObject") or {}).get(
                             "kind") in ("Job", "Pod") else None)
 
+    def _job_changed(self, change: str, job: Obj) -> None:
+        """A Job that ended or went away frees its slot: a pass now. Other changes (it
+        started, its pod got ready) only move the status's counts: a pass within a second,
+        however many come."""
+        # The owner reference names the Evaluation exactly (the label is a label-safe form).
+        meta = job.get("metadata") or {}
+        owners = [o["name"] for o in meta.get("ownerReferences") or []
+                  if o.get("kind") == "Evaluation"]
+        if not owners:
+            return
+        key = (meta.get("namespace"), owners[0])
+        if change == "DELETED" or job_finished(job):
+            self.kick(key)
+        else:
+            self.kick_later(key, STATUS_SECONDS)
+
     def _pod_changed(self, pod: Obj) -> None:
-        """A pod that ended frees its slot: a pass now, not when kopf relays its Job's end
-        (kopf's handling of each Job event makes that the slower news)."""
+        """A pod that ended has a result to read: a pass now (its Job's end comes later)."""
         if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             key = self._evaluations.get(_owner_key(pod))
             if key is not None:
@@ -419,6 +452,37 @@ class Reconciler:
         for item_id, steps in work.items():
             if item_id not in recent.busy:
                 self._in_background(key, recent, item_id, steps, urgent=item_id in starting)
+        for item in decision.ahead:
+            instance = instances[item.instance_id]
+            if instance.instance_id not in recent.tasks | recent.preparing:
+                self._prepare(body, evaluation, instance, recent)
+
+    def _prepare(self, body: Obj, evaluation: Evaluation, instance: Instance,
+                 recent: Recent) -> None:
+        """Make an instance's task ConfigMap before a slot frees up for it, as a chore: a
+        failure only leaves the work to its Job's creation."""
+        task = task_configmap(evaluation, instance, {})
+        kopf.adopt(task, owner=body)
+        recent.preparing.add(instance.instance_id)
+
+        async def run() -> None:
+            try:
+                async with self._chores:
+                    await asyncio.to_thread(self.kube.create, task)
+                recent.tasks.add(instance.instance_id)
+            except Exception:
+                log.debug("Making the task data of %s ahead failed", instance.instance_id,
+                          exc_info=True)
+            finally:
+                recent.preparing.discard(instance.instance_id)
+
+        self._spawn(run())
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run `work` beside the passes (`idle` waits for it)."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._work.add(task)
+        task.add_done_callback(self._work.discard)
 
     def _in_background(self, key: Key, recent: Recent, item_id: str,
                        steps: list[Callable[[], Awaitable[None]]], urgent: bool) -> None:
@@ -441,9 +505,7 @@ class Reconciler:
                 recent.busy.discard(item_id)
             self.kick(key)
 
-        task = asyncio.get_running_loop().create_task(run())
-        self._work.add(task)
-        task.add_done_callback(self._work.discard)
+        self._spawn(run())
 
     async def _delete(self, evaluation: Evaluation, job: Obj, recent: Recent) -> None:
         await asyncio.to_thread(self.kube.delete_job, evaluation.namespace,
@@ -535,9 +597,9 @@ class Reconciler:
 
         async def create() -> None:
             try:
-                if task["metadata"]["name"] not in recent.tasks:  # repeats share it
+                if instance.instance_id not in recent.tasks:  # made ahead, or by a repeat
                     await asyncio.to_thread(self.kube.create, task)
-                    recent.tasks.add(task["metadata"]["name"])
+                    recent.tasks.add(instance.instance_id)
                 if await asyncio.to_thread(self.kube.create, job):
                     log.info("Created Job %s item=%s", job["metadata"]["name"], item.key)
             except Exception:
@@ -644,11 +706,6 @@ def proctor_agents(namespace: str, name: str, body: Mapping[str, Any], **_: Any
     return {(namespace, name): dict(body)}
 
 
-@kopf.index("batch", "v1", "jobs", labels={MANAGED_BY: "proctor"})
-def proctor_jobs(body: Mapping[str, Any], **_: Any) -> dict[Key, Obj]:
-    return {_owner_key(body): dict(body)}
-
-
 @kopf.index("", "v1", "configmaps", labels={COMPONENT: RESULT_KIND})
 def proctor_results(body: Mapping[str, Any], **_: Any) -> dict[Key, RunResult] | None:
     result = read_result(body)  # only the result: the logs stay on the server
@@ -660,7 +717,7 @@ def _attach(kwargs: Mapping[str, Any]) -> Reconciler | None:
     if RECONCILER is not None and RECONCILER.indexes is None:
         RECONCILER.kopf_context = contextvars.copy_context()
         RECONCILER.indexes = {name: kwargs[name] for name in (
-            "proctor_evaluations", "proctor_agents", "proctor_jobs", "proctor_results")}
+            "proctor_evaluations", "proctor_agents", "proctor_results")}
     return RECONCILER
 
 
@@ -673,7 +730,7 @@ async def _evaluation_event(event: Mapping[str, Any], body: Mapping[str, Any],
     if event.get("type") == "DELETED":
         status = body.get("status") or {}
         reconciler.metrics.forget(key[0], key[1], status.get("agent", ""))
-        await reconciler.forget(key)
+        await reconciler.forget(key, meta.get("uid", ""))
         return
     # Only spec changes (or first sight) call for a pass: our own status writes do not.
     if event.get("type") in (None, "ADDED") or \
@@ -685,25 +742,19 @@ async def _evaluation_event(event: Mapping[str, Any], body: Mapping[str, Any],
 async def _agent_event(event: Mapping[str, Any], namespace: str, name: str,
                        body: Mapping[str, Any], **kwargs: Any) -> None:
     reconciler = _attach(kwargs)
+    if reconciler is None:
+        return
+    if event.get("type") == "DELETED":
+        reconciler.forget_object(body.get("metadata", {}).get("uid", ""))
+        return
     # First sight or a spec change; the status writes of its own come back here too, and
     # find nothing to change.
-    if reconciler is not None and event.get("type") != "DELETED":
-        await reconciler.write_agent_status(namespace, name)
+    await reconciler.write_agent_status(namespace, name)
 
 
 @kopf.timer("proctor.dev", "v1alpha1", "evaluations", interval=TIMER_SECONDS)
 async def _timer(namespace: str, name: str, **kwargs: Any) -> None:
     _attach(kwargs).kick((namespace, name))
-
-
-@kopf.on.event("batch", "v1", "jobs", labels={MANAGED_BY: "proctor"})
-async def _job_event(namespace: str, meta: Mapping[str, Any], **kwargs: Any) -> None:
-    # The owner reference names the Evaluation exactly (the label is a label-safe form).
-    owners = [o["name"] for o in meta.get("ownerReferences") or []
-              if o.get("kind") == "Evaluation"]
-    reconciler = _attach(kwargs)
-    if owners and reconciler:
-        reconciler.kick((namespace, owners[0]))
 
 
 @kopf.on.probe(id="reconciling")

@@ -32,7 +32,10 @@ class Recent:
     deleted: dict[str, float] = field(default_factory=dict)
     """Deleted Jobs by name (each attempt of an item has a name of its own)."""
     tasks: set[str] = field(default_factory=set)
-    """Task ConfigMaps known to exist (content-addressed, never changed)."""
+    """Instances whose task ConfigMap is known to exist (its content comes from the
+    Evaluation's immutable spec, so one per instance for the Evaluation's life)."""
+    preparing: set[str] = field(default_factory=set)
+    """Instances whose task ConfigMap is being made ahead of their Jobs."""
     busy: set[str] = field(default_factory=set)
     """Items whose harvest, retry or clean-up is under way."""
 

@@ -1,0 +1,21 @@
+"""A free TCP port on loopback for a server a test starts."""
+
+from __future__ import annotations
+
+import random
+import socket
+
+# Outside Linux's ephemeral range (32768-60999): a port from that range can be taken by
+# an outgoing connection between this check and the server's bind.
+LOW, HIGH = 20000, 32767
+
+
+def free_port() -> int:
+    for port in random.sample(range(LOW, HIGH), 200):
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port between {LOW} and {HIGH}")
