@@ -11,7 +11,9 @@ how long a freed slot waits for its next Job, the status size, the operator's pe
 the wall time and where the CPU went. Job times come from the test cluster's store as it
 changes. For reference, a bare watch client in a process of its own (`--watch-probe`)
 records when it is told that each Job ended: the part of the wait that is the test
-cluster's own delivery, which no operator can avoid.
+cluster's own delivery, which no operator can avoid. Last, the CPU time per Job and the
+ceiling it puts on utilisation: a run that uses up the cores shows the machine's limit,
+not the operator's; `--scale 10` (Jobs ten times longer) shows the operator's own.
 
     python benchmarks/operator_sim.py [--repeats 4] [--rows 50] [--scale 100]
 """
@@ -99,7 +101,7 @@ def main() -> None:
                                "--namespace", NAMESPACE, "-m", "proctor.k8s.operator"],
                               env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
-            run(cluster, store, evaluation, args, op, told)
+            total, life = run(cluster, store, evaluation, args, op, told)
         finally:
             alive = op.poll() is None
             peak = rss_kib(op.pid) if alive else 0
@@ -109,8 +111,22 @@ def main() -> None:
             op.wait(timeout=30)
         harness = os.times()
         print(f"operator peak RSS: {peak / 1024:.0f} MiB")
+        cluster_cpu = harness.user + harness.system
         print(f"CPU time: operator {op_cpu:.0f} s, test cluster (API server, kubelet, pods) "
-              f"{harness.user + harness.system:.0f} s, on {os.cpu_count()} cores")
+              f"{cluster_cpu:.0f} s, on {os.cpu_count()} cores")
+        print(ceiling(op_cpu / total, cluster_cpu / total, life, args.rows))
+
+
+def ceiling(operator_s: float, cluster_s: float, life_s: float, rows: int) -> str:
+    """What the CPU time per Job allows: the Jobs per second these cores can run, and the
+    utilisation that rate gives Jobs of this life. The test cluster is one Python process,
+    so it runs on one core at most; so does the operator."""
+    cores = os.cpu_count() or 1
+    rate = min(cores / (operator_s + cluster_s), 1 / cluster_s, 1 / operator_s)
+    return (f"CPU per Job: operator {1000 * operator_s:.0f} ms, test cluster "
+            f"{1000 * cluster_s:.0f} ms: at most {rate:.0f} Jobs/s here, so about "
+            f"{min(rate * life_s, rows):.0f} running at once on average, utilisation at most "
+            f"about {min(1.0, rate * life_s / rows):.2f} for Jobs that live {life_s:.2f} s")
 
 
 def watch_probe(out: Path) -> None:
@@ -132,7 +148,9 @@ def watch_probe(out: Path) -> None:
                 out.write_text(json.dumps(seen))
 
 
-def run(cluster, store, evaluation, args, op, told: Path) -> None:
+def run(cluster, store, evaluation, args, op, told: Path) -> tuple[int, float]:
+    """Run the Evaluation to the end and print what it showed; answers the number of
+    items and the Jobs' mean life."""
     evaluations = store.resource("proctor.dev", "v1alpha1", "evaluations")
     created_at: dict[str, float] = {}
     ended_at: dict[str, float] = {}
@@ -188,6 +206,7 @@ def run(cluster, store, evaluation, args, op, told: Path) -> None:
               f"{1000 * _quantile(delivery, 0.9):.0f} ms")
     print(f"status size: {len(json.dumps(body['status']).encode()) / 1024:.1f} KiB "
           f"(limit: 256 KiB)")
+    return total, statistics.mean(lives)
 
 
 def utilisation(created: list[float], ended: list[float], rows: int, total: int
