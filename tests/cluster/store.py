@@ -415,7 +415,13 @@ class Store:
 
         if rt.custom:
             return admission.admit_custom(rt, obj, old)
-        obj = admission.default_builtin(rt, obj, old)
+        try:
+            obj = admission.default_builtin(rt, obj, old)
+        except (AttributeError, TypeError) as exc:
+            # A field of the wrong type: the apiserver cannot decode the body into its
+            # kind's struct and answers 400 before any defaulting or validation.
+            raise ApiError.bad_request(f"the body of the {rt.kind} does not decode: a field "
+                                       f"has the wrong type ({exc})") from exc
         if not internal:
             admission.validate_builtin(rt, obj, old)
         return obj
