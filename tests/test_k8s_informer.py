@@ -294,6 +294,15 @@ def test_a_410_lists_again_and_watches_from_the_new_list(started: list[Informer]
     assert names(informer, "g1") == ["b", "c"]  # "a" and "x" went while it was not watched
 
 
+def test_a_server_that_keeps_answering_410_is_not_listed_in_a_tight_loop(
+        started: list[Informer]) -> None:
+    gone = {"type": "ERROR", "object": {"code": 410, "message": "too old"}}
+    api = FakeApi([listing(5)], [FakeStream([gone]) for _ in range(1000)])
+    start(api, started, retry_s=0.2)
+    time.sleep(0.5)
+    assert 2 <= api.list_calls <= 4  # a list every retry_s, not a thousand
+
+
 def test_a_failed_relist_is_tried_again(started: list[Informer]) -> None:
     gone = {"type": "ERROR", "object": {"code": 410}}
     api = FakeApi([listing(5), OSError("refused"), OSError("refused"), listing(9, obj("a"))],

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, Protocol
 
@@ -57,6 +58,7 @@ class Informer:
         self.resource_version = ""
         self._stopped = threading.Event()
         self._stream: Stream | None = None
+        self._expired_at = float("-inf")
         self._thread: threading.Thread | None = None
 
     # --- the operator's side --------------------------------------------------------------
@@ -101,6 +103,11 @@ class Informer:
                     return
                 self.apply(self._stream)
             except Expired:
+                if time.monotonic() - self._expired_at < self.retry_s:
+                    # Two in a row: a server that keeps answering 410 must not make this
+                    # thread list it in a tight loop.
+                    self._stopped.wait(self.retry_s)
+                self._expired_at = time.monotonic()
                 self._relist_soon()
             except Exception:
                 if self._stopped.is_set():
