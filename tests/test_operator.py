@@ -149,7 +149,7 @@ def test_demo_evaluation_end_to_end(test_cluster, k8s_namespace, kube_client, ag
     metrics_port, probe_port = metrics.server_port, free_port()
     active: list[int] = []
     busy: list[int] = []
-    ahead: list[int] = []
+    ahead: list[tuple[int, int]] = []  # (task ConfigMaps not yet used, Jobs running)
 
     def agent_in_flight() -> int:
         status = api.custom.get_namespaced_custom_object(
@@ -169,6 +169,7 @@ def test_demo_evaluation_end_to_end(test_cluster, k8s_namespace, kube_client, ag
         health = urllib.request.urlopen(f"http://127.0.0.1:{probe_port}/healthz", timeout=5)
         assert health.status == 200
         samples = scrape(metrics_port)
+    metrics.shutdown()
     status = body["status"]
     assert status["items"]["done"] == status["items"]["total"] == TASKS
     assert max(active) <= 2, "more Jobs ran at once than maxConcurrentRows"

@@ -6,12 +6,11 @@ during a pass makes one more pass after it (at least `PASS_SECONDS` after the la
 began), never two at once. A pass reads the world from caches that watches keep current
 (kopf's indexes of Evaluations, AgentUnderTests and kept results; `Informer`s of the
 Jobs, pods and Warning events, which change too often for kopf's per-event handling),
-asks the pure `proctor.k8s.reconcile.decide` what to do,
-and sets it going: each item's API calls (create its Job, read its logs and keep its
-result, retry it, delete its Job) run beside the passes, and `Recent` makes what was
-just written count before the watches show it. The status, rebuilt from what was
-observed, is written at most every `STATUS_SECONDS`. See `proctor.k8s.reconcile` for
-the rules.
+asks the pure `proctor.k8s.reconcile.decide` what to do, and sets it going: each item's
+API calls (create its Job, read its logs and keep its result, retry it, delete its Job)
+run beside the passes, and `Recent` makes what was just written count before the
+watches show it. The status, rebuilt from what was observed, is written at most every
+`STATUS_SECONDS`. See `proctor.k8s.reconcile` for the rules.
 
 Run it with `proctor operator` (in the chart's Deployment) or `kopf run -m
 proctor.k8s.operator`.
