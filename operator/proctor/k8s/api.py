@@ -77,10 +77,17 @@ class WatchStream:
 class Kube:
     """Reads and writes what the operator needs, nothing more."""
 
-    def __init__(self, api_client: client.ApiClient | None = None):
-        self.core = client.CoreV1Api(api_client)
-        self.batch = client.BatchV1Api(api_client)
-        self.custom = client.CustomObjectsApi(api_client)
+    def __init__(self, api_client: client.ApiClient | None = None, connections: int = 40):
+        """`connections`: the pool's size, at least the threads that call at once plus the
+        watches (the client's default, five per core, would open and drop connections)."""
+        if api_client is None:
+            configuration = client.Configuration.get_default_copy()
+            configuration.connection_pool_maxsize = connections
+            api_client = client.ApiClient(configuration)
+        self.client = api_client  # one connection pool for every kind
+        self.core = client.CoreV1Api(self.client)
+        self.batch = client.BatchV1Api(self.client)
+        self.custom = client.CustomObjectsApi(self.client)
 
     def get_custom(self, plural: str, namespace: str, name: str) -> Obj | None:
         try:
@@ -140,8 +147,9 @@ class Kube:
     def _send(self, method: str, path: str, body: Obj) -> None:
         """One write with a plain JSON body, its answer unread. The client's typed methods
         turn a body into the client's models and back (pydantic), the larger part of the
-        operator's CPU per write; the server checks the object anyway."""
-        api = self.core.api_client
+        operator's CPU per write; the server checks the object anyway. (The chart's RBAC
+        test reads the method and the path of each call: keep both literal.)"""
+        api = self.client
         request = api.param_serialize(
             method=method, resource_path=path, body=body, auth_settings=["BearerToken"],
             header_params={"Content-Type": "application/json", "Accept": "application/json"})
@@ -153,12 +161,13 @@ class Kube:
     def create(self, obj: Obj) -> bool:
         """Create a ConfigMap or Job; False if it was already there (409)."""
         namespace = obj["metadata"]["namespace"]
-        where = {"ConfigMap": f"/api/v1/namespaces/{namespace}/configmaps",
-                 "Job": f"/apis/batch/v1/namespaces/{namespace}/jobs"}
-        if obj["kind"] not in where:
-            raise ValueError(f"cannot create a {obj['kind']}")
         try:
-            self._send("POST", where[obj["kind"]], obj)
+            if obj["kind"] == "ConfigMap":
+                self._send("POST", f"/api/v1/namespaces/{namespace}/configmaps", obj)
+            elif obj["kind"] == "Job":
+                self._send("POST", f"/apis/batch/v1/namespaces/{namespace}/jobs", obj)
+            else:
+                raise ValueError(f"cannot create a {obj['kind']}")
         except ApiException as exc:
             if exc.status != 409:
                 raise

@@ -453,9 +453,8 @@ class Reconciler:
             if item_id not in recent.busy:
                 self._in_background(key, recent, item_id, steps, urgent=item_id in starting)
         for item in decision.ahead:
-            instance = instances[item.instance_id]
-            if instance.instance_id not in recent.tasks | recent.preparing:
-                self._prepare(body, evaluation, instance, recent)
+            if item.instance_id not in recent.tasks and item.instance_id not in recent.preparing:
+                self._prepare(body, evaluation, instances[item.instance_id], recent)
 
     def _prepare(self, body: Obj, evaluation: Evaluation, instance: Instance,
                  recent: Recent) -> None:
@@ -636,6 +635,8 @@ def _same(old: Obj, new: Obj) -> bool:
 RECONCILER: Reconciler | None = None
 _METRICS: Metrics | None = None  # one per process: a registry refuses the same metric twice
 TIMER_SECONDS = float(os.environ.get("PROCTOR_RECONCILE_SECONDS", "10"))
+API_THREADS = 32
+"""Threads that call the API server at once (each holds a connection while it does)."""
 CHORES_AT_ONCE = 8
 """Items whose harvest, retry or clean-up may call the API server at once."""
 PASS_SECONDS = 0.1
@@ -678,10 +679,12 @@ async def _startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
     # API calls run in threads; the default pool (cores + 4) is too small to overlap them.
     asyncio.get_running_loop().set_default_executor(
-        concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="proctor-api"))
+        concurrent.futures.ThreadPoolExecutor(max_workers=API_THREADS,
+                                              thread_name_prefix="proctor-api"))
     _METRICS = _METRICS or Metrics()
+    kube = Kube(connections=API_THREADS + 8)  # and the informers' watches (3 a namespace)
     RECONCILER = Reconciler(
-        Kube(), _METRICS, Settings(image_pull_timeout_s=float(
+        kube, _METRICS, Settings(image_pull_timeout_s=float(
             os.environ.get("PROCTOR_IMAGE_PULL_TIMEOUT_SECONDS", "600"))),
         runner_image=os.environ.get("PROCTOR_RUNNER_IMAGE") or None)
 
