@@ -15,6 +15,7 @@ from proctor.k8s import manifests as m
 from proctor.k8s.podstatus import (
     Phase,
     item_state,
+    pod_ended,
     pods_of,
     read_compact_result,
     seconds_since,
@@ -77,6 +78,16 @@ def test_every_real_object_is_read_by_some_test() -> None:
 
 
 # --- Real Jobs -----------------------------------------------------------------------------
+
+
+def test_a_pod_has_ended_once_it_succeeded_failed_or_was_evicted() -> None:
+    ended = {"pod-succeeded-tekton-init-completed-with-termination-message_blog.yaml": True,
+             "pod-evicted-emptydir-sizelimit_aiops-e2e-report_k8s1.26.yaml": True,
+             "pod-pending-imagepullbackoff_aiops-e2e-report_k8s1.26.yaml": False,
+             "pod-native-sidecar-running_k9s.json": False}
+    assert {name: pod_ended(real(name)) for name in ended} == ended
+    assert pod_ended(OOM_POD)  # OOM-killed, Failed
+    assert not pod_ended({"metadata": {"name": "just-made"}})
 
 
 def test_deadline_exceeded_is_infra_whatever_the_pod_shows() -> None:

@@ -54,7 +54,7 @@ from proctor.k8s.manifests import (
     patch_configmap,
     task_configmap,
 )
-from proctor.k8s.podstatus import job_finished
+from proctor.k8s.podstatus import job_finished, pod_ended
 from proctor.k8s.recent import Recent
 from proctor.k8s.reconcile import (
     Decision,
@@ -383,8 +383,8 @@ class Reconciler:
         if kind == "pods":
             return Informer(f"pods of {namespace}", partial(self.kube.list_pods, namespace, labels),
                             partial(self.kube.watch_pods, namespace, labels), _owner_key,
-                            on_change=lambda change, pod: loop.call_soon_threadsafe(
-                                self._pod_changed, pod))
+                            on_change=lambda change, pod: pod_ended(pod) and
+                            loop.call_soon_threadsafe(self._kick_for_pod, pod))
         fields = {"type": "Warning"}
         return Informer(f"Warning events of {namespace}",
                         partial(self.kube.list_events, namespace, fields),
@@ -408,12 +408,12 @@ class Reconciler:
         else:
             self.kick_later(key, STATUS_SECONDS)
 
-    def _pod_changed(self, pod: Obj) -> None:
-        """A pod that ended has a result to read: a pass now (its Job's end comes later)."""
-        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-            key = self._evaluations.get(_owner_key(pod))
-            if key is not None:
-                self.kick(key)
+    def _kick_for_pod(self, pod: Obj) -> None:
+        """A pod that ended has a result to read: a pass now (its Job's end comes later).
+        The pod's other changes wake nobody: a pass reads them from the cache."""
+        key = self._evaluations.get(_owner_key(pod))
+        if key is not None:
+            self.kick(key)
 
     def close(self) -> None:
         """Stop following the watches (shutdown)."""

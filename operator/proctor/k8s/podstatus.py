@@ -143,6 +143,11 @@ def job_finished(job: Obj) -> bool:
     return "Complete" in conditions or "Failed" in conditions
 
 
+def pod_ended(pod: Obj) -> bool:
+    """Whether the pod has ended (Succeeded or Failed): its containers are all down."""
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
 class PodsByJob:
     """Pods indexed by the Job that made them, once for many Jobs: by the Job's uid (owner
     reference, ``controller-uid`` labels), else by its name (``job-name`` labels).
