@@ -485,10 +485,12 @@ class Reconciler:
 
     def _in_background(self, key: Key, recent: Recent, item_id: str,
                        steps: list[Callable[[], Awaitable[None]]], urgent: bool) -> None:
-        """Run one item's steps in order; a pass follows when they are done. A failure is
+        """Run one item's steps in order; a pass follows when they are done, unless they
+        only started a Job (`urgent`): that Job counted from the pass that chose it, so no
+        decision changes, and its watch event brings the status's next write. A failure is
         left for a later pass (the timer's) to try again. Only `CHORES_AT_ONCE` items that
-        are not `urgent` (starting a Job) call the API server at once: a wave of finished
-        Jobs to harvest must not queue up in front of the Jobs that refill their slots."""
+        are not `urgent` call the API server at once: a wave of finished Jobs to harvest
+        must not queue up in front of the Jobs that refill their slots."""
         recent.busy.add(item_id)
 
         async def run() -> None:
@@ -502,7 +504,8 @@ class Reconciler:
                 return
             finally:
                 recent.busy.discard(item_id)
-            self.kick(key)
+            if not urgent:
+                self.kick(key)
 
         self._spawn(run())
 
