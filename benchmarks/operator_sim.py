@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from cluster.emulator import running_cluster  # noqa: E402
 from cluster.faults import Simulation  # noqa: E402
+from proctor.k8s.podstatus import job_finished  # noqa: E402
 
 NAMESPACE = "bench"
 
@@ -143,7 +144,7 @@ def watch_probe(out: Path) -> None:
         for line in filter(None, iter_resp_lines(response)):
             job = json.loads(line)["object"]
             since = job["metadata"]["resourceVersion"]
-            if _ended(job) and job["metadata"]["name"] not in seen:
+            if job_finished(job) and job["metadata"]["name"] not in seen:
                 seen[job["metadata"]["name"]] = time.monotonic()
                 out.write_text(json.dumps(seen))
 
@@ -162,7 +163,7 @@ def run(cluster, store, evaluation, args, op, told: Path) -> tuple[int, float]:
             return
         now = time.monotonic()
         created_at.setdefault(meta["name"], now)
-        if _ended(obj) or kind == "DELETED":
+        if job_finished(obj) or kind == "DELETED":
             ended_at.setdefault(meta["name"], now)
 
     store.listen(note)
@@ -236,9 +237,6 @@ def _quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def _ended(job: dict) -> bool:
-    return any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
-               for c in (job.get("status") or {}).get("conditions") or [])
 
 
 if __name__ == "__main__":

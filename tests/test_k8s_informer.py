@@ -517,24 +517,35 @@ def test_stop_ends_an_idle_watch_promptly(kube: Kube, k8s_namespace: str,
     assert time.monotonic() - began < 2
 
 
-def test_a_watch_that_ends_is_reopened_without_losing_changes(
-        test_cluster: Cluster, kube: Kube, k8s_namespace: str,
-        started: list[Informer]) -> None:
-    ns, core, store = k8s_namespace, kube.core, test_cluster.store
-    events_rt = store.resource("", "v1", "events")
+def two_warnings_and_a_watcher(kube: Kube, ns: str, calls: list[str],
+                               between: Callable[[], None]) -> Callable[[str, int], Any]:
+    """Warning events w1 and w2 about pod p, and a watcher of them that records where
+    each watch starts and calls ``between`` before the second one."""
     for name in ("w1", "w2"):
-        core.create_namespaced_event(ns, event(ns, name, "p"))
-    calls: list[str] = []
+        kube.core.create_namespaced_event(ns, event(ns, name, "p"))
 
     def watcher(since: str, timeout_s: int) -> Any:
         calls.append(since)
         if len(calls) == 2:
-            # Between two watches: changes no open watch sees, only a resumed one.
-            store.create(events_rt, ns, event(ns, "w3", "p"))
-            store.patch(events_rt, ns, "w1", {"message": "changed"})
-            store.delete(events_rt, ns, "w2")
+            between()
         return kube.watch_events(ns, WARNINGS, since, timeout_s)
+    return watcher
 
+
+def test_a_watch_that_ends_is_reopened_without_losing_changes(
+        test_cluster: Cluster, kube: Kube, k8s_namespace: str,
+        started: list[Informer]) -> None:
+    ns, store = k8s_namespace, test_cluster.store
+    events_rt = store.resource("", "v1", "events")
+    calls: list[str] = []
+
+    def between() -> None:
+        # Between two watches: changes no open watch sees, only a resumed one.
+        store.create(events_rt, ns, event(ns, "w3", "p"))
+        store.patch(events_rt, ns, "w1", {"message": "changed"})
+        store.delete(events_rt, ns, "w2")
+
+    watcher = two_warnings_and_a_watcher(kube, ns, calls, between)
     informer = warnings_informer(kube, ns, started, watcher=watcher, timeout_s=1)
     listed_at = informer.resource_version
     eventually(lambda: len(calls) >= 2, timeout=4, what="the second watch")
@@ -550,8 +561,6 @@ def test_a_too_old_resource_version_lists_again(
         started: list[Informer]) -> None:
     ns, core, store = k8s_namespace, kube.core, test_cluster.store
     events_rt = store.resource("", "v1", "events")
-    for name in ("w1", "w2"):
-        core.create_namespaced_event(ns, event(ns, name, "p"))
     calls: list[str] = []
     lists: list[str] = []
 
@@ -560,17 +569,15 @@ def test_a_too_old_resource_version_lists_again(
         lists.append(listed["metadata"]["resourceVersion"])
         return listed
 
-    def watcher(since: str, timeout_s: int) -> Any:
-        calls.append(since)
-        if len(calls) == 2:
-            # Changes while no watch is open, and the server's history trimmed past them:
-            # resuming from `since` is no longer possible (410 Expired).
-            store.create(events_rt, ns, event(ns, "w3", "p"))
-            store.delete(events_rt, ns, "w2")
-            with store.lock:
-                store._log.clear()
-        return kube.watch_events(ns, WARNINGS, since, timeout_s)
+    def between() -> None:
+        # Changes while no watch is open, and the server's history trimmed past them:
+        # resuming from `since` is no longer possible (410 Expired).
+        store.create(events_rt, ns, event(ns, "w3", "p"))
+        store.delete(events_rt, ns, "w2")
+        with store.lock:
+            store._log.clear()
 
+    watcher = two_warnings_and_a_watcher(kube, ns, calls, between)
     informer = warnings_informer(kube, ns, started, watcher=watcher, lister=lister,
                                  timeout_s=1)
     assert event_names(informer, "p") == {"w1", "w2"}

@@ -253,14 +253,6 @@ class Store:
                      if namespace is None or ns == namespace]
         return sorted(found, key=lambda o: int(o["metadata"]["resourceVersion"]))
 
-    def scan(self, plural: str, group: str, namespace: str | None,
-             read: Callable[[Obj], Any]) -> list[Any]:
-        """``read`` of every stored object of a kind, without copying them (a benchmark's
-        sampler): ``read`` must not keep or change what it is given."""
-        with self.lock:
-            return [read(o) for (ns, _), o in self._objects[(group, plural)].items()
-                    if namespace is None or ns == namespace]
-
     @property
     def resource_version(self) -> int:
         with self.lock:

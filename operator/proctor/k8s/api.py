@@ -42,6 +42,11 @@ def _json(response: Any) -> Any:
     return json.loads(response.data)
 
 
+def _list(list_method: Any, namespace: str, **selectors: str) -> Obj:
+    """A list object (``items`` and ``metadata.resourceVersion``), as plain JSON."""
+    return _json(list_method(namespace, _preload_content=False, **selectors))
+
+
 def _watch(list_method: Any, namespace: str, since: str, timeout_s: int,
            **selectors: str) -> WatchStream:
     """A watch from `since` (with bookmarks), ended by the server after `timeout_s`."""
@@ -103,9 +108,7 @@ class Kube:
             GROUP, VERSION, namespace, plural, name, {"status": status})
 
     def list_pods(self, namespace: str, labels: Mapping[str, str]) -> Obj:
-        """The pods (a list object: ``items`` and ``metadata.resourceVersion``)."""
-        return _json(self.core.list_namespaced_pod(
-            namespace, label_selector=selector(labels), _preload_content=False))
+        return _list(self.core.list_namespaced_pod, namespace, label_selector=selector(labels))
 
     def watch_pods(self, namespace: str, labels: Mapping[str, str], since: str,
                    timeout_s: int) -> WatchStream:
@@ -113,9 +116,7 @@ class Kube:
                       label_selector=selector(labels))
 
     def list_jobs(self, namespace: str, labels: Mapping[str, str]) -> Obj:
-        """The Jobs (a list object, like ``list_pods``)."""
-        return _json(self.batch.list_namespaced_job(
-            namespace, label_selector=selector(labels), _preload_content=False))
+        return _list(self.batch.list_namespaced_job, namespace, label_selector=selector(labels))
 
     def watch_jobs(self, namespace: str, labels: Mapping[str, str], since: str,
                    timeout_s: int) -> WatchStream:
@@ -123,9 +124,7 @@ class Kube:
                       label_selector=selector(labels))
 
     def list_events(self, namespace: str, fields: Mapping[str, str]) -> Obj:
-        """The events (a list object, like ``list_pods``)."""
-        return _json(self.core.list_namespaced_event(
-            namespace, field_selector=selector(fields), _preload_content=False))
+        return _list(self.core.list_namespaced_event, namespace, field_selector=selector(fields))
 
     def watch_events(self, namespace: str, fields: Mapping[str, str], since: str,
                      timeout_s: int) -> WatchStream:
@@ -133,8 +132,8 @@ class Kube:
                       field_selector=selector(fields))
 
     def list_configmaps(self, namespace: str, labels: Mapping[str, str]) -> list[Obj]:
-        return _json(self.core.list_namespaced_config_map(
-            namespace, label_selector=selector(labels), _preload_content=False))["items"]
+        return _list(self.core.list_namespaced_config_map, namespace,
+                     label_selector=selector(labels))["items"]
 
     def pod_log(self, namespace: str, pod: str, container: str) -> str:
         try:
@@ -149,11 +148,10 @@ class Kube:
         turn a body into the client's models and back (pydantic), the larger part of the
         operator's CPU per write; the server checks the object anyway. (The chart's RBAC
         test reads the method and the path of each call: keep both literal.)"""
-        api = self.client
-        request = api.param_serialize(
+        request = self.client.param_serialize(
             method=method, resource_path=path, body=body, auth_settings=["BearerToken"],
             header_params={"Content-Type": "application/json", "Accept": "application/json"})
-        response = api.call_api(*request)
+        response = self.client.call_api(*request)
         response.read()
         if not 200 <= response.status <= 299:
             raise ApiException.from_response(http_resp=response, body=None, data=None)

@@ -360,7 +360,8 @@ class Reconciler:
                 "pods": pods.get(key), "events": events.get(evaluation.namespace)}
 
     async def _informer(self, namespace: str, kind: str) -> Informer:
-        """The namespace's cache of the items' pods or of Warning events, started once."""
+        """The namespace's cache of the items' Jobs or pods or of Warning events, started
+        once."""
         key = (namespace, kind)
         if key not in self._informers:
             self._informers[key] = informer = self._new_informer(namespace, kind)
@@ -396,13 +397,9 @@ class Reconciler:
         """A Job that ended or went away frees its slot: a pass now. Other changes (it
         started, its pod got ready) only move the status's counts: a pass within a second,
         however many come."""
-        # The owner reference names the Evaluation exactly (the label is a label-safe form).
-        meta = job.get("metadata") or {}
-        owners = [o["name"] for o in meta.get("ownerReferences") or []
-                  if o.get("kind") == "Evaluation"]
-        if not owners:
+        key = self._evaluations.get(_owner_key(job))
+        if key is None:
             return
-        key = (meta.get("namespace"), owners[0])
         if change == "DELETED" or job_finished(job):
             self.kick(key)
         else:
@@ -460,15 +457,13 @@ class Reconciler:
                  recent: Recent) -> None:
         """Make an instance's task ConfigMap before a slot frees up for it, as a chore: a
         failure only leaves the work to its Job's creation."""
-        task = task_configmap(evaluation, instance, {})
-        kopf.adopt(task, owner=body)
+        task = _task(body, evaluation, instance)
         recent.preparing.add(instance.instance_id)
 
         async def run() -> None:
             try:
                 async with self._chores:
-                    await asyncio.to_thread(self.kube.create, task)
-                recent.tasks.add(instance.instance_id)
+                    await self._make_task(task, instance, recent)
             except Exception:
                 log.debug("Making the task data of %s ahead failed", instance.instance_id,
                           exc_info=True)
@@ -588,8 +583,7 @@ class Reconciler:
                kept_cm: Obj | None = None, attempt: int = 0) -> Callable[[], Awaitable[None]]:
         """Count the item's Job as created now (so no pass gives its slot away), and return
         the API calls that create it (its task ConfigMap first)."""
-        task = task_configmap(evaluation, instance, {})
-        kopf.adopt(task, owner=body)
+        task = _task(body, evaluation, instance)
         job = desired_job(evaluation, agent, item, instance, task, runner_version=__version__,
                           runner_image_default=self.runner_image,
                           preferred_node=nodes.get(instance.instance_id), kept_patch=kept_cm,
@@ -600,14 +594,19 @@ class Reconciler:
         async def create() -> None:
             try:
                 if instance.instance_id not in recent.tasks:  # made ahead, or by a repeat
-                    await asyncio.to_thread(self.kube.create, task)
-                    recent.tasks.add(instance.instance_id)
+                    await self._make_task(task, instance, recent)
                 if await asyncio.to_thread(self.kube.create, job):
                     log.info("Created Job %s item=%s", job["metadata"]["name"], item.key)
             except Exception:
                 recent.uncreated(job)  # a later pass tries again
                 raise
         return create
+
+    async def _make_task(self, task: Obj, instance: Instance, recent: Recent) -> None:
+        """Create an instance's task ConfigMap (named by its content: a 409 means it is
+        there already) and remember that it exists."""
+        await asyncio.to_thread(self.kube.create, task)
+        recent.tasks.add(instance.instance_id)
 
     async def _write_status(self, key: Key, body: Obj, status: Obj) -> None:
         self._status_at[key] = time.monotonic()
@@ -617,6 +616,13 @@ class Reconciler:
         await asyncio.to_thread(self.kube.patch_status, "evaluations", meta["namespace"],
                                 meta["name"], status)
         self._written[key] = status
+
+
+def _task(body: Obj, evaluation: Evaluation, instance: Instance) -> Obj:
+    """The instance's task ConfigMap, owned by the Evaluation."""
+    task = task_configmap(evaluation, instance, {})
+    kopf.adopt(task, owner=body)
+    return task
 
 
 def _solve_started(view: ItemView) -> bool:
