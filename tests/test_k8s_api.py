@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from proctor.k8s.api import Kube, NameTaken
+from proctor.k8s.api import Kube, NameTaken, lines
 from proctor.k8s.manifests import LABEL_ITEM
 
 pytest_plugins = ["cluster.fixtures"]
@@ -80,3 +80,23 @@ def test_delete_job_lets_its_pods_go_in_the_background(kube: Kube, k8s_namespace
     kube.delete_job(k8s_namespace, "ev-1")  # already gone: harmless
     assert [code for *_, code in test_cluster.calls(
         "DELETE", f"/namespaces/{k8s_namespace}/jobs/ev-1")] == [200, 404]
+
+
+def test_lines_splits_a_stream_whose_chunks_cut_lines_anywhere() -> None:
+    chunks = [b'{"a":', b"1}\n", b"\n", b'{"b":2}\n{"c"', b":3}\n{", b"", b'"d":4}']
+    assert list(lines(chunks)) == [b'{"a":1}', b'{"b":2}', b'{"c":3}', b'{"d":4}']
+    assert list(lines([b"\n\n"])) == []
+
+
+def test_a_watch_delivers_large_and_non_ascii_objects_whole(kube: Kube, k8s_namespace: str
+                                                            ) -> None:
+    since = kube.list_jobs(k8s_namespace, {})["metadata"]["resourceVersion"]
+    big = job(k8s_namespace, "ev-big", "item-big")
+    note = "Überprüfung ✓ " * 8000  # ~130 KiB, UTF-8 both ways
+    big["metadata"]["annotations"] = {"note": note}
+    stream = kube.watch_jobs(k8s_namespace, {}, since, 10)
+    kube.create(big)
+    seen = next(e["object"] for e in stream if e["type"] == "ADDED")
+    stream.close()
+    assert seen["metadata"]["name"] == "ev-big"
+    assert seen["metadata"]["annotations"]["note"] == note

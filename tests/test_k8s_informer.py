@@ -78,8 +78,10 @@ def test_added_modified_and_deleted_objects() -> None:
     assert [o for o in informer.get("g1") if o["metadata"]["name"] == "a"] == [changed]
     assert informer.resource_version == "5"
 
+    version = informer.version
     informer.apply([{"type": "DELETED", "object": obj("b", rv=6)},
                     {"type": "DELETED", "object": obj("c", "g2", rv=7)}])
+    assert informer.version == version + 2  # what memos of the cache key on
     assert names(informer, "g1") == ["a"]
     assert informer.get("g2") == []
     assert "g2" not in informer._groups  # an emptied group is dropped, not kept empty
@@ -143,9 +145,11 @@ def test_objects_without_a_group_are_not_kept() -> None:
 def test_a_bookmark_only_moves_the_resource_version() -> None:
     informer = bare()
     informer.apply([{"type": "ADDED", "object": obj("a", rv=3)}])
+    version = informer.version
     informer.apply([{"type": "BOOKMARK",
                      "object": {"kind": "Pod", "metadata": {"resourceVersion": "42"}}}])
     assert informer.resource_version == "42"
+    assert informer.version == version  # the cache holds what it held
     assert informer._groups == {"g1": {"a": obj("a", rv=3)}}
 
 

@@ -14,6 +14,7 @@ from conftest import SHARED_DATA
 from proctor.k8s import manifests as m
 from proctor.k8s.podstatus import (
     Phase,
+    StateMemo,
     item_state,
     pod_ended,
     pods_of,
@@ -181,6 +182,30 @@ def test_err_image_pull_is_dated_by_its_first_failure_event() -> None:
     assert item_state(job_named("j", **ACTIVE), [pod]).since == "2023-07-11T05:34:44Z"
     now = datetime(2023, 7, 11, 5, 44, 46, tzinfo=UTC)
     assert seconds_since(state.since, now) == 600.0
+
+
+def test_the_state_memo_reads_again_only_when_the_job_its_pods_or_the_events_change(
+        ) -> None:
+    pod = copy.deepcopy(real_items("podlist-errimagepull-pending_troubleshoot.json")[0])
+    events = real_items("eventlist-imagepull-oomjob-backofflimit_troubleshoot.json")
+    job = job_named("j", uid="u1", **ACTIVE)
+    job["metadata"]["resourceVersion"], pod["metadata"]["resourceVersion"] = "7", "8"
+    memo = StateMemo()
+    first = memo.state(job, [pod], [], events_version=1)
+    assert first == item_state(job, [pod]) and first.since == "2023-07-11T05:34:44Z"
+    assert memo.state(job, [pod], events, events_version=1) is first  # same versions
+    with_events = memo.state(job, [pod], events, events_version=2)
+    assert with_events.since == "2023-07-11T05:34:46Z"  # the events were read
+    running = copy.deepcopy(pod)
+    running["metadata"]["resourceVersion"] = "9"
+    running["status"]["phase"] = "Failed"
+    cached = memo.state(job, [running], events, 2)
+    assert cached.phase == Phase.FAILED
+    memo.prune()  # read since the last prune: kept
+    assert memo.state(job, [running], events, 2) is cached
+    memo.prune()  # read just now: kept
+    memo.prune()  # not read since: forgotten
+    assert memo.state(job, [running], events, 2) is not cached
 
 
 def test_failed_create_from_pod_security_is_pending_and_not_retryable() -> None:

@@ -227,10 +227,13 @@ def default_builtin(rt: ResourceType, obj: Obj, old: Obj | None) -> Obj:
 
 
 @functools.cache
-def _builtin_validator(api_version: str, kind: str) -> Any:
+def _builtin_validator(api_version: str, kind: str) -> tuple[Any, Any] | None:
     """kubernetes-validate's schema for a kind, loaded once (its `validate` reads and
-    decodes the whole definitions file on every call: the harness's hottest spot)."""
+    decodes the whole definitions file on every call), as two validators of the same
+    schema: jsonschema_rs (compiled, fifty times faster) answers whether an object is
+    valid; jsonschema words the error, the way kubernetes-validate does, when it is not."""
     import jsonschema
+    import jsonschema_rs
     from kubernetes_validate import utils
     from referencing import Registry, Resource
 
@@ -244,15 +247,19 @@ def _builtin_validator(api_version: str, kind: str) -> Any:
         return None  # not a kind it knows
     definitions = utils.schema_contents(f"{folder}/_definitions.json", version)
     registry = Resource.from_contents(definitions) @ (Resource.from_contents(schema) @ Registry())
-    return jsonschema.validators.Draft202012Validator(schema, registry=registry)
+    fast = jsonschema_rs.Draft202012Validator(schema, registry=jsonschema_rs.Registry(
+        [(definitions["$id"], definitions)]))
+    return fast, jsonschema.validators.Draft202012Validator(schema, registry=registry)
 
 
 def _schema_causes(obj: Obj) -> list[tuple[str, str]]:
     """What the kind's OpenAPI schema (Kubernetes KUBERNETES_VERSION) says is wrong."""
     import jsonschema
 
-    validator = _builtin_validator(obj.get("apiVersion", ""), obj.get("kind", ""))
-    error = jsonschema.exceptions.best_match(validator.iter_errors(obj)) if validator else None
+    validators = _builtin_validator(obj.get("apiVersion", ""), obj.get("kind", ""))
+    if validators is None or validators[0].is_valid(obj):
+        return []
+    error = jsonschema.exceptions.best_match(validators[1].iter_errors(obj))
     if error is None:
         return []
     path = ".".join(str(p) for p in error.absolute_path)

@@ -29,6 +29,7 @@ from typing import Any
 import aiohttp.web
 import attrs
 import kmock
+import orjson
 import yaml
 from aiohttp.web_request import BaseRequest
 
@@ -72,8 +73,15 @@ def parse_route(path: str) -> Route | None:
 
 
 def _json(body: Any, status: int = 200) -> aiohttp.web.Response:
-    return aiohttp.web.Response(text=json.dumps(body), status=status,
+    return aiohttp.web.Response(body=orjson.dumps(body), status=status,
                                 content_type="application/json")
+
+
+def _line(event: Any) -> bytes:
+    """One watch event as its line of the stream. orjson: a test cluster in one process
+    encodes every object it serves; the standard library's encoder took a fifth of its CPU
+    in the operator's benchmark."""
+    return orjson.dumps(event, option=orjson.OPT_APPEND_NEWLINE)
 
 
 @attrs.define(kw_only=True)
@@ -216,7 +224,9 @@ class ClusterEmulator(kmock.KubernetesScaffold):
                    query: Mapping[str, str]) -> aiohttp.web.Response:
         if rt.key != ("", "pods"):
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        pod = self.store.get(rt, ns, name)
+        pod = self.store.peek(rt, ns, name)  # only read
+        if pod is None:
+            raise ApiError.not_found(rt.group, rt.plural, name)
         spec = pod.get("spec") or {}
         mains = [c["name"] for c in spec.get("containers") or []]
         inits = [c["name"] for c in spec.get("initContainers") or []]
@@ -269,8 +279,7 @@ class ClusterEmulator(kmock.KubernetesScaffold):
                 raise
             # A watch too old opens, then ends with an ERROR event, as in Kubernetes.
             await response.prepare(raw)
-            await response.write(json.dumps({"type": "ERROR", "object": exc.status()}).encode()
-                                 + b"\n")
+            await response.write(_line({"type": "ERROR", "object": exc.status()}))
             await response.write_eof()
             return response
         self._closing.append(lambda: send(None))
@@ -281,7 +290,7 @@ class ClusterEmulator(kmock.KubernetesScaffold):
             self._log_call(raw, response.status)  # a watch is logged once it is open
             raw[_LOGGED] = True
             for event in first:
-                await response.write(json.dumps(event).encode() + b"\n")
+                await response.write(_line(event))
             while True:
                 left = None if deadline is None else deadline - loop.time()
                 if left is not None and left <= 0:
@@ -292,7 +301,7 @@ class ClusterEmulator(kmock.KubernetesScaffold):
                     break
                 if event is None:
                     break
-                await response.write(json.dumps(event).encode() + b"\n")
+                await response.write(_line(event))
             await response.write_eof()
         except (ConnectionResetError, asyncio.CancelledError):
             pass

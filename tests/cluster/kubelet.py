@@ -288,7 +288,7 @@ class Kubelet:
             return None
 
     def _sync_job(self, ns: str, name: str) -> None:
-        job = self.store.find(self.jobs_rt, ns, name)
+        job = self.store.peek(self.jobs_rt, ns, name)
         if job is None or job["metadata"].get("deletionTimestamp"):
             return
         uid = job["metadata"]["uid"]
@@ -317,7 +317,7 @@ class Kubelet:
             if run.final_at is not None and time.monotonic() >= run.final_at:
                 self._finish_job(job, run)
             return
-        pods = [p for p in (self.store.find(self.pods_rt, ns, n) for n in run.pods) if p]
+        pods = [p for p in (self.store.peek(self.pods_rt, ns, n) for n in run.pods) if p]
         if run.deadline_at is not None and time.monotonic() >= run.deadline_at:
             self._deadline(job, run, pods)
             return
@@ -336,7 +336,7 @@ class Kubelet:
             return
         if not live:
             self._create_pod(job, run)
-            pods = [p for p in (self.store.find(self.pods_rt, ns, n) for n in run.pods) if p]
+            pods = [p for p in (self.store.peek(self.pods_rt, ns, n) for n in run.pods) if p]
             live = [p for p in pods if p["status"].get("phase") not in ("Succeeded", "Failed")]
         self._write_counts(ns, name, live, pods, failed_count)
 
@@ -514,7 +514,7 @@ class Kubelet:
         return labels_ok and fields_ok
 
     def _schedule(self, ns: str, name: str) -> None:
-        pod = self.store.find(self.pods_rt, ns, name)
+        pod = self.store.peek(self.pods_rt, ns, name)
         if pod is None or pod["spec"].get("nodeName") or pod["metadata"].get("deletionTimestamp"):
             self._unscheduled.pop((ns, name), None)
             return

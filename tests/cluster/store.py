@@ -31,6 +31,7 @@ import json
 import random
 import re
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -60,9 +61,17 @@ CONFIGMAP_MAX = 1024 * 1024
 ANNOTATIONS_MAX = 256 * 1024
 
 
+_STAMP = (0, "")
+
+
 def now() -> str:
-    """An API timestamp, to the second, as the apiserver writes them."""
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """An API timestamp, to the second, as the apiserver writes them (formatted once a
+    second: the cluster's controllers stamp a few hundred changes a second at scale)."""
+    global _STAMP
+    second = int(time.time())
+    if _STAMP[0] != second:
+        _STAMP = (second, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second)))
+    return _STAMP[1]
 
 
 def now_micro() -> str:
@@ -532,7 +541,7 @@ class Store:
         elif rt.has_status:
             new.pop("status", None)
             if "status" in old:
-                new["status"] = clone(old["status"])
+                new["status"] = old["status"]  # shared, as above
         return new
 
     # --- Deleting ---------------------------------------------------------------------------
@@ -621,8 +630,8 @@ class Store:
         if obj is None:
             return
         self._rv += 1
-        gone = clone(obj)
-        gone["metadata"]["resourceVersion"] = str(self._rv)
+        # Shares all but its metadata with the stored object, which nothing changes.
+        gone = {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(self._rv)}}
         self._index_owners(rt.key, None, obj)
         uid = obj["metadata"]["uid"]
         self._uids.pop(uid, None)

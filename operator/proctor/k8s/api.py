@@ -8,13 +8,12 @@ operator runs them in threads.
 from __future__ import annotations
 
 import contextlib
-import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+import orjson
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
-from kubernetes.watch.watch import iter_resp_lines
 
 from proctor.k8s.manifests import LABEL_ITEM
 
@@ -39,7 +38,7 @@ def selector(labels: Mapping[str, str]) -> str:
 
 
 def _json(response: Any) -> Any:
-    return json.loads(response.data)
+    return orjson.loads(response.data)
 
 
 def _list(list_method: Any, namespace: str, **selectors: str) -> Obj:
@@ -57,6 +56,20 @@ def _watch(list_method: Any, namespace: str, since: str, timeout_s: int,
         **selectors))
 
 
+def lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """The non-empty lines of a stream of chunks, which may end or begin mid-line."""
+    pending: list[bytes] = []
+    for chunk in chunks:
+        *complete, last = chunk.split(b"\n")
+        if complete:
+            complete[0] = b"".join([*pending, complete[0]])
+            pending = []
+            yield from filter(None, complete)
+        pending.append(last)
+    if tail := b"".join(pending):
+        yield tail
+
+
 class WatchStream:
     """The events of one watch request, as plain dicts ({"type", "object"}), until the server
     ends it; `close` ends it from another thread."""
@@ -65,10 +78,11 @@ class WatchStream:
         self._response = response
 
     def __iter__(self) -> Iterator[Obj]:
+        # orjson, from the bytes: the operator decodes every change of every Job and pod it
+        # follows, some twenty per item, which took a seventh of its CPU with `json`.
         try:
-            for line in iter_resp_lines(self._response):
-                if line:
-                    yield json.loads(line)
+            for line in lines(self._response.stream(amt=None, decode_content=False)):
+                yield orjson.loads(line)
         finally:
             self._response.release_conn()
 

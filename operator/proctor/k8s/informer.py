@@ -56,6 +56,8 @@ class Informer:
         self._groups: dict[Hashable, dict[str, Obj]] = {}
         self._group_by_name: dict[str, Hashable] = {}
         self.resource_version = ""
+        self.version = 0
+        """Moves with every change the cache takes in (memos of what it holds key on it)."""
         self._stopped = threading.Event()
         self._stream: Stream | None = None
         self._expired_at = float("-inf")
@@ -93,6 +95,7 @@ class Informer:
         with self._lock:
             self._groups, self._group_by_name = groups, names
             self.resource_version = listed["metadata"]["resourceVersion"]
+            self.version += 1
 
     def _follow(self) -> None:
         while not self._stopped.is_set():
@@ -137,8 +140,10 @@ class Informer:
             with self._lock:
                 if kind in ("ADDED", "MODIFIED"):
                     _put(self._groups, self._group_by_name, self._group_of(obj), obj)
+                    self.version += 1
                 elif kind == "DELETED":
                     _drop(self._groups, self._group_by_name, meta.get("name"))
+                    self.version += 1
                 if meta.get("resourceVersion"):
                     self.resource_version = meta["resourceVersion"]
             if self._on_change is not None and kind in ("ADDED", "MODIFIED", "DELETED"):

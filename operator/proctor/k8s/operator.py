@@ -54,7 +54,7 @@ from proctor.k8s.manifests import (
     patch_configmap,
     task_configmap,
 )
-from proctor.k8s.podstatus import job_finished, pod_ended
+from proctor.k8s.podstatus import StateMemo, job_finished, pod_ended
 from proctor.k8s.recent import Recent
 from proctor.k8s.reconcile import (
     Decision,
@@ -118,6 +118,8 @@ class Reconciler:
         self._started: dict[Key, asyncio.Future] = {}
         self._evaluations: dict[Key, Key] = {}
         """(namespace, Evaluation label) of the children -> (namespace, name) to reconcile."""
+        self._states: dict[Key, StateMemo] = {}
+        """Per Evaluation, its items' states as last read (see `_views`)."""
         self._recent: dict[Key, tuple[str, Recent]] = {}
         """Per Evaluation (and its uid), what this process wrote that watches may not show."""
         self._work: set[asyncio.Task] = set()
@@ -168,7 +170,7 @@ class Reconciler:
     async def forget(self, key: Key, uid: str) -> None:
         """The Evaluation is gone (its agent has its tasks no more)."""
         self.forget_object(uid)
-        for memo in (self._recent, self._status_at, self._written, self._began):
+        for memo in (self._recent, self._states, self._status_at, self._written, self._began):
             memo.pop(key, None)
         for agent, busy in list(self._in_flight.items()):
             if busy.pop(key, None):
@@ -283,7 +285,12 @@ class Reconciler:
         """Each item as observed now, and the kept results by item id."""
         world = await self._observe(evaluation, recent)
         kept = {r.item_id: r for r in world["results"]}
-        return observe(items, world["jobs"], world["pods"], world["events"], kept), kept
+        memo = self._states.setdefault((evaluation.namespace, evaluation.name), StateMemo())
+        events, version = world["events"], world["events_version"]
+        views = observe(items, world["jobs"], world["pods"], events, kept,
+                        lambda job, pods: memo.state(job, pods, events, version))
+        memo.prune()
+        return views, kept
 
     def _parse(self, body: Obj) -> Any:
         """An Evaluation or AgentUnderTest, checked against its CRD's schema (and CEL rules)
@@ -346,7 +353,7 @@ class Reconciler:
                 raise Unusable("DatasetUnusable", str(exc)) from exc
         return self._datasets[key]
 
-    async def _observe(self, evaluation: Evaluation, recent: Recent) -> dict[str, list[Any]]:
+    async def _observe(self, evaluation: Evaluation, recent: Recent) -> dict[str, Any]:
         """The Evaluation's children, from caches kept current by watches, and what this
         process wrote that they may not show yet."""
         assert self.indexes is not None, "passes are kicked by handlers, which attach them"
@@ -355,9 +362,11 @@ class Reconciler:
         jobs = await self._informer(evaluation.namespace, "jobs")
         pods = await self._informer(evaluation.namespace, "pods")
         events = await self._informer(evaluation.namespace, "events")
+        version = events.version  # before the snapshot: a change between them shows next time
         return {"jobs": recent.with_jobs(jobs.get(key)),
                 "results": recent.with_results(self.indexes["proctor_results"].get(key) or ()),
-                "pods": pods.get(key), "events": events.get(evaluation.namespace)}
+                "pods": pods.get(key), "events": events.get(evaluation.namespace),
+                "events_version": version}
 
     async def _informer(self, namespace: str, kind: str) -> Informer:
         """The namespace's cache of the items' Jobs or pods or of Warning events, started

@@ -25,7 +25,7 @@ terminating and holding its node).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -173,6 +173,35 @@ class PodsByJob:
         meta = job.get("metadata", {})
         uid, name = meta.get("uid"), meta.get("name")
         return list((uid and self._by_uid.get(uid)) or (name and self._by_name.get(name)) or [])
+
+
+class StateMemo:
+    """`item_state`, remembered per Job while its inputs stay the same versions: a pass
+    reads the state of every item that has a Job, and between two passes most of them
+    have not changed. ``events_version`` stands for the events (it moves when any does).
+    """
+
+    def __init__(self) -> None:
+        self._known: dict[str, tuple[Hashable, ItemState]] = {}
+        self._read: set[str] = set()
+
+    def state(self, job: Obj, pods: Sequence[Obj], events: Sequence[Obj],
+              events_version: Hashable) -> ItemState:
+        meta = job.get("metadata", {})
+        name = meta.get("name", "")
+        key = (meta.get("uid"), meta.get("resourceVersion"), events_version,
+               tuple((p["metadata"].get("uid"), p["metadata"].get("resourceVersion"))
+                     for p in pods))
+        self._read.add(name)
+        known = self._known.get(name)
+        if known is None or known[0] != key:
+            known = self._known[name] = (key, item_state(job, pods, events))
+        return known[1]
+
+    def prune(self) -> None:
+        """Forget the Jobs not read since the last prune (once a pass: they are gone)."""
+        self._known = {name: v for name, v in self._known.items() if name in self._read}
+        self._read = set()
 
 
 def pods_of(job: Obj, pods: Sequence[Obj]) -> list[Obj]:

@@ -21,7 +21,7 @@ Per item, level-based:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -56,7 +56,7 @@ class Settings:
     Jobs and pods arrive in any order) before its result counts as lost."""
 
 
-@dataclass
+@dataclass(slots=True)
 class ItemView:
     """One item as observed: its attempts (Jobs), the latest one's state, its result."""
 
@@ -101,8 +101,11 @@ def attempt_of(job: Obj) -> int:
 
 
 def observe(items: Sequence[WorkItem], jobs: Sequence[Obj], pods: Sequence[Obj],
-            events: Sequence[Obj], kept: Mapping[str, RunResult]) -> list[ItemView]:
-    """Each planned item with its Jobs (oldest attempt first) and its kept result."""
+            events: Sequence[Obj], kept: Mapping[str, RunResult],
+            state_of: Callable[[Obj, list[Obj]], ItemState] | None = None) -> list[ItemView]:
+    """Each planned item with its Jobs (oldest attempt first) and its kept result.
+    ``state_of(job, its pods)``: `item_state` with these events, or a memo of it."""
+    read = state_of or (lambda job, own: item_state(job, own, events))
     by_item: dict[str, list[Obj]] = {}
     for job in jobs:
         item_id = (job.get("metadata", {}).get("labels") or {}).get(LABEL_ITEM)
@@ -117,8 +120,7 @@ def observe(items: Sequence[WorkItem], jobs: Sequence[Obj], pods: Sequence[Obj],
             continue
         own.sort(key=attempt_of)
         # A kept result ends the item: its Jobs' state no longer matters (they are deleted).
-        state = item_state(own[-1], pods_by_job.of(own[-1]), events) if result is None \
-            else None
+        state = read(own[-1], pods_by_job.of(own[-1])) if result is None else None
         views.append(ItemView(item, own, state, result))
     return views
 
