@@ -185,7 +185,7 @@ class ClusterEmulator(kmock.KubernetesScaffold):
         if method == "POST" and not name:
             if query.get("dryRun"):
                 raise ApiError.bad_request("the emulator does not serve dry runs")
-            return _json(store.create(rt, ns, body), 201)
+            return _json(store.create(rt, ns, body, given=True), 201)  # just decoded
         if method == "PUT" and name:
             return _json(store.replace(rt, ns, name, body, sub))
         if method == "PATCH" and name:

@@ -273,7 +273,7 @@ class Kubelet:
         body = shapes.event(about, kind, reason, message, component, host, field_path)
         try:
             made = self.store.create(self.events_rt, body["metadata"]["namespace"], body,
-                                     internal=True)
+                                     internal=True, given=True)
         except ApiError:
             return  # the namespace is going away
         with self._lock:
@@ -390,7 +390,7 @@ class Kubelet:
         if not pod["metadata"]["annotations"]:
             pod["metadata"].pop("annotations")
         try:
-            self.store.create(self.pods_rt, meta["namespace"], pod, internal=True)
+            self.store.create(self.pods_rt, meta["namespace"], pod, internal=True, given=True)
         except ApiError as exc:
             self.record(job, "Warning", "FailedCreate", f"Error creating: {exc.message}",
                         "job-controller")

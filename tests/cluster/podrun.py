@@ -117,10 +117,8 @@ class PodRun:
 
     def write(self) -> None:
         """Publish ``self.status`` (the kubelet owns the pod's status)."""
-        status = clone(self.status)
         try:
-            self.store.mutate(self.pods, self.ns, self.name,
-                              lambda pod: pod.update(status=status), subresource="status")
+            self.store.set_status(self.pods, self.ns, self.name, clone(self.status))
         except ApiError as exc:
             if exc.code == 404:
                 raise PodGone() from exc

@@ -352,12 +352,15 @@ class Store:
             return self.create(rt, None, {"metadata": {"name": name}}, internal=True)
 
     def create(self, rt: ResourceType, namespace: str | None, body: Obj, *,
-               internal: bool = False) -> Obj:
-        """POST: the object as stored (409 if the name is taken)."""
+               internal: bool = False, given: bool = False) -> Obj:
+        """POST: the object as stored (409 if the name is taken). ``given``: the body is
+        the caller's to give away (a request's, just decoded; a controller's, just built),
+        so it is stored uncopied, and the answer is the stored object, only to be read."""
         if not isinstance(body, dict):
             raise ApiError.bad_request("the body of a create must be an object")
         srt = self._storage_type(rt)
-        obj = rt.to_storage(clone(body)) if rt.to_storage else clone(body)
+        obj = body if given else clone(body)
+        obj = rt.to_storage(obj) if rt.to_storage else obj
         meta = dict(obj.get("metadata") or {})
         obj.update(apiVersion=srt.api_version, kind=srt.kind, metadata=meta)
         if srt.namespaced:
@@ -392,7 +395,8 @@ class Store:
             self._emit("ADDED", srt, obj, None)
             if srt.plural == "customresourcedefinitions":
                 self._register_crd_types(obj)
-            return clone(_view(rt, obj))  # type: ignore[arg-type]
+            shown = _view(rt, obj)
+            return shown if given else clone(shown)  # type: ignore[return-value]
 
     def _storage_type(self, rt: ResourceType) -> ResourceType:
         return rt if rt.storage is None else self._type_of(rt.storage)
@@ -459,11 +463,19 @@ class Store:
         return self._write(rt, namespace, name, apply, subresource, internal=True,
                            trusted=True)
 
+    def set_status(self, rt: ResourceType, namespace: str | None, name: str,
+                   status: Obj) -> Obj:
+        """A status write that replaces the whole status by ``status``, the caller's to give
+        away (a kubelet publishing its pod's status): nothing of the old one is copied."""
+        return self._write(rt, namespace, name, lambda current: {**current, "status": status},
+                           "status", internal=True, trusted=True, fresh=True)
+
     def _write(self, rt: ResourceType, namespace: str | None, name: str,
                change: Callable[[Obj], Obj], subresource: str | None, internal: bool,
-               trusted: bool = False) -> Obj:
+               trusted: bool = False, fresh: bool = False) -> Obj:
         """``internal``: no admission (the cluster's own writes); ``trusted``: a `mutate`,
-        whose change keeps to its part and whose caller only reads the answer."""
+        whose change keeps to its part and whose caller only reads the answer; ``fresh``:
+        a trusted status write whose change brings a new status (`set_status`)."""
         if subresource not in (None, "status"):
             raise ApiError(405, "MethodNotAllowed", f"the emulator cannot write {rt.plural}/"
                                                    f"{subresource}")
@@ -477,7 +489,7 @@ class Store:
             assert shown is not None
             if trusted and subresource == "status":  # see `mutate`
                 candidate = {**shown}
-                if "status" in shown:
+                if "status" in shown and not fresh:
                     candidate["status"] = clone(shown["status"])
                 candidate = change(candidate)
             else:
