@@ -142,6 +142,22 @@ def test_objects_without_a_group_are_not_kept() -> None:
     assert informer.get(None) == []
 
 
+def test_keep_holds_a_digest_of_each_object_and_leaves_out_what_it_cannot_read() -> None:
+    def phase(o: Mapping[str, Any]) -> str | None:
+        if o.get("status") == "garbled":
+            raise ValueError("unreadable")
+        return (o.get("status") or {}).get("phase")
+
+    informer = Informer("test", no_list, no_watch, by_label, keep=phase)
+    informer.apply([{"type": "ADDED", "object": obj("a", status={"phase": "Running"})},
+                    {"type": "ADDED", "object": obj("b")},  # kept as None: not held
+                    {"type": "ADDED", "object": obj("c", status="garbled")}])
+    assert informer.get("g1") == ["Running"]
+    informer.apply([{"type": "MODIFIED", "object": obj("a", status="garbled")},
+                    {"type": "MODIFIED", "object": obj("c", status={"phase": "Done"})}])
+    assert informer.get("g1") == ["Done"]  # the unreadable change dropped the old digest
+
+
 def test_a_bookmark_only_moves_the_resource_version() -> None:
     informer = bare()
     informer.apply([{"type": "ADDED", "object": obj("a", rv=3)}])

@@ -340,7 +340,7 @@ def _results(client: Any, namespace: str) -> list[Any]:
 
     kube = Kube(client)
     return [read_result(c) for c in kube.list_configmaps(
-        namespace, {"app.kubernetes.io/component": "result"})]
+        namespace, {"app.kubernetes.io/component": "result"})["items"]]
 
 
 def test_failed_create_degrades_naming_the_cause(test_cluster, k8s_namespace, kube_client,

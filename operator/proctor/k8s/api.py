@@ -145,9 +145,14 @@ class Kube:
         return _watch(self.core.list_namespaced_event, namespace, since, timeout_s,
                       field_selector=selector(fields))
 
-    def list_configmaps(self, namespace: str, labels: Mapping[str, str]) -> list[Obj]:
+    def list_configmaps(self, namespace: str, labels: Mapping[str, str]) -> Obj:
         return _list(self.core.list_namespaced_config_map, namespace,
-                     label_selector=selector(labels))["items"]
+                     label_selector=selector(labels))
+
+    def watch_configmaps(self, namespace: str, labels: Mapping[str, str], since: str,
+                         timeout_s: int) -> WatchStream:
+        return _watch(self.core.list_namespaced_config_map, namespace, since, timeout_s,
+                      label_selector=selector(labels))
 
     def pod_log(self, namespace: str, pod: str, container: str) -> str:
         try:

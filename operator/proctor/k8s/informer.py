@@ -1,13 +1,13 @@
 """A cache of one kind of object in one namespace, kept current by a list and a watch.
 
-The operator reads the items' Jobs, their pods and the Warning events of their namespace
-on every pass. kopf's indexes would keep them too, but kopf handles each event with its
-whole handler machinery (diff-base, progress storage, a logger per object, a batching
-window of 0.1 s per object), about a millisecond an event, and a Job and its pod change
-some twenty times between them. These objects are only read, never handled, so a plain
-list and watch keeps them for a small part of that cost and tells the operator at once
-(`on_change`) that a Job ended (`benchmarks/operator_sim.py`). The kept results, one
-event per item, stay with kopf.
+The operator reads the items' Jobs, their pods, the Warning events of their namespace and
+the kept results on every pass. kopf's indexes would keep them too, but kopf handles each
+event with its whole handler machinery (diff-base, progress storage, a logger per object,
+a batching window of 0.1 s per object), about a millisecond an event, and a Job and its pod
+change some twenty times between them. These objects are only read, never handled, so a
+plain list and watch keeps them for a small part of that cost and tells the operator at
+once (`on_change`) that a Job ended (`benchmarks/operator_sim.py`). Of a kept result (a
+ConfigMap with the logs) the cache holds only the RunResult (`keep`).
 
 One thread per informer follows the watch; a pass reads a snapshot with `get`.
 """
@@ -40,20 +40,23 @@ class Informer:
     ``lister()`` answers a list (``items`` and ``metadata.resourceVersion``);
     ``watcher(resource_version, timeout_s)`` opens a watch from there;
     ``on_change(kind, obj)``, if given, is called from the watch thread with each object
-    added, changed or deleted (``kind``: ADDED, MODIFIED or DELETED).
+    added, changed or deleted (``kind``: ADDED, MODIFIED or DELETED);
+    ``keep(obj)``, if given, is what the cache holds of each object (objects it maps to
+    None are not held): a digest where the whole object is large and only a part is read.
     """
 
     def __init__(self, name: str, lister: Callable[[], Mapping[str, Any]],
                  watcher: Callable[[str, int], Stream],
                  group_of: Callable[[Mapping[str, Any]], Hashable | None], *,
                  timeout_s: int = 300, retry_s: float = 1.0,
-                 on_change: Callable[[str, Mapping[str, Any]], None] | None = None):
+                 on_change: Callable[[str, Mapping[str, Any]], None] | None = None,
+                 keep: Callable[[Mapping[str, Any]], Any] | None = None):
         self.name = name
         self._lister, self._watcher, self._group_of = lister, watcher, group_of
-        self._on_change = on_change
+        self._on_change, self._keep = on_change, keep
         self.timeout_s, self.retry_s = timeout_s, retry_s
         self._lock = threading.Lock()
-        self._groups: dict[Hashable, dict[str, Obj]] = {}
+        self._groups: dict[Hashable, dict[str, Any]] = {}
         self._group_by_name: dict[str, Hashable] = {}
         self.resource_version = ""
         self.version = 0
@@ -72,7 +75,7 @@ class Informer:
                                         daemon=True)
         self._thread.start()
 
-    def get(self, group: Hashable) -> list[Obj]:
+    def get(self, group: Hashable) -> list[Any]:
         with self._lock:
             return list(self._groups.get(group, {}).values())
 
@@ -86,12 +89,22 @@ class Informer:
 
     # --- the watch thread -----------------------------------------------------------------
 
+    def _kept(self, obj: Obj) -> Any:
+        if self._keep is None:
+            return obj
+        try:
+            return self._keep(obj)
+        except Exception:  # one unreadable object must not stop the watch
+            log.warning("%s: cannot read %s; leaving it out", self.name,
+                        (obj.get("metadata") or {}).get("name"), exc_info=True)
+            return None
+
     def _relist(self) -> None:
         listed = self._lister()
-        groups: dict[Hashable, dict[str, Obj]] = {}
+        groups: dict[Hashable, dict[str, Any]] = {}
         names: dict[str, Hashable] = {}
         for obj in listed.get("items") or []:
-            _put(groups, names, self._group_of(obj), obj)
+            _put(groups, names, self._group_of(obj), obj["metadata"]["name"], self._kept(obj))
         with self._lock:
             self._groups, self._group_by_name = groups, names
             self.resource_version = listed["metadata"]["resourceVersion"]
@@ -139,7 +152,8 @@ class Informer:
             meta = obj.get("metadata") or {}
             with self._lock:
                 if kind in ("ADDED", "MODIFIED"):
-                    _put(self._groups, self._group_by_name, self._group_of(obj), obj)
+                    _put(self._groups, self._group_by_name, self._group_of(obj),
+                         meta["name"], self._kept(obj))
                     self.version += 1
                 elif kind == "DELETED":
                     _drop(self._groups, self._group_by_name, meta.get("name"))
@@ -150,7 +164,7 @@ class Informer:
                 self._on_change(kind, obj)
 
 
-def _drop(groups: dict[Hashable, dict[str, Obj]], names: dict[str, Hashable],
+def _drop(groups: dict[Hashable, dict[str, Any]], names: dict[str, Hashable],
           name: str | None) -> None:
     if name in names:
         group = names.pop(name)
@@ -161,10 +175,9 @@ def _drop(groups: dict[Hashable, dict[str, Obj]], names: dict[str, Hashable],
                 del groups[group]
 
 
-def _put(groups: dict[Hashable, dict[str, Obj]], names: dict[str, Hashable],
-         group: Hashable | None, obj: Obj) -> None:
-    name = obj["metadata"]["name"]
+def _put(groups: dict[Hashable, dict[str, Any]], names: dict[str, Hashable],
+         group: Hashable | None, name: str, value: Any) -> None:
     _drop(groups, names, name)
-    if group is not None:
-        groups.setdefault(group, {})[name] = obj
+    if group is not None and value is not None:
+        groups.setdefault(group, {})[name] = value
         names[name] = group

@@ -4,8 +4,8 @@ Every trigger (the Evaluation seen or changed, a timer, a change of one of its J
 of its pods ending) only *kicks* `Reconciler.reconcile` for that Evaluation; a kick
 during a pass makes one more pass after it (at least `PASS_SECONDS` after the last
 began), never two at once. A pass reads the world from caches that watches keep current
-(kopf's indexes of Evaluations, AgentUnderTests and kept results; `Informer`s of the
-Jobs, pods and Warning events, which change too often for kopf's per-event handling),
+(kopf's indexes of Evaluations and AgentUnderTests; `Informer`s of the Jobs, pods, kept
+results and Warning events, too many changes for kopf's per-event handling),
 asks the pure `proctor.k8s.reconcile.decide` what to do, and sets it going: each item's
 API calls (create its Job, read its logs and keep its result, retry it, delete its Job)
 run beside the passes, and `Recent` makes what was just written count before the
@@ -110,7 +110,7 @@ class Reconciler:
         self._parsed: dict[str, tuple[int | None, Any]] = {}
         """Per Evaluation or AgentUnderTest uid, its latest spec generation, parsed."""
         self.indexes: Mapping[str, Any] | None = None
-        """kopf's live indexes of Evaluations, AgentUnderTests and kept results (below)."""
+        """kopf's live indexes of Evaluations and AgentUnderTests (below)."""
         self.kopf_context = contextvars.copy_context()
         """The context kopf runs handlers in (set by the first handler; see `_attach`)."""
         self._informers: dict[Key, Informer] = {}
@@ -356,21 +356,21 @@ class Reconciler:
     async def _observe(self, evaluation: Evaluation, recent: Recent) -> dict[str, Any]:
         """The Evaluation's children, from caches kept current by watches, and what this
         process wrote that they may not show yet."""
-        assert self.indexes is not None, "passes are kicked by handlers, which attach them"
         key = (evaluation.namespace, owner_labels(evaluation)[LABEL_EVALUATION])
         self._evaluations[key] = (evaluation.namespace, evaluation.name)
         jobs = await self._informer(evaluation.namespace, "jobs")
         pods = await self._informer(evaluation.namespace, "pods")
         events = await self._informer(evaluation.namespace, "events")
+        results = await self._informer(evaluation.namespace, "results")
         version = events.version  # before the snapshot: a change between them shows next time
         return {"jobs": recent.with_jobs(jobs.get(key)),
-                "results": recent.with_results(self.indexes["proctor_results"].get(key) or ()),
+                "results": recent.with_results(results.get(key)),
                 "pods": pods.get(key), "events": events.get(evaluation.namespace),
                 "events_version": version}
 
     async def _informer(self, namespace: str, kind: str) -> Informer:
-        """The namespace's cache of the items' Jobs or pods or of Warning events, started
-        once."""
+        """The namespace's cache of the items' Jobs, pods, kept results or Warning events,
+        started once."""
         key = (namespace, kind)
         if key not in self._informers:
             self._informers[key] = informer = self._new_informer(namespace, kind)
@@ -395,6 +395,12 @@ class Reconciler:
                             partial(self.kube.watch_pods, namespace, labels), _owner_key,
                             on_change=lambda change, pod: pod_ended(pod) and
                             loop.call_soon_threadsafe(self._kick_for_pod, pod))
+        if kind == "results":
+            labels = {MANAGED_BY: "proctor", COMPONENT: RESULT_KIND}
+            return Informer(f"kept results of {namespace}",
+                            partial(self.kube.list_configmaps, namespace, labels),
+                            partial(self.kube.watch_configmaps, namespace, labels), _owner_key,
+                            keep=read_result)  # only the result: the logs stay on the server
         fields = {"type": "Warning"}
         return Informer(f"Warning events of {namespace}",
                         partial(self.kube.list_events, namespace, fields),
@@ -734,18 +740,12 @@ def proctor_agents(namespace: str, name: str, body: Mapping[str, Any], **_: Any
     return {(namespace, name): dict(body)}
 
 
-@kopf.index("", "v1", "configmaps", labels={COMPONENT: RESULT_KIND})
-def proctor_results(body: Mapping[str, Any], **_: Any) -> dict[Key, RunResult] | None:
-    result = read_result(body)  # only the result: the logs stay on the server
-    return {_owner_key(body): result} if result is not None else None
-
-
 def _attach(kwargs: Mapping[str, Any]) -> Reconciler | None:
     """Hand kopf's live indexes to the reconciler (they come as handler arguments)."""
     if RECONCILER is not None and RECONCILER.indexes is None:
         RECONCILER.kopf_context = contextvars.copy_context()
         RECONCILER.indexes = {name: kwargs[name] for name in (
-            "proctor_evaluations", "proctor_agents", "proctor_results")}
+            "proctor_evaluations", "proctor_agents")}
     return RECONCILER
 
 

@@ -68,7 +68,7 @@ def pull(kube: Kube, namespace: str, name: str, out: Path) -> int:
         raise PullError(f"Evaluation {name!r} not found in namespace {namespace}")
     evaluation = parse_resource(body)
     configmaps = kube.list_configmaps(namespace, {**owner_labels(evaluation),
-                                                 COMPONENT: RESULT_KIND})
+                                                 COMPONENT: RESULT_KIND})["items"]
     count = write_folder(evaluation, configmaps, out)
     ds = evaluation.spec.dataset
     try:
