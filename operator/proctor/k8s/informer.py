@@ -150,10 +150,11 @@ class Informer:
                     raise Expired(obj.get("message", ""))
                 raise RuntimeError(f"the {self.name} watch answered an error: {obj}")
             meta = obj.get("metadata") or {}
+            kept = self._kept(obj) if kind in ("ADDED", "MODIFIED") else None
             with self._lock:
                 if kind in ("ADDED", "MODIFIED"):
                     _put(self._groups, self._group_by_name, self._group_of(obj),
-                         meta["name"], self._kept(obj))
+                         meta["name"], kept)
                     self.version += 1
                 elif kind == "DELETED":
                     _drop(self._groups, self._group_by_name, meta.get("name"))
