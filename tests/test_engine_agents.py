@@ -84,6 +84,16 @@ def test_the_evaluation_needs_its_agent_manifest(tmp_path):
         run_evaluation(docs[0], tmp_path, progress=False, agents=[])
 
 
+def test_prompt_sensitivity_is_refused_until_it_is_run(tmp_path):
+    text = manifests("http://127.0.0.1:1/").replace(
+        "  maxConcurrentRows: 2\n",
+        "  maxConcurrentRows: 2\n  promptSensitivity: {enabled: true}\n")
+    docs = parse_manifests(text)
+    with pytest.raises(EngineError, match="promptSensitivity is not run yet"):
+        run_evaluation(docs[0], tmp_path, progress=False, agents=docs[1:])
+    assert not any(tmp_path.iterdir())  # refused before anything was written
+
+
 def test_service_agents_need_a_cluster(tmp_path):
     text = manifests("x").replace("  endpoint: x\n", "  service: {image: agent:1}\n")
     docs = parse_manifests(text)

@@ -181,7 +181,8 @@ def test_examples_say_what_they_are_for() -> None:
     assert isinstance(agent, AgentUnderTest) and isinstance(evaluation, Evaluation)
     assert agent.spec.endpoint == "http://127.0.0.1:9009/"
     assert evaluation.spec.agent_ref is not None and evaluation.spec.agent_ref.name == agent.name
-    assert evaluation.spec.prompt_sensitivity.enabled
+    assert evaluation.spec.repeats == 3
+    assert not evaluation.spec.prompt_sensitivity.enabled  # refused by both engines yet
 
 
 def test_several_documents_and_a_namespace() -> None:

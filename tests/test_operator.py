@@ -278,6 +278,8 @@ def test_suspend_starts_nothing_until_resumed(test_cluster, k8s_namespace, kube_
     ({"dataset": {"name": "proctor-demo", "instanceIds": ["nope__nope-1"]}},
      "DatasetUnusable", "nope__nope-1"),
     ({"agentRef": {"name": "no-such-agent"}}, "AgentNotFound", "no-such-agent"),
+    ({"promptSensitivity": {"enabled": True}}, "PromptSensitivityUnsupported",
+     "promptSensitivity is not run yet"),
 ])
 def test_an_unusable_spec_is_degraded_and_creates_nothing(test_cluster, k8s_namespace,
                                                           kube_client, agent, change, reason,

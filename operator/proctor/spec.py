@@ -120,6 +120,13 @@ class DatasetSpec(_Spec):
     """Send the row's hints_text to the agent."""
 
 
+PROMPT_SENSITIVITY_UNBUILT = (
+    "promptSensitivity is not run yet: this version of Proctor asks each task's original "
+    "problem statement only, so it would report no sensitivity at all; leave "
+    "promptSensitivity out (or set enabled: false)")
+"""The refusal of both engines, until reworded variants are written and run."""
+
+
 class PromptSensitivitySpec(_Spec):
     """Reworded problem statements, to measure how the wording sways the agent."""
 

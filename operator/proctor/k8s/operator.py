@@ -76,7 +76,7 @@ from proctor.model import Instance, RunResult, WorkItem
 from proctor.plan import PlanInputs, plan
 from proctor.runner.artifacts import parse_grade_log
 from proctor.runner.solve import patch_from_log
-from proctor.spec import AgentUnderTest, Evaluation
+from proctor.spec import PROMPT_SENSITIVITY_UNBUILT, AgentUnderTest, Evaluation
 
 log = logging.getLogger("proctor.operator")
 Obj = dict[str, Any]
@@ -248,6 +248,8 @@ class Reconciler:
         old = (body.get("status") or {}).get("conditions") or []
         try:
             evaluation = self._parse(body)
+            if evaluation.spec.prompt_sensitivity.enabled:
+                raise Unusable("PromptSensitivityUnsupported", PROMPT_SENSITIVITY_UNBUILT)
             agent = await self._agent(evaluation)
             selection = await self._dataset(evaluation)
         except (ManifestError, Unusable) as exc:

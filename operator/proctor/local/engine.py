@@ -33,7 +33,7 @@ from proctor.runner import sandbox
 from proctor.runner.grade import grade_work_dir
 from proctor.runner.solve import AgentTarget, read_solve, solve_error, solve_step, write_prompt
 from proctor.runner.workdir import WorkDir, write_json, write_patch, write_task, write_test_step
-from proctor.spec import AgentUnderTest, Evaluation
+from proctor.spec import PROMPT_SENSITIVITY_UNBUILT, AgentUnderTest, Evaluation
 
 _LOOPBACK = ("localhost", "127.0.0.1", "::1")
 
@@ -101,6 +101,8 @@ def prepare(evaluation: Evaluation, agents: Sequence[AgentUnderTest] = ()
             ) -> tuple[RunContext, dataset.Selection, list[WorkItem]]:
     """Load the rows and plan the items; refuse early what cannot run here."""
     spec = evaluation.spec
+    if spec.prompt_sensitivity.enabled:
+        raise EngineError(PROMPT_SENSITIVITY_UNBUILT)
     agent, slots = None, None
     if spec.predictions.source == "agent":
         agent = agent_target(evaluation, agents)
