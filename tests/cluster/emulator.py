@@ -289,19 +289,29 @@ class ClusterEmulator(kmock.KubernetesScaffold):
             await response.prepare(raw)
             self._log_call(raw, response.status)  # a watch is logged once it is open
             raw[_LOGGED] = True
-            for event in first:
-                await response.write(_line(event))
+            if first:
+                await response.write(b"".join(map(_line, first)))
             while True:
                 left = None if deadline is None else deadline - loop.time()
                 if left is not None and left <= 0:
                     break
                 try:
-                    event = await asyncio.wait_for(queue.get(), left)
+                    async with asyncio.timeout(left):
+                        event = await queue.get()
                 except TimeoutError:
                     break
-                if event is None:
+                # What queued up meanwhile goes out in one write: under load, this loop
+                # is what makes a watch client wait.
+                events = [event]
+                while events[-1] is not None and not queue.empty():
+                    events.append(queue.get_nowait())
+                ended = events[-1] is None
+                if ended:
+                    events.pop()
+                if events:
+                    await response.write(b"".join(map(_line, events)))
+                if ended:
                     break
-                await response.write(_line(event))
             await response.write_eof()
         except (ConnectionResetError, asyncio.CancelledError):
             pass
