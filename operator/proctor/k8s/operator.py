@@ -269,6 +269,7 @@ class Reconciler:
         if wait > 0:  # the status and metrics of a busy Evaluation: once a second at most
             self.kick_later((namespace, name), wait)
             return
+        await asyncio.sleep(0)  # the Jobs' creations set off first, the status after
         views, kept = await self._views(evaluation, items, recent)  # with the new Jobs
         results = [kept[i.id] for i in items if i.id in kept]
         conditions = conditions_for(old, views, decision, _iso(now), generation)
