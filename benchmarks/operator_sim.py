@@ -7,7 +7,8 @@ as its own process (`kopf run -m proctor.k8s.operator`), as in a Deployment.
 
 Prints: Job creation throughput, slot utilisation (running Jobs / maxConcurrentRows,
 averaged over time while at least maxConcurrentRows items remain; target at least 0.95),
-how long a freed slot waits for its next Job, the status size, the operator's peak RSS,
+how long a freed slot waits for its next Job, how long a finished Job waits for its
+result to be kept (harvests queue behind refills), the status size, the operator's peak RSS,
 the wall time and where the CPU went. Job times come from the test cluster's store as it
 changes. For reference, a bare watch client in a process of its own (`--watch-probe`)
 records when it is told that each Job ended: the part of the wait that is the test
@@ -155,6 +156,7 @@ def run(cluster, store, evaluation, args, op, told: Path) -> tuple[int, float]:
     evaluations = store.resource("proctor.dev", "v1alpha1", "evaluations")
     created_at: dict[str, float] = {}
     ended_at: dict[str, float] = {}
+    deleted_at: dict[str, float] = {}
 
     def note(kind: str, key: tuple[str, str], obj: dict, old: dict | None) -> None:
         # Called by the store as each change is made: exact times, no sampling.
@@ -165,6 +167,8 @@ def run(cluster, store, evaluation, args, op, told: Path) -> tuple[int, float]:
         created_at.setdefault(meta["name"], now)
         if job_finished(obj) or kind == "DELETED":
             ended_at.setdefault(meta["name"], now)
+        if kind == "DELETED":
+            deleted_at[meta["name"]] = now
 
     store.listen(note)
     started = time.monotonic()
@@ -205,6 +209,12 @@ def run(cluster, store, evaluation, args, op, told: Path) -> tuple[int, float]:
         print(f"  of which the test cluster telling a bare watch client that a Job ended: "
               f"median {1000 * statistics.median(delivery):.0f} ms, 90th percentile "
               f"{1000 * _quantile(delivery, 0.9):.0f} ms")
+    kept = [deleted_at[n] - ended_at[n] for n in deleted_at if n in ended_at]
+    if kept:
+        # Harvests and clean-ups wait behind the Jobs that refill slots (CHORES_AT_ONCE):
+        # while the run keeps the cores busy, finished Jobs (and the operator's RSS) pile up.
+        print(f"a finished Job deleted, its result kept, after: median "
+              f"{statistics.median(kept):.1f} s, 90th percentile {_quantile(kept, 0.9):.1f} s")
     print(f"status size: {len(json.dumps(body['status']).encode()) / 1024:.1f} KiB "
           f"(limit: 256 KiB)")
     return total, statistics.mean(lives)
