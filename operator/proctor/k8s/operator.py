@@ -473,15 +473,15 @@ class Reconciler:
 
     def _prepare(self, body: Obj, evaluation: Evaluation, instance: Instance,
                  recent: Recent) -> None:
-        """Make an instance's task ConfigMap before a slot frees up for it, as a chore: a
-        failure only leaves the work to its Job's creation."""
+        """Make an instance's task ConfigMap before a slot frees up for it: a failure only
+        leaves the work to its Job's creation. Part of refilling slots, so it does not wait
+        behind the harvests (`CHORES_AT_ONCE`); there are at most maxConcurrentRows."""
         task = _task(body, evaluation, instance)
         recent.preparing.add(instance.instance_id)
 
         async def run() -> None:
             try:
-                async with self._chores:
-                    await self._make_task(task, instance, recent)
+                await self._make_task(task, instance, recent)
             except Exception:
                 log.debug("Making the task data of %s ahead failed", instance.instance_id,
                           exc_info=True)
