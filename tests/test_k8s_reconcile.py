@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from datetime import UTC, datetime, timedelta
 
 from proctor.k8s.manifests import LABEL_ATTEMPT, LABEL_ITEM
@@ -12,6 +13,7 @@ from proctor.k8s.reconcile import (
     conditions_for,
     counts,
     decide,
+    in_play,
     observe,
 )
 from proctor.manifest import parse_resource
@@ -212,3 +214,46 @@ def test_a_kept_result_holds_its_slot_until_its_job_ends_or_goes():
     assert decision.start == [ITEMS[2]]
     decision = decide(evaluation(), observe(ITEMS, jobs[1:], pods, [], kept), NOW)
     assert decision.stop == [] and decision.start == [ITEMS[2]]
+
+
+def test_deciding_on_the_items_in_play_decides_as_on_every_item():
+    items = [WorkItem(id=f"{i:032x}", instance_id=f"t-{i // 3}") for i in range(40)]
+    kinds = ["none", "none", "running", "complete", "pod-done", "evicted", "pulling-stale",
+             "kept", "kept-with-job", "busy"]
+    rng, chosen_sizes = random.Random(7), []
+    for world in range(300):
+        rows, busyness = rng.choice([1, 2, 3, 5]), rng.random()
+        jobs, pods, kept, busy = [], [], {}, set()
+        for item in items:
+            kind = rng.choice(kinds) if rng.random() < busyness else "none"
+            j = job(item)
+            if kind == "running":
+                jobs.append(j), pods.append(pod_for(j, "Running"))
+            elif kind in ("complete", "pod-done"):
+                j = job(item, 0, *(("SuccessCriteriaMet", "Complete") if kind == "complete"
+                                   else ()))
+                jobs.append(j), pods.append(pod_for(j, "Succeeded"))
+            elif kind == "evicted":
+                j = job(item, rng.choice([0, 2]), "Failed", reason="BackoffLimitExceeded")
+                jobs.append(j), pods.append(pod_for(j, "Failed", reason="Evicted"))
+            elif kind == "pulling-stale":
+                jobs.append(j), pods.append(pulling(j, since=900))
+            elif kind in ("kept", "kept-with-job"):
+                kept[item.id] = result(item)
+                if kind == "kept-with-job":
+                    jobs.append(job(item, 0, "Complete"))
+            elif kind == "busy":
+                busy.add(item.id)
+        ev = evaluation(maxConcurrentRows=rows, suspend=world % 10 == 0)
+        every = decide(ev, observe(items, jobs, pods, [], kept), NOW, busy=busy)
+        chosen = in_play(items, jobs, set(kept), busy, rows)
+        chosen_sizes.append(len(chosen))
+        some = decide(ev, observe(chosen, jobs, pods, [], kept), NOW, busy=busy)
+
+        def ids(views):
+            return [v.item.id for v in views]
+        assert (some.start, some.ahead, some.stop, some.degraded) == (
+            every.start, every.ahead, every.stop, every.degraded), world
+        assert (ids(some.harvest), ids(some.retry), ids(v for v, _ in some.give_up)) == (
+            ids(every.harvest), ids(every.retry), ids(v for v, _ in every.give_up)), world
+    assert sum(chosen_sizes) < 0.8 * len(items) * len(chosen_sizes)  # fewer views to build

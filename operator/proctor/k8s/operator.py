@@ -65,6 +65,7 @@ from proctor.k8s.reconcile import (
     decide,
     failure_result,
     harvested_result,
+    in_play,
     invalid_conditions,
     observe,
 )
@@ -261,7 +262,7 @@ class Reconciler:
             return
         items = self._plan(evaluation, body, selection)
         recent = self._recent_for((namespace, name), body["metadata"].get("uid", ""))
-        views, kept = await self._views(evaluation, items, recent)
+        views, _ = await self._views(evaluation, items, recent, every=False)
         decision = decide(evaluation, views, now, self.settings, recent.busy)
         self._act((namespace, name), body, evaluation, agent, selection.by_id, views, decision,
                   recent)
@@ -283,11 +284,15 @@ class Reconciler:
             await self._agent_busy((namespace, name), (agent.namespace, agent.name),
                                    status["items"]["running"] + status["items"]["pending"])
 
-    async def _views(self, evaluation: Evaluation, items: list[WorkItem], recent: Recent
-                     ) -> tuple[list[ItemView], dict[str, RunResult]]:
-        """Each item as observed now, and the kept results by item id."""
+    async def _views(self, evaluation: Evaluation, items: list[WorkItem], recent: Recent,
+                     every: bool = True) -> tuple[list[ItemView], dict[str, RunResult]]:
+        """Each item as observed now (or only those in play: enough to decide), and the
+        kept results by item id."""
         world = await self._observe(evaluation, recent)
         kept = {r.item_id: r for r in world["results"]}
+        if not every:
+            items = in_play(items, world["jobs"], kept.keys(), recent.busy,
+                            evaluation.spec.max_concurrent_rows)
         memo = self._states.setdefault((evaluation.namespace, evaluation.name), StateMemo())
         events, version = world["events"], world["events_version"]
         views = observe(items, world["jobs"], world["pods"], events, kept,

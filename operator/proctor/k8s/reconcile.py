@@ -125,6 +125,25 @@ def observe(items: Sequence[WorkItem], jobs: Sequence[Obj], pods: Sequence[Obj],
     return views
 
 
+def in_play(items: Sequence[WorkItem], jobs: Sequence[Obj], kept: Set[str], busy: Set[str],
+            rows: int) -> list[WorkItem]:
+    """The items `decide` can act on or must count, in plan order: those with a Job, those
+    busy, and the next ``2 * rows`` waiting (as many as it may start and make ready). On
+    these alone it decides as on every item: an item that is done and has no Job, or is
+    further down the line, changes nothing. A pass decides on these (its views cost a
+    fraction of every item's), and builds every item's view only for the status."""
+    with_jobs = {(j.get("metadata", {}).get("labels") or {}).get(LABEL_ITEM) for j in jobs}
+    chosen: list[WorkItem] = []
+    waiting = 0
+    for item in items:
+        if item.id in with_jobs or item.id in busy:
+            chosen.append(item)
+        elif item.id not in kept and waiting < 2 * rows:
+            chosen.append(item)
+            waiting += 1
+    return chosen
+
+
 def _stuck_too_long(state: ItemState, now: datetime, settings: Settings) -> bool:
     return (state.phase == Phase.PENDING and state.retryable
             and seconds_since(state.since, now) > settings.image_pull_timeout_s)
