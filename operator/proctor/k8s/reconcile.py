@@ -1,8 +1,9 @@
 """One reconcile pass of an Evaluation, decided as a pure function of what is observed.
 
-The kopf handler (the shell) lists the Evaluation's Jobs, pods, events and kept
-results, calls `observe` and `decide`, carries out the decision (reading logs where a
-result or a patch must be fetched), then writes the status `build_status` returns.
+The operator (the shell) reads the Evaluation's Jobs, pods, events and kept results,
+calls `observe` on the items `in_play` and `decide`, carries out the decision (reading
+logs where a result or a patch must be fetched), then writes the status `build_status`
+returns from every item's view.
 Nothing here reads the previous status except a condition's lastTransitionTime.
 
 Per item, level-based:
