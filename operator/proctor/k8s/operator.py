@@ -47,7 +47,6 @@ from proctor.k8s.informer import Informer
 from proctor.k8s.manifests import (
     COMPONENT,
     LABEL_EVALUATION,
-    LABEL_ITEM,
     MANAGED_BY,
     desired_job,
     owner_labels,
@@ -67,6 +66,7 @@ from proctor.k8s.reconcile import (
     harvested_result,
     in_play,
     invalid_conditions,
+    item_of,
     observe,
 )
 from proctor.k8s.store import RESULT_KIND, read_result, result_configmap
@@ -115,7 +115,8 @@ class Reconciler:
         self.kopf_context = contextvars.copy_context()
         """The context kopf runs handlers in (set by the first handler; see `_attach`)."""
         self._informers: dict[Key, Informer] = {}
-        """Per namespace, caches of the items' Jobs and pods and of Warning events."""
+        """Per (namespace, kind), caches of the items' Jobs, pods and kept results and of
+        Warning events (see `_new_informer`)."""
         self._started: dict[Key, asyncio.Future] = {}
         self._evaluations: dict[Key, Key] = {}
         """(namespace, Evaluation label) of the children -> (namespace, name) to reconcile."""
@@ -457,7 +458,7 @@ class Reconciler:
             for item in decision.start}
         for job in decision.stop:
             if not recent.was_deleted(job):
-                work.setdefault(_item_of(job), []).append(
+                work.setdefault(item_of(job), []).append(
                     partial(self._delete, evaluation, job, recent))
         for view in decision.harvest:
             work.setdefault(view.item.id, []).append(
@@ -652,10 +653,6 @@ def _solve_started(view: ItemView) -> bool:
     """Whether the attempt's solve step started (so the agent may have been asked)."""
     steps = view.state.steps if view.state else ()
     return any(s.name == "solve" and s.started_at for s in steps)
-
-
-def _item_of(job: Obj) -> str:
-    return (job.get("metadata", {}).get("labels") or {}).get(LABEL_ITEM, "")
 
 
 def _same(old: Obj, new: Obj) -> bool:

@@ -96,6 +96,11 @@ class Decision:
     """A reason and message a person should see (pods refused, images not pulled)."""
 
 
+def item_of(job: Obj) -> str:
+    """The id of the item a Job runs (its label; "" on a Job that is not an item's)."""
+    return (job.get("metadata", {}).get("labels") or {}).get(LABEL_ITEM, "")
+
+
 def attempt_of(job: Obj) -> int:
     labels = job.get("metadata", {}).get("labels") or {}
     return int(labels.get(LABEL_ATTEMPT, "0"))
@@ -109,7 +114,7 @@ def observe(items: Sequence[WorkItem], jobs: Sequence[Obj], pods: Sequence[Obj],
     read = state_of or (lambda job, own: item_state(job, own, events))
     by_item: dict[str, list[Obj]] = {}
     for job in jobs:
-        item_id = (job.get("metadata", {}).get("labels") or {}).get(LABEL_ITEM)
+        item_id = item_of(job)
         if item_id:
             by_item.setdefault(item_id, []).append(job)
     views = []
@@ -133,7 +138,7 @@ def in_play(items: Sequence[WorkItem], jobs: Sequence[Obj], kept: Set[str], busy
     these alone it decides as on every item: an item that is done and has no Job, or is
     further down the line, changes nothing. A pass decides on these (its views cost a
     fraction of every item's), and builds every item's view only for the status."""
-    with_jobs = {(j.get("metadata", {}).get("labels") or {}).get(LABEL_ITEM) for j in jobs}
+    with_jobs = {item_of(job) for job in jobs}
     chosen: list[WorkItem] = []
     waiting = 0
     for item in items:
