@@ -14,8 +14,11 @@ from conftest import SHARED_DATA
 from proctor.k8s import manifests as m
 from proctor.k8s.podstatus import (
     Phase,
+    PodsByJob,
+    PodsOfJob,
     StateMemo,
     item_state,
+    job_name_of,
     pod_ended,
     pods_of,
     read_compact_result,
@@ -418,6 +421,33 @@ def test_disruptions_are_infra(reason: str, cause: str) -> None:
                                     "reason": reason, "message": "node went away"}]
     state = item_state(job, [pod])
     assert (state.reason, state.error_kind, state.retryable) == (cause, ErrorKind.INFRA, True)
+
+
+def test_pods_kept_by_their_jobs_name_are_picked_as_from_the_whole_list() -> None:
+    """The operator keeps pods by the name of their Job (`PodsOfJob`); each Job must get
+    what `PodsByJob` picks from every pod: by uid, so not the pods of an earlier Job of the
+    same name, else by name."""
+    job = our_job()
+    mine = our_pod(job, "Pending", BEFORE_SOLVE)
+    earlier = our_pod(job, "Failed", {"pull": done(1)})
+    earlier["metadata"] |= {"name": "earlier"}
+    earlier["metadata"]["labels"] = earlier["metadata"]["labels"] | {
+        "batch.kubernetes.io/controller-uid": "earlier-uid"}
+    pods = [*real_items("kubelet-podlist-succeeded-and-running-job-pod_nvsentinel.json"),
+            OOM_POD, EVICTED_POD, earlier, mine]
+    by_name: dict[str | None, list[dict[str, Any]]] = {}
+    for pod in pods:
+        by_name.setdefault(job_name_of(pod), []).append(pod)
+    kept, whole = PodsOfJob(lambda name: by_name.get(name, [])), PodsByJob(pods)
+    jobs = [job, job | {"metadata": job["metadata"] | {"uid": "earlier-uid"}},
+            job | {"metadata": job["metadata"] | {"uid": "a-third-uid"}},  # none yet: by name
+            job_named("oom-kill-job3", "a85295e8-54e4-40a4-aeb0-b47c19f1a69f"),
+            job_named("oom-kill-job3"), job_named("no-such-job", "no-uid"),
+            *(job_named(n) for n in by_name if n)]
+    for each in jobs:
+        assert kept.of(each) == whole.of(each), each["metadata"]
+    assert kept.of(job) == [mine]
+    assert kept.of(jobs[1]) == [earlier]
 
 
 def test_the_newest_pod_is_read() -> None:

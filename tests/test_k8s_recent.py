@@ -24,6 +24,10 @@ def result(item_id: str, outcome: Outcome = Outcome.RESOLVED) -> RunResult:
     return RunResult(item_id=item_id, instance_id=f"task-{item_id}", outcome=outcome)
 
 
+def finished(obj: dict[str, Any]) -> dict[str, Any]:
+    return {**obj, "status": {"conditions": [{"type": "Complete", "status": "True"}]}}
+
+
 def names(jobs: list[dict[str, Any]]) -> list[str]:
     return [j["metadata"]["name"] for j in jobs]
 
@@ -98,9 +102,18 @@ def test_a_deleted_job_that_was_observed_is_remembered_as_deleted() -> None:
     observed = job("a-0")
     memo.delete(observed)
     clock.now += FORGET_AFTER_S / 2
-    # with_jobs passes observed Jobs through; the caller asks was_deleted.
+    # An unfinished Job passes through until the watch shows it gone (its pod may run).
     assert memo.with_jobs([observed]) == [observed]
     assert memo.was_deleted(observed)
+
+
+def test_a_finished_job_this_process_deleted_is_left_out_at_once() -> None:
+    memo, clock = recent()
+    done = finished(job("a-0"))
+    memo.delete(done)
+    assert memo.with_jobs([done, job("b-0")]) == [job("b-0")]
+    clock.now += FORGET_AFTER_S + 1  # long gone from the watch, or the watch is broken
+    assert memo.with_jobs([done]) == [done]
 
 
 def test_uncreated_removes_a_job_whose_creation_failed() -> None:

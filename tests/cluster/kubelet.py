@@ -247,9 +247,11 @@ class Kubelet:
                 self._schedule(ns, name)
         with self._lock:
             for run in self._jobs.values():
+                if run.done:  # most of them, while finished Jobs wait for their deletion
+                    continue
                 due = [t for t in (run.deadline_at, run.final_at, run.retry_at or None)
                        if t is not None]
-                if any(t <= clock for t in due) and not run.done:
+                if any(t <= clock for t in due):
                     self._dirty.add((run.ns, run.name))
         dirty, self._dirty = self._dirty, set()
         for ns, name in dirty:
@@ -537,7 +539,7 @@ class Kubelet:
         with self._lock:
             load = {n.name: 0 for n in self.nodes}
             for run in self._runs.values():
-                load[run.node.name] += 1
+                load[run.node.name] += not run.ended.is_set()  # a finished pod takes no room
 
         def score(node: Node) -> tuple[int, int, str]:
             weight = sum(p.get("weight", 1) for p in preferred

@@ -26,7 +26,7 @@ import gc
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Set
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -53,7 +53,7 @@ from proctor.k8s.manifests import (
     patch_configmap,
     task_configmap,
 )
-from proctor.k8s.podstatus import StateMemo, job_finished, pod_ended
+from proctor.k8s.podstatus import PodsOfJob, StateMemo, job_finished, job_name_of, pod_ended
 from proctor.k8s.recent import Recent
 from proctor.k8s.reconcile import (
     Decision,
@@ -121,7 +121,10 @@ class Reconciler:
         self._evaluations: dict[Key, Key] = {}
         """(namespace, Evaluation label) of the children -> (namespace, name) to reconcile."""
         self._states: dict[Key, StateMemo] = {}
-        """Per Evaluation, its items' states as last read (see `_views`)."""
+        self._status_states: dict[Key, StateMemo] = {}
+        """Per Evaluation, its items' states as last read by a pass, and by `_publish`."""
+        self._publishing: set[Key] = set()
+        self._publish_again: set[Key] = set()
         self._recent: dict[Key, tuple[str, Recent]] = {}
         """Per Evaluation (and its uid), what this process wrote that watches may not show."""
         self._work: set[asyncio.Task] = set()
@@ -172,7 +175,8 @@ class Reconciler:
     async def forget(self, key: Key, uid: str) -> None:
         """The Evaluation is gone (its agent has its tasks no more)."""
         self.forget_object(uid)
-        for memo in (self._recent, self._states, self._status_at, self._written, self._began):
+        for memo in (self._recent, self._states, self._status_states, self._status_at,
+                     self._written, self._began):
             memo.pop(key, None)
         for agent, busy in list(self._in_flight.items()):
             if busy.pop(key, None):
@@ -263,43 +267,49 @@ class Reconciler:
             return
         items = self._plan(evaluation, body, selection)
         recent = self._recent_for((namespace, name), body["metadata"].get("uid", ""))
-        views, _ = await self._views(evaluation, items, recent, every=False)
-        decision = decide(evaluation, views, now, self.settings, recent.busy)
-        self._act((namespace, name), body, evaluation, agent, selection.by_id, views, decision,
-                  recent)
-        wait = self._status_at.get((namespace, name), 0.0) + STATUS_SECONDS - time.monotonic()
-        if wait > 0:  # the status and metrics of a busy Evaluation: once a second at most
-            self.kick_later((namespace, name), wait)
-            return
-        await asyncio.sleep(0)  # the Jobs' creations set off first, the status after
-        views, kept = await self._views(evaluation, items, recent)  # with the new Jobs
-        results = [kept[i.id] for i in items if i.id in kept]
-        conditions = conditions_for(old, views, decision, _iso(now), generation)
-        status = build_status(evaluation, agent_label(evaluation), views, results, conditions,
-                              generation=generation, fingerprint=selection.fingerprint)
-        await self._write_status((namespace, name), body, status)
-        summary = aggregate(results, selection.by_id)
-        self.metrics.publish(namespace, name, agent_label(evaluation), summary,
-                             status["items"])
-        if agent is not None:
-            await self._agent_busy((namespace, name), (agent.namespace, agent.name),
-                                   status["items"]["running"] + status["items"]["pending"])
-
-    async def _views(self, evaluation: Evaluation, items: list[WorkItem], recent: Recent,
-                     every: bool = True) -> tuple[list[ItemView], dict[str, RunResult]]:
-        """Each item as observed now (or only those in play: enough to decide), and the
-        kept results by item id."""
+        key = (namespace, name)
         world = await self._observe(evaluation, recent)
-        kept = {r.item_id: r for r in world["results"]}
-        if not every:
-            items = in_play(items, world["jobs"], kept.keys(), recent.busy,
-                            evaluation.spec.max_concurrent_rows)
-        memo = self._states.setdefault((evaluation.namespace, evaluation.name), StateMemo())
-        events, version = world["events"], world["events_version"]
-        views = observe(items, world["jobs"], world["pods"], events, kept,
-                        lambda job, pods: memo.state(job, pods, events, version))
-        memo.prune()
-        return views, kept
+        views, _ = _views(items, world, self._states.setdefault(key, StateMemo()),
+                          in_play_of=(recent.busy, evaluation.spec.max_concurrent_rows))
+        decision = decide(evaluation, views, now, self.settings, recent.busy)
+        self._act(key, body, evaluation, agent, selection.by_id, views, decision, recent)
+        wait = self._status_at.get(key, 0.0) + STATUS_SECONDS - time.monotonic()
+        if wait > 0:  # the status and metrics of a busy Evaluation: once a second at most
+            self.kick_later(key, wait)
+        elif key in self._publishing:  # one at a time; the pass after it writes the next
+            self._publish_again.add(key)
+        else:
+            self._status_at[key] = time.monotonic()
+            self._publishing.add(key)
+            self._spawn(self._publish(key, body, evaluation, agent, selection, items, recent,
+                                      decision))
+
+    async def _publish(self, key: Key, body: Obj, evaluation: Evaluation,
+                       agent: AgentUnderTest | None, selection: dataset.Selection,
+                       items: list[WorkItem], recent: Recent, decision: Decision) -> None:
+        """Rebuild the status and metrics from every item as observed now, and write them.
+        Beside the passes, so that refilling a slot never waits for it: at 2,000 items it
+        costs some tens of milliseconds, and the write as long again. The pure part runs in
+        a thread, which leaves the event loop (and the watches, and the Jobs' creations)
+        free to go on meanwhile."""
+        try:
+            world = await self._observe(evaluation, recent)  # with the Jobs just created
+            memo = self._status_states.setdefault(key, StateMemo())
+            status, summary = await asyncio.to_thread(
+                _status_of, evaluation, body, items, world, memo, decision, selection)
+            await self._write_status(key, body, status)
+            self.metrics.publish(*key, agent_label(evaluation), summary, status["items"])
+            if agent is not None:
+                await self._agent_busy(key, (agent.namespace, agent.name),
+                                       status["items"]["running"] + status["items"]["pending"])
+        except Exception:
+            self.metrics.reconcile_errors.inc()
+            log.exception("Writing the status failed evaluation=%s/%s", *key)
+        finally:
+            self._publishing.discard(key)
+            if key in self._publish_again:
+                self._publish_again.discard(key)
+                self.kick(key)
 
     def _parse(self, body: Obj) -> Any:
         """An Evaluation or AgentUnderTest, checked against its CRD's schema (and CEL rules)
@@ -374,7 +384,8 @@ class Reconciler:
         version = events.version  # before the snapshot: a change between them shows next time
         return {"jobs": recent.with_jobs(jobs.get(key)),
                 "results": recent.with_results(results.get(key)),
-                "pods": pods.get(key), "events": events.get(evaluation.namespace),
+                "pods": PodsOfJob(lambda job: pods.get((*key, job))),
+                "events": events.get(evaluation.namespace),
                 "events_version": version}
 
     async def _informer(self, namespace: str, kind: str) -> Informer:
@@ -401,7 +412,8 @@ class Reconciler:
                                 self._job_changed, change, job))
         if kind == "pods":
             return Informer(f"pods of {namespace}", partial(self.kube.list_pods, namespace, labels),
-                            partial(self.kube.watch_pods, namespace, labels), _owner_key,
+                            partial(self.kube.watch_pods, namespace, labels),
+                            lambda pod: (*_owner_key(pod), job_name_of(pod)),  # a Job's pods
                             on_change=lambda change, pod: pod_ended(pod) and
                             loop.call_soon_threadsafe(self._kick_for_pod, pod))
         if kind == "results":
@@ -451,28 +463,32 @@ class Reconciler:
         """Set the decision going: each item's API calls go on beside the passes (one task
         per item), so that a pass never waits on the API server and the next one refills
         slots at once. A Job counts as created from here on (see `_start`)."""
-        nodes = {v.item.instance_id: v.state.node for v in views if v.state and v.state.node}
+        busy = recent.busy  # items whose earlier actions are under way are left to them
+        retry = [view for view in decision.retry if view.item.id not in busy]
+        nodes = {v.item.instance_id: v.state.node for v in views if v.state and v.state.node
+                 } if decision.start or retry else {}
         work: dict[str, list[Callable[[], Awaitable[None]]]] = {
             item.id: [self._start(body, evaluation, agent, instances[item.instance_id], item,
                                   nodes, recent)]
-            for item in decision.start}
+            for item in decision.start}  # never busy (see `decide`)
         for job in decision.stop:
-            if not recent.was_deleted(job):
-                work.setdefault(item_of(job), []).append(
-                    partial(self._delete, evaluation, job, recent))
+            item_id = item_of(job)
+            if item_id not in busy and not recent.was_deleted(job):
+                work.setdefault(item_id, []).append(partial(self._delete, evaluation, job, recent))
         for view in decision.harvest:
-            work.setdefault(view.item.id, []).append(
-                partial(self._harvest, body, evaluation, instances, view, recent))
+            if view.item.id not in busy:
+                work.setdefault(view.item.id, []).append(
+                    partial(self._harvest, body, evaluation, instances, view, recent))
         for view, result in decision.give_up:
-            work.setdefault(view.item.id, []).append(
-                partial(self._give_up, body, evaluation, instances, view, result, recent))
-        for view in decision.retry:
+            if view.item.id not in busy:
+                work.setdefault(view.item.id, []).append(partial(
+                    self._give_up, body, evaluation, instances, view, result, recent))
+        for view in retry:
             work.setdefault(view.item.id, []).append(
                 partial(self._retry, body, evaluation, agent, instances, view, nodes, recent))
         starting = {item.id for item in decision.start}
         for item_id, steps in work.items():
-            if item_id not in recent.busy:
-                self._in_background(key, recent, item_id, steps, urgent=item_id in starting)
+            self._in_background(key, recent, item_id, steps, urgent=item_id in starting)
         for item in decision.ahead:
             if item.instance_id not in recent.tasks and item.instance_id not in recent.preparing:
                 self._prepare(body, evaluation, instances[item.instance_id], recent)
@@ -533,18 +549,24 @@ class Reconciler:
                                 job["metadata"]["name"])
         recent.delete(job)
 
-    async def _keep(self, body: Obj, evaluation: Evaluation, result: RunResult,
-                    artifacts: Mapping[str, str], recent: Recent) -> None:
+    async def _keep(self, body: Obj, evaluation: Evaluation, view: ItemView,
+                    result: RunResult, artifacts: Mapping[str, str], recent: Recent) -> None:
+        """Keep the item's result, then delete its Jobs (their pods and logs go with them):
+        at once, in the same chore, rather than on a later pass, so that a finished Job does
+        not wait its turn twice (see `Recent.with_jobs`)."""
         configmap = result_configmap(evaluation, result, artifacts)
         kopf.adopt(configmap, owner=body)
         await asyncio.to_thread(self.kube.create, configmap)
         recent.kept(result)
+        for job in view.jobs:
+            if not recent.was_deleted(job):
+                await self._delete(evaluation, job, recent)
 
     async def _give_up(self, body: Obj, evaluation: Evaluation,
                        instances: Mapping[str, Instance], view: ItemView, result: RunResult,
                        recent: Recent) -> None:
         result = result.model_copy(update={"repo": instances[view.item.instance_id].repo})
-        await self._keep(body, evaluation, result, {}, recent)
+        await self._keep(body, evaluation, view, result, {}, recent)
         kopf.warn(body, reason="ItemFailed", message=f"{view.item.key}: {result.error_message}")
 
     async def _harvest(self, body: Obj, evaluation: Evaluation,
@@ -557,7 +579,7 @@ class Reconciler:
         full, artifacts = parse_grade_log(text)
         result = harvested_result(evaluation, view, full,
                                   instances[view.item.instance_id].repo)
-        await self._keep(body, evaluation, result, artifacts, recent)
+        await self._keep(body, evaluation, view, result, artifacts, recent)
         if result.timings.total_seconds is not None:
             self.metrics.job_seconds.labels(evaluation.namespace,
                                             agent_label(evaluation)).observe(
@@ -586,7 +608,7 @@ class Reconciler:
             result = failure_result(evaluation, view).model_copy(
                 update={"repo": instance.repo, "error_message": "the agent's answer was lost "
                         f"with its pod ({view.state.reason}); not asked again"})
-            await self._keep(body, evaluation, result, {}, recent)
+            await self._keep(body, evaluation, view, result, {}, recent)
             return
         kept_cm = None
         if patch is not None:
@@ -642,6 +664,35 @@ class Reconciler:
         self._written[key] = status
 
 
+def _views(items: list[WorkItem], world: Mapping[str, Any], memo: StateMemo,
+           in_play_of: tuple[Set[str], int] | None = None
+           ) -> tuple[list[ItemView], dict[str, RunResult]]:
+    """Each item as `world` shows it (or, given the busy items and maxConcurrentRows, only
+    those in play: enough to decide), and the kept results by item id."""
+    kept = {r.item_id: r for r in world["results"]}
+    if in_play_of is not None:
+        items = in_play(items, world["jobs"], kept.keys(), *in_play_of)
+    events, version = world["events"], world["events_version"]
+    views = observe(items, world["jobs"], world["pods"], events, kept,
+                    lambda job, pods: memo.state(job, pods, events, version))
+    memo.prune()
+    return views, kept
+
+
+def _status_of(evaluation: Evaluation, body: Obj, items: list[WorkItem],
+               world: Mapping[str, Any], memo: StateMemo, decision: Decision,
+               selection: dataset.Selection) -> tuple[Obj, Any]:
+    """The Evaluation's status and its results' summary, from every item in `world`."""
+    views, kept = _views(items, world, memo)
+    results = [kept[i.id] for i in items if i.id in kept]
+    generation = body["metadata"].get("generation")
+    old = (body.get("status") or {}).get("conditions") or []
+    conditions = conditions_for(old, views, decision, _iso(datetime.now(UTC)), generation)
+    status = build_status(evaluation, agent_label(evaluation), views, results, conditions,
+                          generation=generation, fingerprint=selection.fingerprint)
+    return status, aggregate(results, selection.by_id)
+
+
 def _task(body: Obj, evaluation: Evaluation, instance: Instance) -> Obj:
     """The instance's task ConfigMap, owned by the Evaluation."""
     task = task_configmap(evaluation, instance, {})
@@ -668,7 +719,7 @@ API_THREADS = 32
 """Threads that call the API server at once (each holds a connection while it does)."""
 CHORES_AT_ONCE = 8
 """Items whose harvest, retry or clean-up may call the API server at once."""
-PASS_SECONDS = 0.1
+PASS_SECONDS = 0.05
 """Least time from the start of one pass of an Evaluation to the start of the next."""
 GC_THRESHOLD = 50_000
 """Allocations between two runs of the cyclic garbage collector's youngest generation."""

@@ -25,7 +25,7 @@ terminating and holding its node).
 from __future__ import annotations
 
 import json
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -148,23 +148,35 @@ def pod_ended(pod: Obj) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
+def _owner_uids(pod: Obj) -> set[str]:
+    meta = pod.get("metadata", {})
+    labels = meta.get("labels") or {}
+    return {ref.get("uid") for ref in meta.get("ownerReferences") or []} | {
+        labels.get("batch.kubernetes.io/controller-uid"), labels.get("controller-uid")}
+
+
+def job_name_of(pod: Obj) -> str | None:
+    """The name of the Job that made the pod (its ``job-name`` labels)."""
+    labels = pod.get("metadata", {}).get("labels") or {}
+    return labels.get("batch.kubernetes.io/job-name") or labels.get("job-name")
+
+
 class PodsByJob:
     """Pods indexed by the Job that made them, once for many Jobs: by the Job's uid (owner
     reference, ``controller-uid`` labels), else by its name (``job-name`` labels).
 
     The uid tells a Job from an earlier one of the same name whose pods are still going.
+    `of` is all `observe` asks of it: a cache that keeps pods by Job already (the
+    operator's) stands in for it with `PodsOfJob`.
     """
 
     def __init__(self, pods: Sequence[Obj]):
         self._by_uid: dict[str, list[Obj]] = {}
         self._by_name: dict[str, list[Obj]] = {}
         for pod in pods:
-            meta = pod.get("metadata", {})
-            labels = meta.get("labels") or {}
-            uids = {ref.get("uid") for ref in meta.get("ownerReferences") or []} | {
-                labels.get("batch.kubernetes.io/controller-uid"), labels.get("controller-uid")}
+            labels = pod.get("metadata", {}).get("labels") or {}
             names = {labels.get("batch.kubernetes.io/job-name"), labels.get("job-name")}
-            for uid in uids - {None, ""}:
+            for uid in _owner_uids(pod) - {None, ""}:
                 self._by_uid.setdefault(uid, []).append(pod)
             for name in names - {None, ""}:
                 self._by_name.setdefault(name, []).append(pod)
@@ -173,6 +185,23 @@ class PodsByJob:
         meta = job.get("metadata", {})
         uid, name = meta.get("uid"), meta.get("name")
         return list((uid and self._by_uid.get(uid)) or (name and self._by_name.get(name)) or [])
+
+
+class PodsOfJob:
+    """`PodsByJob` for pods already kept by the name of their Job: ``named(name)`` answers
+    the pods whose ``job-name`` is ``name``; of those, the ones the Job's uid owns, if any."""
+
+    def __init__(self, named: Callable[[str], Sequence[Obj]]):
+        self._named = named
+
+    def of(self, job: Obj) -> list[Obj]:
+        meta = job.get("metadata", {})
+        pods = list(self._named(meta.get("name", "")))
+        if len(pods) < 2:  # owned or not, the answer is the same
+            return pods
+        uid = meta.get("uid")
+        owned = [p for p in pods if uid and uid in _owner_uids(p)]
+        return owned or pods
 
 
 class StateMemo:

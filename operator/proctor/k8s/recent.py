@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from proctor.k8s.podstatus import job_finished
 from proctor.model import RunResult
 
 Obj = dict[str, Any]
@@ -58,11 +59,16 @@ class Recent:
 
     def with_jobs(self, observed: Sequence[Obj]) -> list[Obj]:
         """The observed Jobs and those created since that the watch has not shown yet (a
-        Job created and deleted before the watch showed it is gone from both)."""
+        Job created and deleted before the watch showed it is gone from both). A finished
+        Job this process deleted is left out at once: it holds no slot and needs nothing
+        more, and under load its deletion takes seconds to show. One that had not finished
+        stays until the watch shows it gone: its pod may still be running."""
         seen = {j["metadata"]["name"] for j in observed}
         self._forget(self.jobs, seen)
-        return [*observed, *(job for name, (_, job) in self.jobs.items()
-                             if name not in self.deleted)]
+        shown = [j for j in observed
+                 if j["metadata"]["name"] not in self.deleted or not job_finished(j)]
+        return [*shown, *(job for name, (_, job) in self.jobs.items()
+                          if name not in self.deleted)]
 
     def with_results(self, observed: Iterable[RunResult]) -> list[RunResult]:
         """The same for kept results."""

@@ -34,6 +34,7 @@ from proctor.k8s.podstatus import (
     ItemState,
     Phase,
     PodsByJob,
+    PodsOfJob,
     item_state,
     job_finished,
     parse_time,
@@ -106,11 +107,13 @@ def attempt_of(job: Obj) -> int:
     return int(labels.get(LABEL_ATTEMPT, "0"))
 
 
-def observe(items: Sequence[WorkItem], jobs: Sequence[Obj], pods: Sequence[Obj],
-            events: Sequence[Obj], kept: Mapping[str, RunResult],
+def observe(items: Sequence[WorkItem], jobs: Sequence[Obj],
+            pods: Sequence[Obj] | PodsByJob | PodsOfJob, events: Sequence[Obj],
+            kept: Mapping[str, RunResult],
             state_of: Callable[[Obj, list[Obj]], ItemState] | None = None) -> list[ItemView]:
     """Each planned item with its Jobs (oldest attempt first) and its kept result.
-    ``state_of(job, its pods)``: `item_state` with these events, or a memo of it."""
+    ``pods``: the pods, or an index of them by Job; ``state_of(job, its pods)``:
+    `item_state` with these events, or a memo of it."""
     read = state_of or (lambda job, own: item_state(job, own, events))
     by_item: dict[str, list[Obj]] = {}
     for job in jobs:
@@ -118,7 +121,7 @@ def observe(items: Sequence[WorkItem], jobs: Sequence[Obj], pods: Sequence[Obj],
         if item_id:
             by_item.setdefault(item_id, []).append(job)
     views = []
-    pods_by_job = PodsByJob(pods)
+    pods_by_job = pods if isinstance(pods, PodsByJob | PodsOfJob) else PodsByJob(pods)
     for item in items:
         own, result = by_item.get(item.id), kept.get(item.id)
         if not own:
