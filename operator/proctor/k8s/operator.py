@@ -108,6 +108,8 @@ class Reconciler:
         self._datasets: dict[tuple, dataset.Selection] = {}
         self._plans: dict[str, tuple[tuple, list[WorkItem]]] = {}
         """Per Evaluation uid, its items, planned for its latest spec generation."""
+        self._tasks: dict[str, tuple[int | None, dict[str, Obj]]] = {}
+        """Per Evaluation uid, its task ConfigMaps by instance, for its latest generation."""
         self._parsed: dict[str, tuple[int | None, Any]] = {}
         """Per Evaluation or AgentUnderTest uid, its latest spec generation, parsed."""
         self.indexes: Mapping[str, Any] | None = None
@@ -171,6 +173,7 @@ class Reconciler:
         """An Evaluation or AgentUnderTest is gone: so are its parsed spec and plan."""
         self._parsed.pop(uid, None)
         self._plans.pop(uid, None)
+        self._tasks.pop(uid, None)
 
     async def forget(self, key: Key, uid: str) -> None:
         """The Evaluation is gone (its agent has its tasks no more)."""
@@ -498,7 +501,7 @@ class Reconciler:
         """Make an instance's task ConfigMap before a slot frees up for it: a failure only
         leaves the work to its Job's creation. Part of refilling slots, so it does not wait
         behind the harvests (`CHORES_AT_ONCE`); there are at most maxConcurrentRows."""
-        task = _task(body, evaluation, instance)
+        task = self._task(body, evaluation, instance)
         recent.preparing.add(instance.instance_id)
 
         async def run() -> None:
@@ -629,7 +632,7 @@ class Reconciler:
                kept_cm: Obj | None = None, attempt: int = 0) -> Callable[[], Awaitable[None]]:
         """Count the item's Job as created now (so no pass gives its slot away), and return
         the API calls that create it (its task ConfigMap first)."""
-        task = _task(body, evaluation, instance)
+        task = self._task(body, evaluation, instance)
         job = desired_job(evaluation, agent, item, instance, task, runner_version=__version__,
                           runner_image_default=self.runner_image,
                           preferred_node=nodes.get(instance.instance_id), kept_patch=kept_cm,
@@ -647,6 +650,20 @@ class Reconciler:
                 recent.uncreated(job)  # a later pass tries again
                 raise
         return create
+
+    def _task(self, body: Obj, evaluation: Evaluation, instance: Instance) -> Obj:
+        """The instance's task ConfigMap, owned by the Evaluation: built (and its content
+        hashed for its name) once per spec generation, not on every start."""
+        meta = body["metadata"]
+        uid, generation = meta.get("uid", ""), meta.get("generation")
+        known = self._tasks.get(uid)
+        if known is None or known[0] != generation:
+            known = self._tasks[uid] = (generation, {})
+        task = known[1].get(instance.instance_id)
+        if task is None:
+            task = known[1][instance.instance_id] = task_configmap(evaluation, instance, {})
+            kopf.adopt(task, owner=body)
+        return task
 
     async def _make_task(self, task: Obj, instance: Instance, recent: Recent) -> None:
         """Create an instance's task ConfigMap (named by its content: a 409 means it is
@@ -691,13 +708,6 @@ def _status_of(evaluation: Evaluation, body: Obj, items: list[WorkItem],
     status = build_status(evaluation, agent_label(evaluation), views, results, conditions,
                           generation=generation, fingerprint=selection.fingerprint)
     return status, aggregate(results, selection.by_id)
-
-
-def _task(body: Obj, evaluation: Evaluation, instance: Instance) -> Obj:
-    """The instance's task ConfigMap, owned by the Evaluation."""
-    task = task_configmap(evaluation, instance, {})
-    kopf.adopt(task, owner=body)
-    return task
 
 
 def _solve_started(view: ItemView) -> bool:
