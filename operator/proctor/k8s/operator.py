@@ -9,8 +9,9 @@ results and Warning events, too many changes for kopf's per-event handling),
 asks the pure `proctor.k8s.reconcile.decide` what to do, and sets it going: each item's
 API calls (create its Job, read its logs and keep its result, retry it, delete its Job)
 run beside the passes, and `Recent` makes what was just written count before the
-watches show it. The status, rebuilt from what was observed, is written at most every
-`STATUS_SECONDS`. See `proctor.k8s.reconcile` for the rules.
+watches show it. The status, rebuilt from every item as observed, is built and written
+beside the passes (`_publish`), at most every `STATUS_SECONDS`. See
+`proctor.k8s.reconcile` for the rules.
 
 Run it with `proctor operator` (in the chart's Deployment) or `kopf run -m
 proctor.k8s.operator`.
