@@ -274,6 +274,42 @@ def test_suspend_starts_nothing_until_resumed(test_cluster, k8s_namespace, kube_
     assert body["status"]["items"]["done"] == 3
 
 
+def reconcile_errors() -> float:
+    """proctor_reconcile_errors_total of this process's operator (0 before it ever ran)."""
+    metrics = operator_module._METRICS
+    if metrics is None:
+        return 0.0
+    return next(s.value for s in metrics.reconcile_errors.collect()[0].samples
+                if s.name.endswith("_total"))
+
+
+def test_status_writes_refused_for_a_while_lose_nothing(test_cluster, k8s_namespace,
+                                                         kube_client, agent):
+    """The API server refuses the Evaluation's status writes for a while (etcd timing out):
+    the items go on meanwhile, the refusals are counted as reconcile errors, and the status
+    is written, complete, once the server takes it."""
+    api = Api(kube_client, k8s_namespace)
+    agent_body, eval_body = manifests(k8s_namespace, agent.url, maxConcurrentRows=3)
+    eval_body["spec"]["dataset"]["maxRows"] = 3
+    status_path = f"/namespaces/{k8s_namespace}/evaluations/demo/status"
+    test_cluster.emulator.refuse("PATCH", status_path, times=3)
+    before = reconcile_errors()
+    api.apply(agent_body, eval_body)
+    with operator(test_cluster, k8s_namespace):
+        body = wait_succeeded(test_cluster, api)
+    writes = test_cluster.calls("PATCH", status_path)
+    assert [c[2] for c in writes[:3]] == [500, 500, 500] and writes[3][2] == 200
+    first_job = next(i for i, c in enumerate(test_cluster.calls())
+                     if c[0] == "POST" and c[1].endswith(f"/namespaces/{k8s_namespace}/jobs"))
+    first_status = test_cluster.calls().index(writes[3])
+    assert first_job < first_status, "the items waited for the status"
+    assert reconcile_errors() - before == 3
+    assert body["status"]["items"]["done"] == 3
+    kept = [c for c in api.configmaps()
+            if (c.metadata.labels or {}).get("app.kubernetes.io/component") == "result"]
+    assert len(kept) == 3
+
+
 @pytest.mark.parametrize(("change", "reason", "words"), [
     ({"dataset": {"name": "proctor-demo", "instanceIds": ["nope__nope-1"]}},
      "DatasetUnusable", "nope__nope-1"),

@@ -92,6 +92,8 @@ class ClusterEmulator(kmock.KubernetesScaffold):
     calls: list[tuple[str, str, int]] = attrs.field(factory=list, init=False)
     """(method, path with query, status) of every resource request, for assertions."""
     _closing: list[Callable[[], None]] = attrs.field(factory=list, init=False)
+    _refusals: list[list[Any]] = attrs.field(factory=list, init=False)
+    _refusals_lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -123,6 +125,7 @@ class ClusterEmulator(kmock.KubernetesScaffold):
         if route is None:
             return await super().__call__(raw)
         try:
+            self._check_refusals(raw)
             response = await self._serve(raw, route)
         except ApiError as exc:
             response = _json(exc.status(), exc.code)
@@ -133,6 +136,20 @@ class ClusterEmulator(kmock.KubernetesScaffold):
         if not raw.get(_LOGGED):
             self._log_call(raw, response.status)
         return response
+
+    def refuse(self, method: str, contains: str, times: int = 1) -> None:
+        """Answer the next ``times`` requests of ``method`` whose path contains ``contains``
+        as an API server whose etcd times out does (500 InternalError), changing nothing."""
+        with self._refusals_lock:
+            self._refusals.append([method, contains, times])
+
+    def _check_refusals(self, raw: aiohttp.web.BaseRequest) -> None:
+        with self._refusals_lock:
+            for refusal in self._refusals:
+                method, contains, left = refusal
+                if left > 0 and raw.method == method and contains in raw.path:
+                    refusal[2] -= 1
+                    raise ApiError(500, "InternalError", "etcdserver: request timed out")
 
     def _log_call(self, raw: aiohttp.web.BaseRequest, status: int) -> None:
         self.calls.append((raw.method, raw.path_qs, status))
