@@ -88,6 +88,34 @@ def test_added_modified_and_deleted_objects() -> None:
     assert informer.resource_version == "7"
 
 
+def test_a_groups_version_moves_with_what_get_answers_for_it_and_no_other() -> None:
+    informer = bare()
+    assert informer.version_of("g1") == 0
+    informer.apply([{"type": "ADDED", "object": obj("a", rv=2)},
+                    {"type": "ADDED", "object": obj("c", "g2", rv=3)}])
+    seen = {g: informer.version_of(g) for g in ("g1", "g2")}
+    assert 0 not in seen.values()
+    informer.apply([{"type": "MODIFIED", "object": obj("a", rv=4)}])
+    assert informer.version_of("g1") > seen["g1"] and informer.version_of("g2") == seen["g2"]
+    seen = {g: informer.version_of(g) for g in ("g1", "g2")}
+    informer.apply([{"type": "MODIFIED", "object": obj("a", "g2", rv=5)}])  # moved across
+    assert informer.version_of("g1") == 0 and informer.version_of("g2") > seen["g2"]
+    moved = informer.version_of("g2")
+    informer.apply([{"type": "DELETED", "object": obj("c", "g2", rv=6)}])
+    assert informer.version_of("g2") > moved
+    informer.apply([{"type": "DELETED", "object": obj("a", "g2", rv=7)}])
+    assert informer.version_of("g2") == 0 and informer._group_versions == {}  # none kept
+
+
+def test_a_relist_moves_every_groups_version() -> None:
+    listed = {"items": [obj("a", rv=1), obj("c", "g2", rv=1)], "metadata": {"resourceVersion": "1"}}
+    informer = Informer("test", lambda: listed, no_watch, by_label)
+    informer._relist()
+    first = {g: informer.version_of(g) for g in ("g1", "g2")}
+    informer._relist()
+    assert all(informer.version_of(g) > v > 0 for g, v in first.items())
+
+
 def test_each_change_is_told_with_its_kind_after_the_cache_has_it() -> None:
     told: list[tuple[str, str, list[str]]] = []
     informer = Informer("test", no_list, no_watch, by_label, on_change=lambda kind, o: told.append(

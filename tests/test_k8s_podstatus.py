@@ -192,23 +192,40 @@ def test_the_state_memo_reads_again_only_when_the_job_its_pods_or_the_events_cha
     pod = copy.deepcopy(real_items("podlist-errimagepull-pending_troubleshoot.json")[0])
     events = real_items("eventlist-imagepull-oomjob-backofflimit_troubleshoot.json")
     job = job_named("j", uid="u1", **ACTIVE)
-    job["metadata"]["resourceVersion"], pod["metadata"]["resourceVersion"] = "7", "8"
+    job["metadata"]["resourceVersion"] = "7"
+    cache = {"pods": [pod], "version": 1}  # as the operator's pod cache keeps them
+    reads: list[str] = []
+    pods = PodsOfJob(lambda name: reads.append(name) or cache["pods"],
+                     lambda name: cache["version"])
     memo = StateMemo()
-    first = memo.state(job, [pod], [], events_version=1)
+    first = memo.state(job, pods, [], events_version=1)
     assert first == item_state(job, [pod]) and first.since == "2023-07-11T05:34:44Z"
-    assert memo.state(job, [pod], events, events_version=1) is first  # same versions
-    with_events = memo.state(job, [pod], events, events_version=2)
+    assert memo.state(job, pods, events, events_version=1) is first  # same versions
+    assert reads == ["j"]  # and the pods were not copied again to see that
+    with_events = memo.state(job, pods, events, events_version=2)
     assert with_events.since == "2023-07-11T05:34:46Z"  # the events were read
-    running = copy.deepcopy(pod)
-    running["metadata"]["resourceVersion"] = "9"
-    running["status"]["phase"] = "Failed"
-    cached = memo.state(job, [running], events, 2)
+    failed = copy.deepcopy(pod)
+    failed["status"]["phase"] = "Failed"
+    cache["pods"] = [failed]
+    assert memo.state(job, pods, events, 2) is with_events  # the cache says: unchanged
+    cache["version"] = 2
+    cached = memo.state(job, pods, events, 2)
     assert cached.phase == Phase.FAILED
     memo.prune()  # read since the last prune: kept
-    assert memo.state(job, [running], events, 2) is cached
+    assert memo.state(job, pods, events, 2) is cached
     memo.prune()  # read just now: kept
     memo.prune()  # not read since: forgotten
-    assert memo.state(job, [running], events, 2) is not cached
+    assert memo.state(job, pods, events, 2) is not cached
+    # Given the pods themselves, the memo keys on their resourceVersions.
+    ours = our_job()
+    ours["metadata"]["resourceVersion"] = "7"
+    mine = our_pod(ours, "Pending", BEFORE_SOLVE)
+    mine["metadata"]["resourceVersion"] = "8"
+    known = memo.state(ours, PodsByJob([mine]), [], 1)
+    assert memo.state(ours, PodsByJob([copy.deepcopy(mine)]), [], 1) is known
+    mine = copy.deepcopy(mine) | {"status": mine["status"] | {"phase": "Failed"}}
+    mine["metadata"]["resourceVersion"] = "9"
+    assert memo.state(ours, PodsByJob([mine]), [], 1) is not known
 
 
 def test_failed_create_from_pod_security_is_pending_and_not_retryable() -> None:
@@ -438,7 +455,8 @@ def test_pods_kept_by_their_jobs_name_are_picked_as_from_the_whole_list() -> Non
     by_name: dict[str | None, list[dict[str, Any]]] = {}
     for pod in pods:
         by_name.setdefault(job_name_of(pod), []).append(pod)
-    kept, whole = PodsOfJob(lambda name: by_name.get(name, [])), PodsByJob(pods)
+    kept = PodsOfJob(lambda name: by_name.get(name, []), lambda name: 0)
+    whole = PodsByJob(pods)
     jobs = [job, job | {"metadata": job["metadata"] | {"uid": "earlier-uid"}},
             job | {"metadata": job["metadata"] | {"uid": "a-third-uid"}},  # none yet: by name
             job_named("oom-kill-job3", "a85295e8-54e4-40a4-aeb0-b47c19f1a69f"),

@@ -61,6 +61,7 @@ class Informer:
         self.resource_version = ""
         self.version = 0
         """Moves with every change the cache takes in (memos of what it holds key on it)."""
+        self._group_versions: dict[Hashable, int] = {}
         self._stopped = threading.Event()
         self._stream: Stream | None = None
         self._expired_at = float("-inf")
@@ -78,6 +79,12 @@ class Informer:
     def get(self, group: Hashable) -> list[Any]:
         with self._lock:
             return list(self._groups.get(group, {}).values())
+
+    def version_of(self, group: Hashable) -> int:
+        """Moves whenever what `get(group)` answers changes (0 while it answers nothing):
+        a memo keyed on it need not copy the group to see that it is the same."""
+        with self._lock:
+            return self._group_versions.get(group, 0)
 
     def stop(self) -> None:
         self._stopped.set()
@@ -109,6 +116,7 @@ class Informer:
             self._groups, self._group_by_name = groups, names
             self.resource_version = listed["metadata"]["resourceVersion"]
             self.version += 1
+            self._group_versions = dict.fromkeys(groups, self.version)
 
     def _follow(self) -> None:
         while not self._stopped.is_set():
@@ -152,13 +160,19 @@ class Informer:
             meta = obj.get("metadata") or {}
             kept = self._kept(obj) if kind in ("ADDED", "MODIFIED") else None
             with self._lock:
-                if kind in ("ADDED", "MODIFIED"):
-                    _put(self._groups, self._group_by_name, self._group_of(obj),
-                         meta["name"], kept)
+                if kind in ("ADDED", "MODIFIED", "DELETED"):
+                    before = self._group_by_name.get(meta.get("name"))
+                    if kind == "DELETED":
+                        _drop(self._groups, self._group_by_name, meta.get("name"))
+                    else:
+                        _put(self._groups, self._group_by_name, self._group_of(obj),
+                             meta["name"], kept)
                     self.version += 1
-                elif kind == "DELETED":
-                    _drop(self._groups, self._group_by_name, meta.get("name"))
-                    self.version += 1
+                    for group in (before, self._group_by_name.get(meta.get("name"))):
+                        if group in self._groups:
+                            self._group_versions[group] = self.version
+                        else:
+                            self._group_versions.pop(group, None)
                 if meta.get("resourceVersion"):
                     self.resource_version = meta["resourceVersion"]
             if self._on_change is not None and kind in ("ADDED", "MODIFIED", "DELETED"):

@@ -388,7 +388,8 @@ class Reconciler:
         version = events.version  # before the snapshot: a change between them shows next time
         return {"jobs": recent.with_jobs(jobs.get(key)),
                 "results": recent.with_results(results.get(key)),
-                "pods": PodsOfJob(lambda job: pods.get((*key, job))),
+                "pods": PodsOfJob(lambda job: pods.get((*key, job)),
+                                  lambda job: pods.version_of((*key, job))),
                 "events": events.get(evaluation.namespace),
                 "events_version": version}
 
@@ -692,7 +693,7 @@ def _views(items: list[WorkItem], world: Mapping[str, Any], memo: StateMemo,
         items = in_play(items, world["jobs"], kept.keys(), *in_play_of)
     events, version = world["events"], world["events_version"]
     views = observe(items, world["jobs"], world["pods"], events, kept,
-                    lambda job, pods: memo.state(job, pods, events, version))
+                    lambda job: memo.state(job, world["pods"], events, version))
     memo.prune()
     return views, kept
 

@@ -186,13 +186,24 @@ class PodsByJob:
         uid, name = meta.get("uid"), meta.get("name")
         return list((uid and self._by_uid.get(uid)) or (name and self._by_name.get(name)) or [])
 
+    def version(self, job: Obj) -> Hashable:
+        """What changes when the Job's pods do (`StateMemo` keys on it)."""
+        return tuple((p["metadata"].get("uid"), p["metadata"].get("resourceVersion"))
+                     for p in self.of(job))
+
 
 class PodsOfJob:
     """`PodsByJob` for pods already kept by the name of their Job: ``named(name)`` answers
-    the pods whose ``job-name`` is ``name``; of those, the ones the Job's uid owns, if any."""
+    the pods whose ``job-name`` is ``name``; of those, the ones the Job's uid owns, if any.
+    ``version_of(name)`` moves whenever ``named(name)`` would answer otherwise (see
+    `Informer.version_of`)."""
 
-    def __init__(self, named: Callable[[str], Sequence[Obj]]):
-        self._named = named
+    def __init__(self, named: Callable[[str], Sequence[Obj]],
+                 version_of: Callable[[str], Hashable]):
+        self._named, self._version_of = named, version_of
+
+    def version(self, job: Obj) -> Hashable:
+        return self._version_of(job.get("metadata", {}).get("name", ""))
 
     def of(self, job: Obj) -> list[Obj]:
         meta = job.get("metadata", {})
@@ -214,17 +225,16 @@ class StateMemo:
         self._known: dict[str, tuple[Hashable, ItemState]] = {}
         self._read: set[str] = set()
 
-    def state(self, job: Obj, pods: Sequence[Obj], events: Sequence[Obj],
+    def state(self, job: Obj, pods: PodsByJob | PodsOfJob, events: Sequence[Obj],
               events_version: Hashable) -> ItemState:
+        """The Job's `item_state`; its pods are read from ``pods`` only when they changed."""
         meta = job.get("metadata", {})
         name = meta.get("name", "")
-        key = (meta.get("uid"), meta.get("resourceVersion"), events_version,
-               tuple((p["metadata"].get("uid"), p["metadata"].get("resourceVersion"))
-                     for p in pods))
+        key = (meta.get("uid"), meta.get("resourceVersion"), events_version, pods.version(job))
         self._read.add(name)
         known = self._known.get(name)
         if known is None or known[0] != key:
-            known = self._known[name] = (key, item_state(job, pods, events))
+            known = self._known[name] = (key, item_state(job, pods.of(job), events))
         return known[1]
 
     def prune(self) -> None:

@@ -110,11 +110,10 @@ def attempt_of(job: Obj) -> int:
 def observe(items: Sequence[WorkItem], jobs: Sequence[Obj],
             pods: Sequence[Obj] | PodsByJob | PodsOfJob, events: Sequence[Obj],
             kept: Mapping[str, RunResult],
-            state_of: Callable[[Obj, list[Obj]], ItemState] | None = None) -> list[ItemView]:
+            state_of: Callable[[Obj], ItemState] | None = None) -> list[ItemView]:
     """Each planned item with its Jobs (oldest attempt first) and its kept result.
-    ``pods``: the pods, or an index of them by Job; ``state_of(job, its pods)``:
-    `item_state` with these events, or a memo of it."""
-    read = state_of or (lambda job, own: item_state(job, own, events))
+    ``pods``: the pods, or an index of them by Job; ``state_of(job)``: `item_state` of
+    the Job with its pods and these events, or a memo of it."""
     by_item: dict[str, list[Obj]] = {}
     for job in jobs:
         item_id = item_of(job)
@@ -122,6 +121,7 @@ def observe(items: Sequence[WorkItem], jobs: Sequence[Obj],
             by_item.setdefault(item_id, []).append(job)
     views = []
     pods_by_job = pods if isinstance(pods, PodsByJob | PodsOfJob) else PodsByJob(pods)
+    read = state_of or (lambda job: item_state(job, pods_by_job.of(job), events))
     for item in items:
         own, result = by_item.get(item.id), kept.get(item.id)
         if not own:
@@ -129,7 +129,7 @@ def observe(items: Sequence[WorkItem], jobs: Sequence[Obj],
             continue
         own.sort(key=attempt_of)
         # A kept result ends the item: its Jobs' state no longer matters (they are deleted).
-        state = read(own[-1], pods_by_job.of(own[-1])) if result is None else None
+        state = read(own[-1]) if result is None else None
         views.append(ItemView(item, own, state, result))
     return views
 
