@@ -166,8 +166,8 @@ class PodsByJob:
     reference, ``controller-uid`` labels), else by its name (``job-name`` labels).
 
     The uid tells a Job from an earlier one of the same name whose pods are still going.
-    `of` is all `observe` asks of it: a cache that keeps pods by Job already (the
-    operator's) stands in for it with `PodsOfJob`.
+    `of` (and `version`, for `StateMemo`) is all that is asked of it: a cache that keeps
+    pods by Job already (the operator's) stands in for it with `PodsOfJob`.
     """
 
     def __init__(self, pods: Sequence[Obj]):
