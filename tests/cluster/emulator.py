@@ -125,7 +125,7 @@ class ClusterEmulator(kmock.KubernetesScaffold):
         if route is None:
             return await super().__call__(raw)
         try:
-            self._check_refusals(raw)
+            await self._check_refusals(raw)
             response = await self._serve(raw, route)
         except ApiError as exc:
             response = _json(exc.status(), exc.code)
@@ -137,18 +137,24 @@ class ClusterEmulator(kmock.KubernetesScaffold):
             self._log_call(raw, response.status)
         return response
 
-    def refuse(self, method: str, contains: str, times: int = 1) -> None:
+    def refuse(self, method: str, contains: str, times: int = 1, body_contains: str = ""
+               ) -> None:
         """Answer the next ``times`` requests of ``method`` whose path contains ``contains``
-        as an API server whose etcd times out does (500 InternalError), changing nothing."""
+        (and whose body ``body_contains``) as an API server whose etcd times out does
+        (500 InternalError), changing nothing."""
         with self._refusals_lock:
-            self._refusals.append([method, contains, times])
+            self._refusals.append([method, contains, body_contains, times])
 
-    def _check_refusals(self, raw: aiohttp.web.BaseRequest) -> None:
+    async def _check_refusals(self, raw: aiohttp.web.BaseRequest) -> None:
+        if not self._refusals:
+            return
+        body = (await raw.text()) if raw.can_read_body else ""  # kept for _body to read
         with self._refusals_lock:
             for refusal in self._refusals:
-                method, contains, left = refusal
-                if left > 0 and raw.method == method and contains in raw.path:
-                    refusal[2] -= 1
+                method, contains, body_contains, left = refusal
+                if left > 0 and raw.method == method and contains in raw.path \
+                        and body_contains in body:
+                    refusal[3] -= 1
                     raise ApiError(500, "InternalError", "etcdserver: request timed out")
 
     def _log_call(self, raw: aiohttp.web.BaseRequest, status: int) -> None:
