@@ -10,6 +10,7 @@ relies on, garbage collection, and kopf's handshake.
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import re
 import sys
@@ -17,6 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import kopf
 import kubernetes
 import pytest
 import yaml
@@ -653,6 +655,11 @@ TINY_OPERATOR = '''
 import kopf
 
 
+@kopf.on.login()  # a registry of its own has none of kopf's default logins
+def login(**kwargs):
+    return kopf.login_via_client(**kwargs)
+
+
 @kopf.on.create("proctor.dev", "v1alpha1", "evaluations")
 def created(body, name, namespace, patch, logger, **_):
     logger.info(f"Saw Evaluation {namespace}/{name}")
@@ -676,7 +683,13 @@ def test_kopf_lists_watches_and_patches_custom_resources(test_cluster: Cluster,
     api = kubernetes.client.CustomObjectsApi(kube_client)
     where = ("proctor.dev", "v1alpha1", ns, "evaluations")
     args = ["run", "--standalone", "--namespace", ns, "--verbose", str(operator)]
-    with test_cluster.kubeconfig_env(), KopfRunner(args, timeout=60) as runner:
+    # Its handlers go to a registry of their own (kopf makes the given one the default:
+    # the operator's tests after this one must not run them too).
+    original = kopf.get_default_registry()
+    with test_cluster.kubeconfig_env(), contextlib.ExitStack() as stack:
+        stack.callback(kopf.set_default_registry, original)
+        runner = stack.enter_context(KopfRunner(args, timeout=60,
+                                                registry=kopf.OperatorRegistry()))
         api.create_namespaced_custom_object(*where, {
             "apiVersion": "proctor.dev/v1alpha1", "kind": "Evaluation",
             "metadata": {"name": "seen"}, "spec": {"agentRef": {"name": "a"}}})
@@ -698,6 +711,7 @@ def test_kopf_lists_watches_and_patches_custom_resources(test_cluster: Cluster,
         test_cluster.wait_for(gone, 30)
         time.sleep(0.2)
     assert runner.exit_code == 0 and runner.exception is None
+    assert kopf.get_default_registry() is original
     assert f"Saw Evaluation {ns}/seen" in runner.output
     assert "Let go of Evaluation seen" in runner.output
     assert "Traceback" not in runner.output

@@ -292,8 +292,8 @@ def test_status_writes_refused_for_a_while_lose_nothing(test_cluster, k8s_namesp
     agent_body, eval_body = manifests(k8s_namespace, agent.url, maxConcurrentRows=3)
     eval_body["spec"]["dataset"]["maxRows"] = 3
     status_path = f"/namespaces/{k8s_namespace}/evaluations/demo/status"
-    # Only the operator's own status writes (kopf may write there too, for handlers that
-    # other tests of this process register).
+    # Only the operator's own status writes (kopf writes its progress there too in a
+    # process that registers change handlers).
     test_cluster.emulator.refuse("PATCH", status_path, times=3,
                                  body_contains='"observedGeneration"')
     before = reconcile_errors()
