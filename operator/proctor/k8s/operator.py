@@ -109,7 +109,7 @@ class Reconciler:
         self._datasets: dict[tuple, dataset.Selection] = {}
         self._plans: dict[str, tuple[tuple, list[WorkItem]]] = {}
         """Per Evaluation uid, its items, planned for its latest spec generation."""
-        self._tasks: dict[str, tuple[int | None, dict[str, Obj]]] = {}
+        self._tasks: dict[str, tuple[Any, dict[str, Obj]]] = {}
         """Per Evaluation uid, its task ConfigMaps by instance, for its latest generation."""
         self._parsed: dict[str, tuple[int | None, Any]] = {}
         """Per Evaluation or AgentUnderTest uid, its latest spec generation, parsed."""
@@ -319,11 +319,8 @@ class Reconciler:
         """An Evaluation or AgentUnderTest, checked against its CRD's schema (and CEL rules)
         once per uid and spec generation, not on every pass."""
         meta = body["metadata"]
-        uid, generation = meta.get("uid", ""), meta.get("generation")
-        known = self._parsed.get(uid)
-        if known is None or known[0] != generation:
-            known = self._parsed[uid] = (generation, parse_resource(body))
-        return known[1]
+        return _once_per(self._parsed, meta.get("uid", ""), meta.get("generation"),
+                         lambda: parse_resource(body))
 
     def _latest(self, index: str, key: Key) -> Obj | None:
         """The object as kopf's watch last delivered it (an index of one per key)."""
@@ -334,17 +331,14 @@ class Reconciler:
     def _plan(self, evaluation: Evaluation, body: Obj, selection: dataset.Selection
               ) -> list[WorkItem]:
         """The items (pure `plan`), computed once per spec generation and dataset."""
-        meta = body["metadata"]
-        uid, key = meta.get("uid", ""), (meta.get("generation"), selection.fingerprint)
-        known = self._plans.get(uid)
-        if known is None or known[0] != key:
-            spec = evaluation.spec
-            known = self._plans[uid] = (key, plan(PlanInputs(
-                dataset=spec.dataset.name,
-                revision=spec.dataset.revision or selection.fingerprint,
-                agent=agent_label(evaluation), repeats=spec.repeats,
-                include_hints=spec.dataset.include_hints), selection.instances))
-        return known[1]
+        meta, spec = body["metadata"], evaluation.spec
+        return _once_per(self._plans, meta.get("uid", ""),
+                         (meta.get("generation"), selection.fingerprint),
+                         lambda: plan(PlanInputs(
+                             dataset=spec.dataset.name,
+                             revision=spec.dataset.revision or selection.fingerprint,
+                             agent=agent_label(evaluation), repeats=spec.repeats,
+                             include_hints=spec.dataset.include_hints), selection.instances))
 
     async def _agent(self, evaluation: Evaluation) -> AgentUnderTest | None:
         if evaluation.spec.predictions.source != "agent":
@@ -657,13 +651,10 @@ class Reconciler:
         """The instance's task ConfigMap, owned by the Evaluation: built (and its content
         hashed for its name) once per spec generation, not on every start."""
         meta = body["metadata"]
-        uid, generation = meta.get("uid", ""), meta.get("generation")
-        known = self._tasks.get(uid)
-        if known is None or known[0] != generation:
-            known = self._tasks[uid] = (generation, {})
-        task = known[1].get(instance.instance_id)
+        tasks = _once_per(self._tasks, meta.get("uid", ""), meta.get("generation"), dict)
+        task = tasks.get(instance.instance_id)
         if task is None:
-            task = known[1][instance.instance_id] = task_configmap(evaluation, instance, {})
+            task = tasks[instance.instance_id] = task_configmap(evaluation, instance, {})
             kopf.adopt(task, owner=body)
         return task
 
@@ -681,6 +672,16 @@ class Reconciler:
         await asyncio.to_thread(self.kube.patch_status, "evaluations", meta["namespace"],
                                 meta["name"], status)
         self._written[key] = status
+
+
+def _once_per(memo: dict[str, tuple[Any, Any]], uid: str, version: Any,
+              build: Callable[[], Any]) -> Any:
+    """What ``build`` made for the object ``uid`` at ``version`` (its spec generation),
+    remembered until the version moves: one entry per object, the latest."""
+    known = memo.get(uid)
+    if known is None or known[0] != version:
+        known = memo[uid] = (version, build())
+    return known[1]
 
 
 def _views(items: list[WorkItem], world: Mapping[str, Any], memo: StateMemo,

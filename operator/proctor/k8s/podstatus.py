@@ -215,6 +215,10 @@ class PodsOfJob:
         return owned or pods
 
 
+PodIndex = PodsByJob | PodsOfJob
+"""Pods by the Job that made them: ``of(job)``, and ``version(job)`` that moves with them."""
+
+
 class StateMemo:
     """`item_state`, remembered per Job while its inputs stay the same versions: a pass
     reads the state of every item that has a Job, and between two passes most of them
@@ -225,7 +229,7 @@ class StateMemo:
         self._known: dict[str, tuple[Hashable, ItemState]] = {}
         self._read: set[str] = set()
 
-    def state(self, job: Obj, pods: PodsByJob | PodsOfJob, events: Sequence[Obj],
+    def state(self, job: Obj, pods: PodIndex, events: Sequence[Obj],
               events_version: Hashable) -> ItemState:
         """The Job's `item_state`; its pods are read from ``pods`` only when they changed."""
         meta = job.get("metadata", {})

@@ -33,8 +33,8 @@ from proctor.k8s.manifests import LABEL_ATTEMPT, LABEL_ITEM
 from proctor.k8s.podstatus import (
     ItemState,
     Phase,
+    PodIndex,
     PodsByJob,
-    PodsOfJob,
     item_state,
     job_finished,
     parse_time,
@@ -108,7 +108,7 @@ def attempt_of(job: Obj) -> int:
 
 
 def observe(items: Sequence[WorkItem], jobs: Sequence[Obj],
-            pods: Sequence[Obj] | PodsByJob | PodsOfJob, events: Sequence[Obj],
+            pods: Sequence[Obj] | PodIndex, events: Sequence[Obj],
             kept: Mapping[str, RunResult],
             state_of: Callable[[Obj], ItemState] | None = None) -> list[ItemView]:
     """Each planned item with its Jobs (oldest attempt first) and its kept result.
@@ -120,7 +120,7 @@ def observe(items: Sequence[WorkItem], jobs: Sequence[Obj],
         if item_id:
             by_item.setdefault(item_id, []).append(job)
     views = []
-    pods_by_job = pods if isinstance(pods, PodsByJob | PodsOfJob) else PodsByJob(pods)
+    pods_by_job = pods if isinstance(pods, PodIndex) else PodsByJob(pods)
     read = state_of or (lambda job: item_state(job, pods_by_job.of(job), events))
     for item in items:
         own, result = by_item.get(item.id), kept.get(item.id)
