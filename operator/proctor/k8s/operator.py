@@ -9,8 +9,9 @@ results and Warning events, too many changes for kopf's per-event handling),
 asks the pure `proctor.k8s.reconcile.decide` what to do, and sets it going: each item's
 API calls (create its Job, read its logs and keep its result, retry it, delete its Job)
 run beside the passes, and `Recent` makes what was just written count before the
-watches show it. The status, rebuilt from every item as observed, is built and written
-beside the passes (`_publish`), at most every `STATUS_SECONDS`. See
+watches show it. Between passes, a Job that succeeds hands its slot to the next item in
+line at once (`Handoff`). The status, rebuilt from every item as observed, is built and
+written beside the passes (`_publish`), at most every `STATUS_SECONDS`. See
 `proctor.k8s.reconcile` for the rules.
 
 Run it with `proctor operator` (in the chart's Deployment) or `kopf run -m
@@ -44,6 +45,7 @@ from proctor.k8s.conditions import (
     agent_status,
     set_condition,
 )
+from proctor.k8s.handoff import Handoff
 from proctor.k8s.informer import Informer
 from proctor.k8s.manifests import (
     COMPONENT,
@@ -54,7 +56,14 @@ from proctor.k8s.manifests import (
     patch_configmap,
     task_configmap,
 )
-from proctor.k8s.podstatus import PodsOfJob, StateMemo, job_finished, job_name_of, pod_ended
+from proctor.k8s.podstatus import (
+    PodsOfJob,
+    StateMemo,
+    item_state,
+    job_finished,
+    job_name_of,
+    pod_ended,
+)
 from proctor.k8s.recent import Recent
 from proctor.k8s.reconcile import (
     Decision,
@@ -139,6 +148,8 @@ class Reconciler:
         self._later: set[Key] = set()
         self._in_flight: dict[Key, dict[Key, int]] = {}
         """Per AgentUnderTest, its tasks in flight per Evaluation."""
+        self._handoffs: dict[Key, Handoff] = {}
+        """Per Evaluation, the items next in line for the slots of Jobs that end well."""
 
     def kick(self, key: Key) -> None:
         """Reconcile `key` soon; once more after the current pass if one is running."""
@@ -180,7 +191,7 @@ class Reconciler:
         """The Evaluation is gone (its agent has its tasks no more)."""
         self.forget_object(uid)
         for memo in (self._recent, self._states, self._status_states, self._status_at,
-                     self._written, self._began):
+                     self._written, self._began, self._handoffs):
             memo.pop(key, None)
         for agent, busy in list(self._in_flight.items()):
             if busy.pop(key, None):
@@ -429,16 +440,41 @@ class Reconciler:
                             "kind") in ("Job", "Pod") else None)
 
     def _job_changed(self, change: str, job: Obj) -> None:
-        """A Job that ended or went away frees its slot: a pass now. Other changes (it
-        started, its pod got ready) only move the status's counts: a pass within a second,
-        however many come."""
+        """A Job that ended or went away frees its slot: a pass now, and if it succeeded,
+        its slot goes to the next item at once (`Handoff`). Other changes (it started, its
+        pod got ready) only move the status's counts: a pass within a second, however many
+        come."""
         key = self._evaluations.get(_owner_key(job))
         if key is None:
             return
-        if change == "DELETED" or job_finished(job):
+        handoff = self._handoffs.get(key)
+        if change == "DELETED":
+            if handoff is not None:
+                handoff.gone(job)
+            self.kick(key)
+        elif job_finished(job):
+            if handoff is not None:
+                self._hand_off(key, handoff, job)
             self.kick(key)
         else:
             self.kick_later(key, STATUS_SECONDS)
+
+    def _hand_off(self, key: Key, handoff: Handoff, job: Obj) -> None:
+        """Start the next item in the slot of ``job``, if it succeeded and no pass gave its
+        slot out yet (see `Handoff`)."""
+        body = self._latest("proctor_evaluations", key)
+        known = self._recent.get(key)
+        pods = self._informers.get((job["metadata"].get("namespace", ""), "pods"))
+        if body is None or known is None or pods is None or known[1].was_deleted(job):
+            return
+        meta = body["metadata"]
+        state = item_state(job, pods.get((*_owner_key(job), job["metadata"]["name"])))
+        item = handoff.take(job, state, (meta.get("uid", ""), meta.get("generation")),
+                            known[1].busy)
+        if item is not None and handoff.start is not None:
+            log.debug("Handing the slot of Job %s to item=%s", job["metadata"]["name"],
+                      item.key)
+            handoff.start(item)
 
     def _kick_for_pod(self, pod: Obj) -> None:
         """A pod that ended has a result to read: a pass now (its Job's end comes later).
@@ -465,7 +501,7 @@ class Reconciler:
         busy = recent.busy  # items whose earlier actions are under way are left to them
         retry = [view for view in decision.retry if view.item.id not in busy]
         nodes = {v.item.instance_id: v.state.node for v in views if v.state and v.state.node
-                 } if decision.start or retry else {}
+                 } if decision.start or retry or decision.ahead else {}
         work: dict[str, list[Callable[[], Awaitable[None]]]] = {
             item.id: [self._start(body, evaluation, agent, instances[item.instance_id], item,
                                   nodes, recent)]
@@ -491,6 +527,19 @@ class Reconciler:
         for item in decision.ahead:
             if item.instance_id not in recent.tasks and item.instance_id not in recent.preparing:
                 self._prepare(body, evaluation, instances[item.instance_id], recent)
+        meta = body["metadata"]
+        self._handoffs.setdefault(key, Handoff()).renew(
+            (meta.get("uid", ""), meta.get("generation")), decision.ahead,
+            (job for view in views for job in view.jobs),
+            partial(self._start_now, key, body, evaluation, agent, instances, nodes, recent))
+
+    def _start_now(self, key: Key, body: Obj, evaluation: Evaluation,
+                   agent: AgentUnderTest | None, instances: Mapping[str, Instance],
+                   nodes: Mapping[str, str], recent: Recent, item: WorkItem) -> None:
+        """Start an item's Job beside the passes (a slot handed on, see `Handoff`)."""
+        self._in_background(key, recent, item.id, [self._start(
+            body, evaluation, agent, instances[item.instance_id], item, nodes, recent)],
+            urgent=True)
 
     def _prepare(self, body: Obj, evaluation: Evaluation, instance: Instance,
                  recent: Recent) -> None:
