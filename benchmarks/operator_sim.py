@@ -16,7 +16,12 @@ cluster's own delivery, which no operator can avoid. Last, the CPU time per Job 
 ceiling it puts on utilisation: a run that uses up the cores shows the machine's limit,
 not the operator's; `--scale 10` (Jobs ten times longer) shows the operator's own.
 
-    python benchmarks/operator_sim.py [--repeats 4] [--rows 50] [--scale 100]
+The operator and the test cluster each run on a core of their own (given two or more):
+in a cluster the operator's pod does not share its CPU with the API server and the
+kubelets, and a Python process spread over several cores hands its GIL from core to core,
+which here costs each about a third more CPU per Job. `--no-pin` lets them share.
+
+    python benchmarks/operator_sim.py [--repeats 4] [--rows 50] [--scale 100] [--no-pin]
 """
 
 from __future__ import annotations
@@ -66,6 +71,8 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=50, help="maxConcurrentRows")
     parser.add_argument("--scale", type=float, default=100)
     parser.add_argument("--max-rows", type=int, default=-1)
+    parser.add_argument("--no-pin", action="store_true",
+                        help="let the operator and the test cluster share every core")
     parser.add_argument("--watch-probe", metavar="FILE", help=argparse.SUPPRESS)
     args = parser.parse_args()
     # The test cluster keeps every object in this process; like the operator (see its
@@ -73,6 +80,10 @@ def main() -> None:
     gc.set_threshold(50_000, *gc.get_threshold()[1:])
     if args.watch_probe:
         return watch_probe(Path(args.watch_probe))
+    cores = sorted(os.sched_getaffinity(0))
+    pin = not args.no_pin and len(cores) >= 2
+    if pin:  # before the test cluster starts its threads, which inherit it
+        os.sched_setaffinity(0, {cores[0]})
     known = durations(args.scale)
     spare = sorted(known.values())
 
@@ -98,10 +109,16 @@ def main() -> None:
         told = Path(cluster.kubeconfig).with_name("probe.json")
         probe = subprocess.Popen([sys.executable, __file__, "--watch-probe", str(told)],
                                  env=env)
+        if pin:  # a child starts with the affinity of the thread that starts it
+            os.sched_setaffinity(0, {cores[1]})
         op = subprocess.Popen([sys.executable, "-m", "kopf", "run", "--standalone",
                                "--debug" if os.environ.get("PROCTOR_SIM_LOG") else "--quiet",
                                "--namespace", NAMESPACE, "-m", "proctor.k8s.operator"],
                               env=env, stdout=log, stderr=subprocess.STDOUT)
+        if pin:
+            os.sched_setaffinity(0, {cores[0]})
+            print(f"cores: the test cluster (and the bare watch client) on CPU {cores[0]}, "
+                  f"the operator on CPU {cores[1]} (--no-pin: both share all {len(cores)})")
         try:
             total, life = run(cluster, store, evaluation, args, op, told)
         finally:

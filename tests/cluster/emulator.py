@@ -13,6 +13,7 @@ controller, scheduler, kubelet: ``cluster.kubelet``), and writes a kubeconfig fo
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import logging
@@ -82,6 +83,39 @@ def _line(event: Any) -> bytes:
     encodes every object it serves; the standard library's encoder took a fifth of its CPU
     in the operator's benchmark."""
     return orjson.dumps(event, option=orjson.OPT_APPEND_NEWLINE)
+
+
+class _Mailbox:
+    """A watch's events, from the threads that write (under the store's lock) to the event
+    loop that streams them (None: the watch ends). One wake-up of the loop per batch, not
+    one per event: under load a write wakes nothing while the batch before it is unread,
+    which keeps the loop's queue short for the requests waiting behind it."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._events: collections.deque[dict[str, Any] | None] = collections.deque()
+        self._ready = asyncio.Event()
+        self._armed = False
+        """A wake-up is on its way (set before it is sent, cleared before a batch is
+        taken: an event put in between is in that batch or sends a wake-up of its own)."""
+
+    def put(self, event: dict[str, Any] | None) -> None:
+        self._events.append(event)
+        if not self._armed:
+            self._armed = True
+            self._loop.call_soon_threadsafe(self._ready.set)
+
+    async def take(self) -> list[dict[str, Any] | None]:
+        """The events put since the last batch (at least one, waiting for it)."""
+        while True:
+            await self._ready.wait()
+            self._ready.clear()
+            self._armed = False
+            taken = []
+            while self._events:
+                taken.append(self._events.popleft())
+            if taken:
+                return taken
 
 
 @attrs.define(kw_only=True)
@@ -282,10 +316,8 @@ class ClusterEmulator(kmock.KubernetesScaffold):
                            name: str | None) -> aiohttp.web.StreamResponse:
         query = raw.query
         loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
-
-        def send(event: dict[str, Any] | None) -> None:
-            loop.call_soon_threadsafe(queue.put_nowait, event)
+        mailbox = _Mailbox(loop)
+        send = mailbox.put
 
         field_selector = query.get("fieldSelector")
         if name:
@@ -320,17 +352,13 @@ class ClusterEmulator(kmock.KubernetesScaffold):
                     break
                 try:
                     async with asyncio.timeout(left):
-                        event = await queue.get()
+                        events = await mailbox.take()
                 except TimeoutError:
                     break
-                # What queued up meanwhile goes out in one write: under load, this loop
-                # is what makes a watch client wait.
-                events = [event]
-                while events[-1] is not None and not queue.empty():
-                    events.append(queue.get_nowait())
-                ended = events[-1] is None
+                # What queued up meanwhile goes out in one write.
+                ended = None in events
                 if ended:
-                    events.pop()
+                    events = events[:events.index(None)]
                 if events:
                     await response.write(b"".join(map(_line, events)))
                 if ended:
