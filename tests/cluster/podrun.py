@@ -97,6 +97,7 @@ class PodRun:
         self._ports: dict[int, int] = {}
         self.step_started: dict[str, float] = {}
         self.ended = threading.Event()
+        self._unpublished = False
 
     # --- Control ----------------------------------------------------------------------------
 
@@ -117,12 +118,24 @@ class PodRun:
 
     def write(self) -> None:
         """Publish ``self.status`` (the kubelet owns the pod's status)."""
+        self._unpublished = False
         try:
             self.store.set_status(self.pods, self.ns, self.name, clone(self.status))
         except ApiError as exc:
             if exc.code == 404:
                 raise PodGone() from exc
             raise
+
+    def note(self) -> None:
+        """A container started or ended: published when the pod next waits (`_sleep`,
+        `_wait`) or ends. A kubelet reports the state a pod is in when it syncs, not each
+        state it went through since (it relists the runtime about once a second): a step
+        that takes no time (a simulated one, `true`) shows only as done."""
+        self._unpublished = True
+
+    def _publish(self) -> None:
+        if self._unpublished:
+            self.write()
 
     def event(self, kind: str, reason: str, message: str, container: str | None = None,
               init: bool = False) -> None:
@@ -195,6 +208,8 @@ class PodRun:
         self._finish("Succeeded" if all(c == 0 for c in codes) else "Failed")
 
     def _finish(self, phase: str) -> None:
+        if self._sidecars:  # they take a while to stop: the main containers' end first
+            self._publish()
         st = self.status
         st["phase"] = phase
         reason = "PodCompleted" if phase == "Succeeded" else "PodFailed"
@@ -333,6 +348,8 @@ class PodRun:
         statuses[index] = status
 
     def _sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            self._publish()
         if self.killed.wait(seconds):
             raise Killed()
 
@@ -397,7 +414,7 @@ class PodRun:
                 shapes.set_condition(self.status, kind, True)
         if not init:
             self.status["phase"] = "Running"
-        self.write()
+        self.note()
         self.kubelet.step_started(self, name)
         log = self.dir / "logs" / f"{name}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
@@ -424,7 +441,7 @@ class PodRun:
         self._set(container, init, shapes.terminated(container, cid, started, now(), code,
                                                      reason, message, init=init))
         self._check_size_limits()
-        self.write()
+        self.note()
         return code
 
     def _after_kill(self) -> None:
@@ -616,6 +633,7 @@ class PodRun:
 
     def _wait(self, proc: subprocess.Popen[bytes], step: str,
               strike: Fault | None) -> tuple[int, str | None]:
+        self._publish()
         started = time.monotonic()
         while True:
             try:
