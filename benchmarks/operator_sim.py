@@ -150,17 +150,23 @@ def ceiling(operator_s: float, cluster_s: float, life_s: float, rows: int) -> st
 
 def watch_probe(out: Path) -> None:
     """Watch the namespace's Jobs (raw JSON, nothing else) and write when each was seen
-    ended, as monotonic time, to `out`."""
+    ended, as monotonic time, to `out`. It shares a core with the test cluster: it reads
+    only the lines of Jobs that may have ended (the client's own line reader copies the
+    rest of a batch for every line, which took a sixth of the test cluster's CPU)."""
+    import orjson
     from kubernetes import client, config
-    from kubernetes.watch.watch import iter_resp_lines
+
+    from proctor.k8s.api import lines
 
     config.load_kube_config()
     jobs, seen, since = client.BatchV1Api(), {}, None
     while True:
         response = jobs.list_namespaced_job(NAMESPACE, watch=True, resource_version=since,
                                             timeout_seconds=600, _preload_content=False)
-        for line in filter(None, iter_resp_lines(response)):
-            job = json.loads(line)["object"]
+        for line in lines(response.stream(amt=None, decode_content=False)):
+            if b'"Complete"' not in line and b'"Failed"' not in line:
+                continue
+            job = orjson.loads(line)["object"]
             since = job["metadata"]["resourceVersion"]
             if job_finished(job) and job["metadata"]["name"] not in seen:
                 seen[job["metadata"]["name"]] = time.monotonic()

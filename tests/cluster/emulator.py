@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import json
 import logging
 import os
 import tempfile
@@ -204,7 +203,7 @@ class ClusterEmulator(kmock.KubernetesScaffold):
         try:
             if "yaml" in (raw.headers.get("Content-Type") or ""):
                 return yaml.safe_load(text)
-            return json.loads(text)
+            return orjson.loads(text)
         except (ValueError, yaml.YAMLError) as exc:
             raise ApiError.bad_request(f"the request body is not valid JSON: {exc}") from exc
 

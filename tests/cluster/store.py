@@ -561,7 +561,9 @@ class Store:
     def delete(self, rt: ResourceType, namespace: str | None, name: str, *,
                propagation: str | None = None, preconditions: Mapping[str, Any] | None = None,
                grace_seconds: int | None = None) -> tuple[Obj, bool]:
-        """DELETE: (the object as last seen, whether it is gone already)."""
+        """DELETE: (the object as last seen, whether it is gone already). An object that is
+        gone is answered as it was stored, uncopied (nothing stores it any more; the caller
+        only reads it)."""
         srt = self._storage_type(rt)
         with self.lock:
             key = (namespace or "", name)
@@ -591,7 +593,7 @@ class Store:
                 if grace_seconds == 0 and not meta.get("finalizers"):
                     last = _view(rt, obj)
                     self._remove(srt, namespace, name)
-                    return clone(last), True  # type: ignore[arg-type]
+                    return last, True  # type: ignore[return-value]
                 return clone(_view(rt, obj)), False  # type: ignore[arg-type]
             if policy == "Foreground" and self._owned.get(meta["uid"]):
                 marked = self._mark_deleting(srt, obj, ["foregroundDeletion"])
@@ -603,7 +605,7 @@ class Store:
                 return self._mark_deleting(srt, obj, []), False
             last = _view(rt, obj)
             self._remove(srt, namespace, name)
-            return clone(last), True  # type: ignore[arg-type]
+            return last, True  # type: ignore[return-value]
 
     def delete_collection(self, rt: ResourceType, namespace: str | None,
                           label_selector: str | None, field_selector: str | None,
