@@ -150,6 +150,8 @@ class Kubelet:
         self._lock = threading.RLock()
         self._jobs: dict[str, JobRun] = {}
         self._runs: dict[str, PodRun] = {}
+        self._on_node: dict[str, set[str]] = collections.defaultdict(set)
+        """Per node, the pods it runs that have not ended (by uid): the scheduler's load."""
         self._unscheduled: dict[tuple[str, str], float] = {}
         self._dirty: set[tuple[str, str]] = set()
         self._recorded: dict[tuple[str, ...], tuple[str, str]] = {}
@@ -229,6 +231,8 @@ class Kubelet:
             self._unscheduled.pop((ns, name), None)
             with self._lock:
                 run = self._runs.pop(meta["uid"], None)
+                if run is not None:
+                    self._on_node[run.node.name].discard(run.uid)
             if run:
                 run.kill("deleted")
             return
@@ -542,10 +546,8 @@ class Kubelet:
             return
         preferred = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
             "preferredDuringSchedulingIgnoredDuringExecution") or []
-        with self._lock:
-            load = {n.name: 0 for n in self.nodes}
-            for run in self._runs.values():
-                load[run.node.name] += not run.ended.is_set()  # a finished pod takes no room
+        with self._lock:  # a finished pod takes no room
+            load = {n.name: len(self._on_node[n.name]) for n in self.nodes}
 
         def score(node: Node) -> tuple[int, int, str]:
             weight = sum(p.get("weight", 1) for p in preferred
@@ -554,14 +556,13 @@ class Kubelet:
         node = min(fitting, key=score)
         self._unscheduled.pop((ns, name), None)
 
-        # The binding: spec.nodeName, then the PodScheduled condition.
-        self.store.mutate(self.pods_rt, ns, name, lambda p: p["spec"].update(nodeName=node.name))
-        pod = self.store.mutate(self.pods_rt, ns, name, lambda p: shapes.set_condition(
-            p.setdefault("status", {}), "PodScheduled", True), subresource="status")
+        pod = self.store.bind(self.pods_rt, ns, name, node.name, lambda status: shapes.
+                              set_condition(status, "PodScheduled", True))
         self._scheduled_event(pod, node.name)
         run = PodRun(self, pod, node)
         with self._lock:
-            self._runs[pod["metadata"]["uid"]] = run
+            self._runs[run.uid] = run
+            self._on_node[node.name].add(run.uid)
         try:
             run.admit()
         except Exception:
@@ -589,6 +590,7 @@ class Kubelet:
         finally:
             with self._lock:
                 self._running_now -= 1
+                self._on_node[run.node.name].discard(run.uid)
         if run.kill_reason == "deleted":
             self._finalize_deletion(run.ns, run.name)
 

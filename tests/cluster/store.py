@@ -463,6 +463,15 @@ class Store:
         return self._write(rt, namespace, name, apply, subresource, internal=True,
                            trusted=True)
 
+    def bind(self, rt: ResourceType, namespace: str, name: str, node: str,
+             condition: Callable[[Obj], Any]) -> Obj:
+        """A pod's binding (pods/binding): ``spec.nodeName`` and its PodScheduled condition
+        (``condition(status)`` sets it) in one write, as the API server makes it."""
+        def change(current: Obj) -> Obj:
+            condition(current.setdefault("status", {}))
+            return {**current, "spec": {**current["spec"], "nodeName": node}}
+        return self._write(rt, namespace, name, change, "binding", internal=True, trusted=True)
+
     def set_status(self, rt: ResourceType, namespace: str | None, name: str,
                    status: Obj) -> Obj:
         """A status write that replaces the whole status by ``status``, the caller's to give
@@ -476,7 +485,7 @@ class Store:
         """``internal``: no admission (the cluster's own writes); ``trusted``: a `mutate`,
         whose change keeps to its part and whose caller only reads the answer; ``fresh``:
         a trusted status write whose change brings a new status (`set_status`)."""
-        if subresource not in (None, "status"):
+        if subresource not in (None, "status", "binding"):
             raise ApiError(405, "MethodNotAllowed", f"the emulator cannot write {rt.plural}/"
                                                    f"{subresource}")
         srt = self._storage_type(rt)
@@ -487,7 +496,7 @@ class Store:
                 raise ApiError.not_found(rt.group, rt.plural, name)
             shown = _view(rt, old)
             assert shown is not None
-            if trusted and subresource == "status":  # see `mutate`
+            if trusted and subresource in ("status", "binding"):  # see `mutate`, `bind`
                 candidate = {**shown}
                 if "status" in shown and not fresh:
                     candidate["status"] = clone(shown["status"])
@@ -544,7 +553,10 @@ class Store:
                 meta.pop(field, None)
         meta.pop("managedFields", None)
         new = {**candidate, "metadata": meta, "apiVersion": rt.api_version, "kind": rt.kind}
-        if rt.has_status and subresource == "status":
+        if subresource == "binding":  # the spec (its nodeName) and the status
+            new = {**old, "metadata": dict(old["metadata"]), "spec": candidate["spec"],
+                   "status": candidate["status"]}
+        elif rt.has_status and subresource == "status":
             # Only the status is new; the rest is the stored object's, shared (stored
             # objects are never changed in place) but for the metadata a write stamps.
             new = {**old, "metadata": dict(old["metadata"]), "status": candidate.get("status")}
