@@ -346,6 +346,27 @@ def test_an_unusable_spec_is_degraded_and_creates_nothing(test_cluster, k8s_name
                                      if (c.metadata.labels or {}).get("proctor.dev/evaluation")]
 
 
+def test_an_agent_deleted_mid_run_degrades_and_starts_nothing_more(test_cluster, k8s_namespace,
+                                                                   kube_client, agent):
+    # Nor do the Jobs that were running hand their slots on when they end (see Handoff).
+    api = Api(kube_client, k8s_namespace)
+    api.apply(*manifests(k8s_namespace, agent.url))
+
+    def created() -> int:
+        return len([c for c in test_cluster.calls("POST", f"/namespaces/{k8s_namespace}/jobs")
+                    if c[2] == 201])
+    with operator(test_cluster, k8s_namespace):
+        test_cluster.wait_for(lambda: created() >= 2, 60)
+        api.custom.delete_namespaced_custom_object(*GROUP, k8s_namespace, "agentundertests",
+                                                   "mixed")
+        test_cluster.wait_for(lambda: api.condition("Degraded").get("reason") == "AgentNotFound",
+                              30)
+        made = created()
+        test_cluster.wait_for(lambda: api.active_jobs() == 0, 120)
+        time.sleep(1)
+    assert created() == made < TASKS
+
+
 def test_the_api_server_refuses_a_spec_its_schema_refuses(test_cluster, k8s_namespace,
                                                           kube_client, agent):
     api = Api(kube_client, k8s_namespace)

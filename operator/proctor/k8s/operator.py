@@ -274,6 +274,7 @@ class Reconciler:
             agent = await self._agent(evaluation)
             selection = await self._dataset(evaluation)
         except (ManifestError, Unusable) as exc:
+            self._handoffs.pop((namespace, name), None)  # its line is no longer to start
             reason, message = (exc.reason, exc.message) if isinstance(exc, Unusable) \
                 else ("InvalidSpec", str(exc))
             await self._write_status((namespace, name), body, {
