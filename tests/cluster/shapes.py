@@ -4,11 +4,10 @@ them (field sets, reasons and messages checked against shared/data/k8s-status)."
 from __future__ import annotations
 
 import hashlib
-import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cluster.store import now, now_micro
+from cluster.store import now, now_micro, random_hex
 
 Obj = dict[str, Any]
 RUNTIME = "containerd"
@@ -40,7 +39,7 @@ def image_id(image: str) -> str:
 
 
 def container_id() -> str:
-    return f"{RUNTIME}://{secrets.token_hex(32)}"
+    return f"{RUNTIME}://{random_hex(64)}"
 
 
 # --- Containers -----------------------------------------------------------------------------
@@ -166,7 +165,7 @@ def event(about: Mapping[str, Any], kind: str, reason: str, message: str, compon
     if host:
         source["host"] = host
     return {"apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": f"{meta['name']}.{secrets.token_hex(8)}",
+            "metadata": {"name": f"{meta['name']}.{random_hex(16)}",
                          "namespace": meta.get("namespace", "default")},
             "involvedObject": involved, "reason": reason, "message": message,
             "source": source, "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
@@ -179,7 +178,7 @@ def scheduler_event(pod: Mapping[str, Any], node: str | None, reason: str = "Sch
     """A scheduler event: events.k8s.io style (eventTime, action), as in the real list."""
     meta = pod["metadata"]
     return {"apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": f"{meta['name']}.{secrets.token_hex(8)}",
+            "metadata": {"name": f"{meta['name']}.{random_hex(16)}",
                          "namespace": meta["namespace"]},
             "involvedObject": {"kind": "Pod", "namespace": meta["namespace"],
                                "name": meta["name"], "uid": meta["uid"], "apiVersion": "v1",

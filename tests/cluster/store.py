@@ -83,6 +83,18 @@ def random_suffix(n: int = 5) -> str:
     return "".join(random.choice(_NAME_CHARS) for _ in range(n))
 
 
+def random_hex(chars: int) -> str:
+    """Random hex digits for names and ids (uids, container ids, Event names), from
+    `random`: `uuid4` and `secrets` read the OS's entropy, a system call that lets every
+    other thread of the test cluster in, some forty times per Job."""
+    return f"{random.getrandbits(4 * chars):0{chars}x}"
+
+
+def new_uid() -> str:
+    """A uid shaped as the API server's (a version 4 UUID)."""
+    return str(uuid.UUID(int=random.getrandbits(128), version=4))
+
+
 @dataclass
 class Watcher:
     """One open watch: what it selects and where its events go."""
@@ -383,7 +395,7 @@ class Store:
                 raise ApiError.already_exists(rt.group, rt.plural, name)
             for stamp in ("deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"):
                 meta.pop(stamp, None)
-            meta.update(uid=str(uuid.uuid4()), creationTimestamp=now())
+            meta.update(uid=new_uid(), creationTimestamp=now())
             if srt.generation:
                 meta["generation"] = 1
             obj = self._admit(srt, obj, None, internal)
