@@ -135,6 +135,12 @@ def wait_succeeded(cluster, api: Api, timeout: float = 240, watch: list | None =
     return api.evaluation()
 
 
+def results(api: Api) -> list[Any]:
+    """The result ConfigMaps kept so far."""
+    return [c for c in api.configmaps()
+            if (c.metadata.labels or {}).get("app.kubernetes.io/component") == "result"]
+
+
 def scrape(port: int) -> dict[tuple[str, frozenset], float]:
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
     return {(s.name, frozenset(s.labels.items())): s.value
@@ -255,9 +261,7 @@ def test_restart_mid_run_creates_no_duplicate_and_loses_nothing(test_cluster, k8
                if c[2] in (200, 201)]
     assert len(creates) == TASKS, "a Job was created twice"
     assert sum(agent.calls.values()) == TASKS, "the agent was asked twice"
-    results = [c for c in api.configmaps()
-               if (c.metadata.labels or {}).get("app.kubernetes.io/component") == "result"]
-    assert len(results) == TASKS
+    assert len(results(api)) == TASKS
 
 
 def test_suspend_starts_nothing_until_resumed(test_cluster, k8s_namespace, kube_client, agent):
@@ -316,9 +320,7 @@ def test_status_writes_refused_for_a_while_lose_nothing(test_cluster, k8s_namesp
     assert [c[2] for c in writes].count(500) == 3
     assert reconcile_errors() - before == 3
     assert body["status"]["items"]["done"] == 3
-    kept = [c for c in api.configmaps()
-            if (c.metadata.labels or {}).get("app.kubernetes.io/component") == "result"]
-    assert len(kept) == 3
+    assert len(results(api)) == 3
 
 
 @pytest.mark.parametrize(("change", "reason", "words"), [
@@ -348,7 +350,8 @@ def test_an_unusable_spec_is_degraded_and_creates_nothing(test_cluster, k8s_name
 
 def test_an_agent_deleted_mid_run_degrades_and_starts_nothing_more(test_cluster, k8s_namespace,
                                                                    kube_client, agent):
-    # Nor do the Jobs that were running hand their slots on when they end (see Handoff).
+    # Nor do the Jobs that were running hand their slots on when they end (see Handoff); what
+    # they get is kept all the same.
     api = Api(kube_client, k8s_namespace)
     api.apply(*manifests(k8s_namespace, agent.url))
 
@@ -363,6 +366,8 @@ def test_an_agent_deleted_mid_run_degrades_and_starts_nothing_more(test_cluster,
                               30)
         made = created()
         test_cluster.wait_for(lambda: api.active_jobs() == 0, 120)
+        # The Jobs that were running still have their results kept (and are cleaned up).
+        test_cluster.wait_for(lambda: len(results(api)) == made and not api.jobs(), 60)
         time.sleep(1)
     assert created() == made < TASKS
 

@@ -29,6 +29,7 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Set
+from dataclasses import replace
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -267,27 +268,26 @@ class Reconciler:
         now = datetime.now(UTC)
         generation = body["metadata"].get("generation")
         old = (body.get("status") or {}).get("conditions") or []
+        key = (namespace, name)
+        selection = None
         try:
             evaluation = self._parse(body)
             if evaluation.spec.prompt_sensitivity.enabled:
                 raise Unusable("PromptSensitivityUnsupported", PROMPT_SENSITIVITY_UNBUILT)
-            agent = await self._agent(evaluation)
             selection = await self._dataset(evaluation)
+            agent = await self._agent(evaluation)
         except (ManifestError, Unusable) as exc:
-            self._handoffs.pop((namespace, name), None)  # its line is no longer to start
+            self._handoffs.pop(key, None)  # its line is no longer to start
             reason, message = (exc.reason, exc.message) if isinstance(exc, Unusable) \
                 else ("InvalidSpec", str(exc))
-            await self._write_status((namespace, name), body, {
+            await self._write_status(key, body, {
                 "conditions": invalid_conditions(old, reason, message, _iso(now), generation),
                 "observedGeneration": generation})
+            if selection is not None:  # only its agent is missing: keep what ran
+                await self._wind_down(key, body, evaluation, selection, now)
             return
-        items = self._plan(evaluation, body, selection)
-        recent = self._recent_for((namespace, name), body["metadata"].get("uid", ""))
-        key = (namespace, name)
-        world = await self._observe(evaluation, recent)
-        views, _ = _views(items, world, self._states.setdefault(key, StateMemo()),
-                          in_play_of=(recent.busy, evaluation.spec.max_concurrent_rows))
-        decision = decide(evaluation, views, now, self.settings, recent.busy)
+        items, recent, views, decision = await self._decide(key, body, evaluation, selection,
+                                                            now)
         self._act(key, body, evaluation, agent, selection.by_id, views, decision, recent)
         wait = self._status_at.get(key, 0.0) + STATUS_SECONDS - time.monotonic()
         if wait > 0:  # the status and metrics of a busy Evaluation: once a second at most
@@ -299,6 +299,28 @@ class Reconciler:
             self._publishing.add(key)
             self._spawn(self._publish(key, body, evaluation, agent, selection, items, recent,
                                       decision))
+
+    async def _decide(self, key: Key, body: Obj, evaluation: Evaluation,
+                      selection: dataset.Selection, now: datetime
+                      ) -> tuple[list[WorkItem], Recent, list[ItemView], Decision]:
+        """The items, what this process wrote, the items in play as observed, and what to
+        do with them."""
+        items = self._plan(evaluation, body, selection)
+        recent = self._recent_for(key, body["metadata"].get("uid", ""))
+        world = await self._observe(evaluation, recent)
+        views, _ = _views(items, world, self._states.setdefault(key, StateMemo()),
+                          in_play_of=(recent.busy, evaluation.spec.max_concurrent_rows))
+        return items, recent, views, decide(evaluation, views, now, self.settings, recent.busy)
+
+    async def _wind_down(self, key: Key, body: Obj, evaluation: Evaluation,
+                         selection: dataset.Selection, now: datetime) -> None:
+        """The Evaluation cannot go on (its agent is gone, say): start and retry nothing,
+        but keep the results of the Jobs that run to their end meanwhile, and give up on
+        those that fail for good, so that nothing already obtained is lost."""
+        _, recent, views, decision = await self._decide(key, body, evaluation, selection, now)
+        self._act(key, body, evaluation, None, selection.by_id, views,
+                  replace(decision, start=[], ahead=[], retry=[]), recent)
+        self._handoffs.pop(key, None)
 
     async def _publish(self, key: Key, body: Obj, evaluation: Evaluation,
                        agent: AgentUnderTest | None, selection: dataset.Selection,
