@@ -316,11 +316,11 @@ class Reconciler:
                          selection: dataset.Selection, now: datetime) -> None:
         """The Evaluation cannot go on (its agent is gone, say): start and retry nothing,
         but keep the results of the Jobs that run to their end meanwhile, and give up on
-        those that fail for good, so that nothing already obtained is lost."""
+        those that fail for good, so that nothing already obtained is lost. (Its hand-off
+        line is left empty: a Job that ends hands its slot to no one.)"""
         _, recent, views, decision = await self._decide(key, body, evaluation, selection, now)
         self._act(key, body, evaluation, None, selection.by_id, views,
                   replace(decision, start=[], ahead=[], retry=[]), recent)
-        self._handoffs.pop(key, None)
 
     async def _publish(self, key: Key, body: Obj, evaluation: Evaluation,
                        agent: AgentUnderTest | None, selection: dataset.Selection,
@@ -416,8 +416,7 @@ class Reconciler:
         version = events.version  # before the snapshot: a change between them shows next time
         return {"jobs": recent.with_jobs(jobs.get(key)),
                 "results": recent.with_results(results.get(key)),
-                "pods": PodsOfJob(lambda job: pods.get((*key, job)),
-                                  lambda job: pods.version_of((*key, job))),
+                "pods": _pods_by_job(pods, key),
                 "events": events.get(evaluation.namespace),
                 "events_version": version}
 
@@ -491,7 +490,7 @@ class Reconciler:
         if body is None or known is None or pods is None or known[1].was_deleted(job):
             return
         meta = body["metadata"]
-        state = item_state(job, pods.get((*_owner_key(job), job["metadata"]["name"])))
+        state = item_state(job, _pods_by_job(pods, _owner_key(job)).of(job))
         item = handoff.take(job, state, (meta.get("uid", ""), meta.get("generation")),
                             known[1].busy)
         if item is not None and handoff.start is not None:
@@ -860,6 +859,13 @@ async def _cleanup(**_: Any) -> None:
         with contextlib.suppress(TimeoutError):  # what is left is done again after a restart
             await asyncio.wait_for(RECONCILER.idle(), timeout=20)
         RECONCILER.close()
+
+
+def _pods_by_job(pods: Informer, owner: Key) -> PodsOfJob:
+    """An Evaluation's pods by their Job, from the namespace's pods cache (which keeps
+    them by (namespace, Evaluation label, Job name))."""
+    return PodsOfJob(lambda job: pods.get((*owner, job)),
+                     lambda job: pods.version_of((*owner, job)))
 
 
 def _owner_key(obj: Mapping[str, Any]) -> Key:
