@@ -45,6 +45,10 @@ from cluster.faults import Simulation  # noqa: E402
 from proctor.k8s.podstatus import job_finished  # noqa: E402
 
 NAMESPACE = "bench"
+NICE = 10
+"""The OS priority of the test cluster's kubelet (controllers, pods) below its API server
+(see `cluster.kubelet.Kubelet`): in a cluster the API server does not share its cores with
+the nodes, and here a kubelet thread that wakes takes the one core, and the GIL, from it."""
 
 
 def durations(scale: float) -> dict[str, float]:
@@ -73,6 +77,8 @@ def main() -> None:
     parser.add_argument("--max-rows", type=int, default=-1)
     parser.add_argument("--no-pin", action="store_true",
                         help="let the operator and the test cluster share every core")
+    parser.add_argument("--no-nice", action="store_true",
+                        help="run the test cluster's kubelet at the API server's priority")
     parser.add_argument("--watch-probe", metavar="FILE", help=argparse.SUPPRESS)
     args = parser.parse_args()
     # The test cluster keeps every object in this process; like the operator (see its
@@ -101,7 +107,8 @@ def main() -> None:
                            "predictions": {"source": "gold"}, "repeats": args.repeats,
                            "maxConcurrentRows": args.rows}}
     with running_cluster(namespaces=("default", NAMESPACE), max_pods=args.rows * 2,
-                         simulation=Simulation(seconds=seconds)) as cluster:
+                         simulation=Simulation(seconds=seconds),
+                         nice=0 if args.no_nice else NICE) as cluster:
         store = cluster.store
         env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig),
                "PROCTOR_RECONCILE_SECONDS": "5"}
@@ -149,17 +156,19 @@ def ceiling(operator_s: float, cluster_s: float, life_s: float, rows: int) -> st
 
 
 def watch_probe(out: Path) -> None:
-    """Watch the namespace's Jobs (raw JSON, nothing else) and write when each was seen
-    ended, as monotonic time, to `out`. It shares a core with the test cluster: it reads
-    only the lines of Jobs that may have ended (the client's own line reader copies the
-    rest of a batch for every line, which took a sixth of the test cluster's CPU)."""
+    """Watch the namespace's Jobs (raw JSON, nothing else) and add a line to `out` when
+    each is seen ended (its name, monotonic time). It shares a core with the test cluster,
+    so it does little: it reads only the lines of Jobs that may have ended (the client's own
+    line reader copies the rest of a batch for every line, which took a sixth of the test
+    cluster's CPU), and appends (rewriting a record of every Job seen took an eighth)."""
     import orjson
     from kubernetes import client, config
 
     from proctor.k8s.api import lines
 
     config.load_kube_config()
-    jobs, seen, since = client.BatchV1Api(), {}, None
+    jobs, seen, since = client.BatchV1Api(), set(), None
+    sink = out.open("a", buffering=1)  # a line per Job: the file grows, is never rewritten
     while True:
         response = jobs.list_namespaced_job(NAMESPACE, watch=True, resource_version=since,
                                             timeout_seconds=600, _preload_content=False)
@@ -168,9 +177,10 @@ def watch_probe(out: Path) -> None:
                 continue
             job = orjson.loads(line)["object"]
             since = job["metadata"]["resourceVersion"]
-            if job_finished(job) and job["metadata"]["name"] not in seen:
-                seen[job["metadata"]["name"]] = time.monotonic()
-                out.write_text(json.dumps(seen))
+            name = job["metadata"]["name"]
+            if job_finished(job) and name not in seen:
+                seen.add(name)
+                sink.write(f"{name} {time.monotonic()}\n")
 
 
 def run(cluster, store, evaluation, args, op, told: Path) -> tuple[int, float]:
@@ -226,7 +236,8 @@ def run(cluster, store, evaluation, args, op, told: Path) -> tuple[int, float]:
     if refills:
         print(f"a freed slot refilled after: median {1000 * statistics.median(refills):.0f} ms, "
               f"90th percentile {1000 * _quantile(refills, 0.9):.0f} ms")
-    probed = json.loads(told.read_text()) if told.exists() else {}
+    probed = {name: float(at) for name, at in (
+        line.split() for line in told.read_text().splitlines())} if told.exists() else {}
     delivery = [probed[n] - ended_at[n] for n in probed if n in ended_at]
     if delivery:
         print(f"  of which the test cluster telling a bare watch client that a Job ended: "

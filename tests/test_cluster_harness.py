@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import json
+import os
 import re
 import sys
 import time
@@ -534,6 +535,38 @@ def test_a_watch_from_a_forgotten_version_is_told_410() -> None:
     _, recent = store.watch(configmaps, "default", None, None, None,
                             str(store.resource_version - 1), lambda _: None)
     assert [(e["type"], e["object"]["data"]) for e in recent] == [("MODIFIED", {"n": "2"})]
+
+
+def test_wake_ups_asked_for_under_the_lock_wait_until_it_is_let_go() -> None:
+    store = Store()
+    configmaps = store.resource("", "v1", "configmaps")
+    woken: list[tuple[str, bool]] = []
+
+    def listener(kind: str, *_: Any) -> None:
+        # A listener runs under the lock: its wake-up must come after the write is done.
+        store.lock.defer(lambda: woken.append((kind, store.lock._lock._is_owned())))
+
+    store.listen(listener)
+    with store.lock:  # a write nested in an outer hold: the wake-up waits for the outer one
+        store.create(configmaps, "default", {"metadata": {"name": "x"}})
+        assert woken == []
+    assert woken == [("ADDED", False)]
+    store.patch(configmaps, "default", "x", {"data": {"a": "b"}})
+    assert woken[-1] == ("MODIFIED", False)
+    store.lock.defer(lambda: woken.append(("outside", store.lock._lock._is_owned())))
+    assert woken[-1] == ("outside", False)  # not held: at once
+
+
+def test_the_kubelet_can_run_below_the_api_servers_priority() -> None:
+    with running_cluster(nice=5) as cluster:
+        assert cluster.kubelet is not None and cluster.kubelet._thread is not None
+        controllers = cluster.kubelet._thread.native_id
+        deadline = time.monotonic() + 5  # the thread lowers its own priority as it starts
+        while os.getpriority(os.PRIO_PROCESS, controllers) != 5:
+            assert time.monotonic() < deadline, "the controllers' thread is not at nice 5"
+            time.sleep(0.01)
+        assert os.getpriority(os.PRIO_PROCESS, cluster._thread.native_id) == os.getpriority(
+            os.PRIO_PROCESS, 0)  # the API server's thread keeps the process's priority
 
 
 def test_custom_resources_get_the_apiservers_treatment(test_cluster: Cluster,

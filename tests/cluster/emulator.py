@@ -90,8 +90,10 @@ class _Mailbox:
     one per event: under load a write wakes nothing while the batch before it is unread,
     which keeps the loop's queue short for the requests waiting behind it."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop,
+                 defer: Callable[[Callable[[], None]], None]) -> None:
         self._loop = loop
+        self._defer = defer  # the store's: wake the loop once the writer lets go of it
         self._events: collections.deque[dict[str, Any] | None] = collections.deque()
         self._ready = asyncio.Event()
         self._armed = False
@@ -102,6 +104,10 @@ class _Mailbox:
         self._events.append(event)
         if not self._armed:
             self._armed = True
+            self._defer(self._wake)
+
+    def _wake(self) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop has closed: the watch is gone
             self._loop.call_soon_threadsafe(self._ready.set)
 
     async def take(self) -> list[dict[str, Any] | None]:
@@ -315,7 +321,7 @@ class ClusterEmulator(kmock.KubernetesScaffold):
                            name: str | None) -> aiohttp.web.StreamResponse:
         query = raw.query
         loop = asyncio.get_running_loop()
-        mailbox = _Mailbox(loop)
+        mailbox = _Mailbox(loop, self.store.lock.defer)
         send = mailbox.put
 
         field_selector = query.get("fieldSelector")

@@ -150,11 +150,48 @@ def _view(rt: ResourceType, obj: Obj | None) -> Obj | None:
     return obj
 
 
+class StoreLock:
+    """The store's lock (re-entrant), which holds back the wake-ups asked for under it
+    (`defer`) until the thread that holds it lets go. A thread woken under the lock (the
+    event loop that streams a watch, the kubelet's controllers) takes the core from the
+    lock's holder at once, only to wait for the lock or the GIL that the holder keeps; woken
+    after, it finds both free. In the operator's benchmark, where the whole test cluster
+    shares one core, freed slots were refilled a few milliseconds sooner."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._depth = 0  # changed only by the thread that holds the lock
+        self._wakes: list[Callable[[], None]] = []
+
+    def __enter__(self) -> StoreLock:
+        self._lock.acquire()
+        self._depth += 1
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._depth -= 1
+        if self._depth:
+            self._lock.release()
+            return
+        wakes, self._wakes = self._wakes, []
+        self._lock.release()
+        for wake in wakes:
+            wake()
+
+    def defer(self, wake: Callable[[], None]) -> None:
+        """Call ``wake`` once the lock is let go (now if this thread does not hold it:
+        only the holder calls this, from under the lock)."""
+        if self._depth and self._lock._is_owned():  # type: ignore[attr-defined]
+            self._wakes.append(wake)
+        else:
+            wake()
+
+
 class Store:
     """All objects, the resourceVersion counter, the change log and the watches."""
 
     def __init__(self, *, namespaces: Iterable[str] = ("default",)) -> None:
-        self.lock = threading.RLock()
+        self.lock = StoreLock()
         self._types: dict[tuple[str, str, str], ResourceType] = {}
         self._objects: dict[Key, dict[tuple[str, str], Obj]] = collections.defaultdict(dict)
         self._rv = 0
@@ -181,8 +218,7 @@ class Store:
             return list(self._types.values())
 
     def resource(self, group: str, version: str, plural: str) -> ResourceType:
-        with self.lock:
-            rt = self._types.get((group, version, plural))
+        rt = self._types.get((group, version, plural))  # one lookup: no lock to wait for
         if rt is None:
             raise ApiError(404, "NotFound", "the server could not find the requested resource",
                            {"group": group, "kind": plural})
