@@ -323,6 +323,24 @@ def test_status_writes_refused_for_a_while_lose_nothing(test_cluster, k8s_namesp
     assert len(results(api)) == 3
 
 
+def test_job_creations_refused_are_tried_again(test_cluster, k8s_namespace, kube_client,
+                                               agent):
+    """The API server refuses the first Job creations (etcd timing out): their slots are
+    not lost; a later pass creates each Job, once."""
+    api = Api(kube_client, k8s_namespace)
+    agent_body, eval_body = manifests(k8s_namespace, agent.url, maxConcurrentRows=3)
+    eval_body["spec"]["dataset"]["maxRows"] = 3
+    jobs_path = f"/namespaces/{k8s_namespace}/jobs"
+    test_cluster.emulator.refuse("POST", jobs_path, times=2)
+    api.apply(agent_body, eval_body)
+    with operator(test_cluster, k8s_namespace):
+        body = wait_succeeded(test_cluster, api)
+    answers = [c[2] for c in test_cluster.calls("POST", jobs_path)]
+    assert answers.count(500) == 2 and answers.count(201) == 3
+    assert body["status"]["items"]["done"] == 3
+    assert len(results(api)) == 3
+
+
 @pytest.mark.parametrize(("change", "reason", "words"), [
     ({"dataset": {"name": "proctor-demo", "instanceIds": ["nope__nope-1"]}},
      "DatasetUnusable", "nope__nope-1"),

@@ -698,7 +698,10 @@ class Reconciler:
                instance: Instance, item: WorkItem, nodes: Mapping[str, str], recent: Recent,
                kept_cm: Obj | None = None, attempt: int = 0) -> Callable[[], Awaitable[None]]:
         """Count the item's Job as created now (so no pass gives its slot away), and return
-        the API calls that create it (its task ConfigMap first)."""
+        the API calls that create it (its task ConfigMap first). When the task ConfigMap is
+        there already (made ahead, or by a repeat), the Job's request is sent at once: a slot
+        handed on (`Handoff`) would otherwise wait a turn of the loop, behind whatever it
+        does next, before the call even began (the returned calls only wait for it)."""
         task = self._task(body, evaluation, instance)
         job = desired_job(evaluation, agent, item, instance, task, runner_version=__version__,
                           runner_image_default=self.runner_image,
@@ -706,12 +709,18 @@ class Reconciler:
                           attempt=attempt)
         kopf.adopt(job, owner=body)
         recent.created(job)
+        sent = None
+        if instance.instance_id in recent.tasks:
+            sent = asyncio.get_running_loop().run_in_executor(None, self.kube.create, job)
 
         async def create() -> None:
             try:
-                if instance.instance_id not in recent.tasks:  # made ahead, or by a repeat
+                if sent is None:
                     await self._make_task(task, instance, recent)
-                if await asyncio.to_thread(self.kube.create, job):
+                    made = await asyncio.to_thread(self.kube.create, job)
+                else:
+                    made = await sent
+                if made:
                     log.info("Created Job %s item=%s", job["metadata"]["name"], item.key)
             except Exception:
                 recent.uncreated(job)  # a later pass tries again
