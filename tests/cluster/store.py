@@ -329,7 +329,8 @@ class Store:
 
     def listen(self, callback: Callable[[str, Key, Obj, Obj | None], None]) -> None:
         """Call ``callback(type, (group, plural), new, old)`` on every change (under the
-        store's lock: it must only queue the event, and never change the objects)."""
+        store's lock: it must only queue the event, never change the objects, and wake
+        whoever reads the queue through ``lock.defer``)."""
         with self.lock:
             self._listeners.append(callback)
 
@@ -343,8 +344,8 @@ class Store:
               resource_version: str | None, send: Callable[[dict[str, Any]], None]
               ) -> tuple[Watcher, list[dict[str, Any]]]:
         """Open a watch: the events before now that it must get first, then ``send`` gets
-        each later one (called under the lock: it must only queue the event, and never change
-        it)."""
+        each later one (called under the lock: it must only queue the event, never change
+        it, and wake its reader through ``lock.defer``)."""
         watcher = Watcher(rt, namespace, name, parse_label_selector(label_selector),
                           parse_field_selector(field_selector, rt.group, rt.plural), send)
         with self.lock:
