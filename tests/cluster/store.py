@@ -160,7 +160,7 @@ class StoreLock:
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
-        self._depth = 0  # changed only by the thread that holds the lock
+        self._depth = 0  # changed only by the thread that holds the lock: which let-go is last
         self._wakes: list[Callable[[], None]] = []
 
     def __enter__(self) -> StoreLock:
@@ -181,7 +181,7 @@ class StoreLock:
     def defer(self, wake: Callable[[], None]) -> None:
         """Call ``wake`` once the lock is let go (now if this thread does not hold it:
         only the holder calls this, from under the lock)."""
-        if self._depth and self._lock._is_owned():  # type: ignore[attr-defined]
+        if self._lock._is_owned():  # type: ignore[attr-defined]
             self._wakes.append(wake)
         else:
             wake()
