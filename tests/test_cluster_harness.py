@@ -15,6 +15,7 @@ import json
 import os
 import re
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -431,6 +432,31 @@ def test_the_jobs_count_active_while_the_machine_queues_their_pods() -> None:
             state = wait_state(cluster, client, "evals", name, lambda s: s.finished, 20)
             assert state.result["outcome"] == "resolved"
         assert cluster.kubelet.running_peak == 1
+
+
+def test_simulated_pods_wait_side_by_side_on_the_kubelets_thread() -> None:
+    """Simulated pods are timers on the controllers' thread (no worker thread each), yet
+    wait at the same time, and a killed one ends at once, mid-wait."""
+    chosen = list(INSTANCES)[:4]  # the last one waits long enough to be killed mid-wait
+    simulation = Simulation(lambda item: {"solve": 30.0 if item.instance_id == chosen[3]
+                                          else 1.0})
+    with running_cluster(namespaces=["evals"], max_pods=5, simulation=simulation) as cluster:
+        client = cluster.api_client()
+        ev = evaluation("evals")
+        names = [submit(client, ev, i)[0]["metadata"]["name"] for i in chosen]
+        cluster.wait_for(lambda: cluster.kubelet.running() == 4, 5)
+        assert not [t for t in threading.enumerate() if t.name.startswith("kubelet-pod")]
+        began = time.monotonic()
+        for name in names[:3]:
+            state = wait_state(cluster, client, "evals", name, lambda s: s.finished, 20)
+            assert state.result["outcome"] == "resolved"
+        assert time.monotonic() - began < 2.5  # side by side: not three waits of 1 s in turn
+        core = kubernetes.client.CoreV1Api(client)
+        pod = core.list_namespaced_pod("evals", label_selector=f"job-name={names[3]}").items[0]
+        killed = time.monotonic()
+        core.delete_namespaced_pod(pod.metadata.name, "evals")
+        cluster.wait_for(lambda: cluster.kubelet.running() == 0, 5)
+        assert time.monotonic() - killed < 0.5
 
 
 # --- The API --------------------------------------------------------------------------------

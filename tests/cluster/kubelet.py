@@ -12,7 +12,9 @@ One controller thread watches the store (as the real controllers watch the apise
 * Scheduler: nodeSelector and required node affinity filter, preferred affinity scores,
   ties go to the emptier node; no fitting node leaves the pod Pending (Unschedulable).
 * Kubelet: admits the pod at once (Pending, IPs, every container waiting PodInitializing),
-  then runs it (``podrun.PodRun``) when one of ``max_pods`` local slots is free.
+  then runs it (``podrun.PodRun``) when one of ``max_pods`` local slots is free: a pod that
+  runs real processes in a worker thread of its own, a simulated one on the controllers'
+  thread, as timers (its steps take no time, it only waits between them).
 
 ``faults`` (see ``cluster.faults``) injects failures; ``simulation`` replaces the steps
 by sleeps and given results.
@@ -24,6 +26,8 @@ import collections
 import concurrent.futures
 import contextlib
 import copy
+import heapq
+import itertools
 import json
 import logging
 import os
@@ -31,13 +35,14 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from cluster import shapes
 from cluster.errors import ApiError
 from cluster.faults import Fault, Faults, Simulation
-from cluster.podrun import PodRun
+from cluster.podrun import PodRun, Waits
 from cluster.selectors import Requirement, labels_match, match_selector_object
 from cluster.store import Store, now, random_suffix
 
@@ -107,7 +112,8 @@ class JobRun:
 
 
 class Kubelet:
-    """Job controller, scheduler and kubelets, run from one thread plus ``max_pods`` workers.
+    """Job controller, scheduler and kubelets, run from one thread (which also runs the
+    simulated pods) plus ``max_pods`` workers for pods that run real processes.
 
     ``nodes``: how many fake nodes (or their names). ``max_pods``: pods run at once on this
     machine. ``pull_seconds``: time each image pull takes. ``deadline_scale``: real seconds
@@ -121,7 +127,9 @@ class Kubelet:
     thread when positive: the operator's benchmark runs the whole test cluster in one
     process on one core, where a thread that wakes takes the core (and the GIL) from the
     API server's event loop, which a real API server, on machines of its own, never waits
-    for.
+    for. For the same reason simulated pods share the controllers' thread instead of having
+    one each: fifty threads that take turns at one store lock and one GIL spent more time
+    handing them over than running the pods.
     """
 
     def __init__(self, store: Store, root: Path, *, nodes: int | Iterable[str] = 3,
@@ -168,6 +176,14 @@ class Kubelet:
         self.running_peak = 0
         """The most pods that ran containers at once here (local slots used)."""
         self._running_now = 0
+        self._timers: list[tuple[float, int, PodRun]] = []
+        """Simulated pods by when they next wake (a heap), each with its turn's number."""
+        self._turns: dict[str, tuple[int, Waits]] = {}
+        """Per simulated pod (uid) that runs here: its current turn and the rest of its life
+        (a timer whose number is not the pod's turn any more is stale)."""
+        self._waiting: collections.deque[PodRun] = collections.deque()
+        """Simulated pods admitted while ``max_pods`` of them ran."""
+        self._numbers = itertools.count()
 
     # --- Lifecycle --------------------------------------------------------------------------
 
@@ -195,6 +211,10 @@ class Kubelet:
             run.kill("deleted")
         if self._thread:
             self._thread.join(10)
+        with self._lock:
+            lives, self._turns = [life for _, life in self._turns.values()], {}
+        for life in lives:  # what is left of the simulated pods' lives (their last cleanup)
+            life.close()
         if self._executor:
             self._executor.shutdown(wait=True, cancel_futures=True)
 
@@ -214,7 +234,7 @@ class Kubelet:
     def _loop(self) -> None:
         self._lower_priority()
         while not self._stopping.is_set():
-            self._wake.wait(0.02)
+            self._wake.wait(self._until_next(0.02))
             self._wake.clear()
             batch = []
             while self._events:
@@ -223,6 +243,7 @@ class Kubelet:
                 for change in batch:
                     self._note(*change)
                 self._tick()
+                self._run_due()
             except Exception:
                 log.exception("The test cluster's controllers failed a pass")
 
@@ -581,8 +602,7 @@ class Kubelet:
             run.admit()
         except Exception:
             return
-        assert self._executor is not None
-        self._executor.submit(self._run_pod, run)
+        self._start(run)
 
     def _scheduled_event(self, pod: Obj, node: str | None, *args: str) -> None:
         with contextlib.suppress(ApiError):
@@ -591,22 +611,89 @@ class Kubelet:
 
     # --- Kubelet ----------------------------------------------------------------------------
 
+    def _start(self, run: PodRun) -> None:
+        """Run an admitted pod: in a worker thread, or simulated on this thread."""
+        if run.blocks:
+            assert self._executor is not None
+            self._executor.submit(self._run_pod, run)
+            return
+        with self._lock:
+            if len(self._turns) >= self.max_pods:
+                self._waiting.append(run)
+                return
+            self._turns[run.uid] = (0, run.life())
+        self._began(run)
+        run.on_kill = partial(self._resume, run)
+        self._resume(run)
+
     def _run_pod(self, run: PodRun) -> None:
         if self._stopping.is_set():
             return
-        with self._lock:
-            self._running_now += 1
-            self.running_peak = max(self.running_peak, self._running_now)
+        self._began(run)
         try:
             run.run()
         except Exception:
             log.exception("Pod %s/%s failed in the test kubelet", run.ns, run.name)
         finally:
-            with self._lock:
-                self._running_now -= 1
-                self._on_node[run.node.name].discard(run.uid)
+            self._ended(run)
+
+    def _began(self, run: PodRun) -> None:
+        with self._lock:
+            self._running_now += 1
+            self.running_peak = max(self.running_peak, self._running_now)
+
+    def _ended(self, run: PodRun) -> None:
+        with self._lock:
+            self._running_now -= 1
+            self._on_node[run.node.name].discard(run.uid)
         if run.kill_reason == "deleted":
             self._finalize_deletion(run.ns, run.name)
+
+    # --- Simulated pods, as timers on the controllers' thread ------------------------------
+
+    def _resume(self, run: PodRun, seconds: float = 0.0) -> None:
+        """Wake a simulated pod in `seconds` (now: it was killed, or has just begun)."""
+        if run.killed.is_set():  # killed from another thread while its step ran
+            seconds = 0.0
+        with self._lock:
+            turn = self._turns.get(run.uid)
+            if turn is None:
+                return
+            number = next(self._numbers)
+            self._turns[run.uid] = (number, turn[1])
+            heapq.heappush(self._timers, (time.monotonic() + seconds, number, run))
+        if threading.current_thread() is not self._thread:
+            self._wake.set()
+
+    def _until_next(self, most: float) -> float:
+        with self._lock:
+            if not self._timers:
+                return most
+            return min(most, max(0.0, self._timers[0][0] - time.monotonic()))
+
+    def _run_due(self) -> None:
+        """Take each simulated pod whose wait is over to its next wait, or to its end."""
+        while True:
+            with self._lock:
+                if not self._timers or self._timers[0][0] > time.monotonic():
+                    return
+                _, number, run = heapq.heappop(self._timers)
+                turn = self._turns.get(run.uid)
+                if turn is None or turn[0] != number:
+                    continue  # stale: the pod was woken since, or has ended
+            try:
+                self._resume(run, next(turn[1]))
+                continue
+            except StopIteration:
+                pass
+            except Exception:
+                log.exception("Pod %s/%s failed in the test kubelet", run.ns, run.name)
+            with self._lock:
+                self._turns.pop(run.uid, None)
+                following = self._waiting.popleft() if self._waiting else None
+            self._ended(run)
+            if following is not None and not self._stopping.is_set():
+                self._start(following)
 
     def _terminate(self, pod: Obj) -> None:
         """A pod being deleted: stop its containers, then let it go."""
@@ -646,7 +733,7 @@ class Kubelet:
         return list(self.entrypoints[base]) if base in self.entrypoints else None
 
     def simulation_for(self, run: PodRun) -> Simulation | None:
-        if self.simulation is None or self.item_of(run.pod) is None:
+        if self.simulation is None or run.item is None:
             return None
         return self.simulation
 

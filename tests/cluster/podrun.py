@@ -7,12 +7,18 @@ materialised from the stored objects), ``/testbed`` (a checkout of the task at i
 commit, made with ``proctor.runner.sandbox.checkout``, for containers of the task's image)
 and the termination message path. ``proctor ...`` runs as ``<python> -m proctor.cli ...``.
 A container's stdout and stderr are its log (the pod log endpoint serves it).
+
+A pod's life (`PodRun.life`) is a generator of the waits between its steps (seconds), so that
+whoever drives it chooses how to wait: a thread of its own (`run`, for pods that run real
+processes, which block it) or the kubelet's one thread for every simulated pod, woken by a
+timer (`cluster.kubelet`). A step never sleeps itself: it yields (`_sleep`).
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import json
 import os
 import re
@@ -23,7 +29,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Generator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +42,9 @@ if TYPE_CHECKING:
     from cluster.kubelet import Kubelet, Node
 
 Obj = dict[str, Any]
+Waits = Generator[float, None, None]
+"""A part of a pod's life: the seconds of each wait it makes (see `PodRun.life`); a part
+that answers something is a ``Generator[float, None, answer]``."""
 MESSAGE_MAX = 4096
 FALLBACK_MAX, FALLBACK_LINES = 2048, 80
 POD_MESSAGES_MAX = 12 * 1024
@@ -98,6 +107,8 @@ class PodRun:
         self.step_started: dict[str, float] = {}
         self.ended = threading.Event()
         self._unpublished = False
+        self.on_kill: Callable[[], None] | None = None
+        """Called when the pod is killed: its driver ends the wait it is in (see `life`)."""
 
     # --- Control ----------------------------------------------------------------------------
 
@@ -109,6 +120,8 @@ class PodRun:
         self.killed.set()
         for proc in [self._proc, *self._sidecars]:
             self._signal(proc, signal.SIGKILL)
+        if self.on_kill is not None:
+            self.on_kill()
 
     @staticmethod
     def _signal(proc: subprocess.Popen[bytes] | None, sig: int) -> None:
@@ -179,9 +192,28 @@ class PodRun:
             for c in self.mains]
         self.write()
 
+    @functools.cached_property
+    def item(self) -> Any:
+        """The work item the pod runs (from its annotation), or None."""
+        return self.kubelet.item_of(self.pod)
+
+    @property
+    def blocks(self) -> bool:
+        """Whether the pod runs processes (real steps, sidecars), which block whoever drives
+        it: it needs a thread of its own. A simulated pod only waits."""
+        return self.kubelet.simulation_for(self) is None or any(
+            c.get("restartPolicy") == "Always" for c in self.inits)
+
     def run(self) -> None:
+        """The pod's life in the calling thread, which it keeps until the pod ends."""
+        for seconds in self.life():
+            self.killed.wait(seconds)
+
+    def life(self) -> Waits:
+        """The pod's life, step by step: yields the seconds of each wait; the driver resumes
+        it when they have passed, or at once when the pod is killed (`on_kill`)."""
         try:
-            self._run()
+            yield from self._run()
         except (PodGone, Killed):
             pass
         finally:
@@ -189,22 +221,24 @@ class PodRun:
                 self._signal(proc, signal.SIGKILL)
             self.ended.set()
 
-    def _run(self) -> None:
+    def _run(self) -> Waits:
         if self.killed.is_set():
             raise Killed()
-        self._mount_volumes()
+        yield from self._mount_volumes()
         sim = self.kubelet.simulation_for(self)
         for container in self.inits:
             if container.get("restartPolicy") == "Always":
-                self._start_sidecar(container)
+                yield from self._start_sidecar(container)
                 continue
-            code = self._container(container, init=True, sim=sim)
+            code = yield from self._container(container, init=True, sim=sim)
             if code != 0:
                 self._finish("Failed")
                 return
         if self.inits:
             shapes.set_condition(self.status, "Initialized", True)
-        codes = [self._container(c, init=False, sim=sim) for c in self.mains]
+        codes = []
+        for container in self.mains:
+            codes.append((yield from self._container(container, init=False, sim=sim)))
         self._finish("Succeeded" if all(c == 0 for c in codes) else "Failed")
 
     def _finish(self, phase: str) -> None:
@@ -258,7 +292,7 @@ class PodRun:
 
     # --- Volumes ----------------------------------------------------------------------------
 
-    def _mount_volumes(self) -> None:
+    def _mount_volumes(self) -> Waits:
         """emptyDirs as folders; projected, configMap, secret, downwardAPI volumes written out.
         A missing ConfigMap or Secret keeps the pod waiting (FailedMount), as in Kubernetes."""
         warned = False
@@ -272,7 +306,7 @@ class PodRun:
                     self.event("Warning", "FailedMount", f'MountVolume.SetUp failed for volume '
                                                          f'"{exc.args[0]}" : {exc.args[1]}')
                     warned = True
-                self._sleep(self.kubelet.retry_seconds)
+                yield from self._sleep(self.kubelet.retry_seconds)
         if "task" in self.volumes and (self.volumes["task"] / "instance.json").exists():
             self._instance = json.loads((self.volumes["task"] / "instance.json").read_text())
 
@@ -347,13 +381,16 @@ class PodRun:
         index = next(i for i, s in enumerate(statuses) if s["name"] == container["name"])
         statuses[index] = status
 
-    def _sleep(self, seconds: float) -> None:
-        if seconds > 0:
+    def _sleep(self, seconds: float) -> Waits:
+        """Wait `seconds` (the status noted so far published first); Killed if the pod is
+        killed before or meanwhile."""
+        if seconds > 0 and not self.killed.is_set():
             self._publish()
-        if self.killed.wait(seconds):
+            yield seconds
+        if self.killed.is_set():
             raise Killed()
 
-    def _pull(self, container: Obj, init: bool) -> None:
+    def _pull(self, container: Obj, init: bool) -> Waits:
         """The image pull: events, and a stuck pull while an image_pull fault holds."""
         image = container.get("image", "")
         name = container["name"]
@@ -381,7 +418,7 @@ class PodRun:
                     container, "ImagePullBackOff", f'Back-off pulling image "{image}"'))
             self.write()
             backoff = not backoff
-            self._sleep(self.kubelet.pull_backoff_seconds)
+            yield from self._sleep(self.kubelet.pull_backoff_seconds)
         policy = container.get("imagePullPolicy", "IfNotPresent")
         if policy != "Always" and image in self.node.images:
             self.event("Normal", "Pulled", f'Container image "{image}" already present on '
@@ -389,18 +426,18 @@ class PodRun:
             return
         self.event("Normal", "Pulling", f'Pulling image "{image}"', name, init)
         if self.kubelet.pull_seconds:
-            self._sleep(self.kubelet.pull_seconds)
+            yield from self._sleep(self.kubelet.pull_seconds)
         self.node.images.add(image)
         took = f"{int(self.kubelet.pull_seconds * 1000) or 412}ms"
         self.event("Normal", "Pulled", f'Successfully pulled image "{image}" in {took} ({took} '
                                        f'including waiting). Image size: '
                                        f'{100_000_000 + len(image) * 1_000_003} bytes.', name, init)
 
-    def _container(self, container: Obj, init: bool, sim: Any) -> int:
+    def _container(self, container: Obj, init: bool, sim: Any) -> Generator[float, None, int]:
         """Pull, create, start, wait: the container's exit code (its status written)."""
         name = container["name"]
-        self._pull(container, init)
-        env = self._env_or_wait(container, init)
+        yield from self._pull(container, init)
+        env = yield from self._env_or_wait(container, init)
         cid = shapes.container_id()
         self.event("Normal", "Created", f"Created container: {name}", name, init)
         self.event("Normal", "Started", f"Started container {name}", name, init)
@@ -425,9 +462,9 @@ class PodRun:
         message_file.write_bytes(b"")
         try:
             if sim is not None:
-                code, reason = self._simulate(container, sim, log, message_file)
+                code, reason = yield from self._simulate(container, sim, log, message_file)
             else:
-                code, reason = self._exec(container, env, log, message_file)
+                code, reason = self._exec(container, env, log, message_file)  # blocks
         except Killed:
             code, reason = 137, None
             self.step_started.pop(name, None)
@@ -477,7 +514,8 @@ class PodRun:
 
     # --- Environment and paths ----------------------------------------------------------------
 
-    def _env_or_wait(self, container: Obj, init: bool) -> dict[str, str]:
+    def _env_or_wait(self, container: Obj, init: bool
+                     ) -> Generator[float, None, dict[str, str]]:
         """The container's env, waiting (CreateContainerConfigError) for what is missing."""
         warned = False
         while True:
@@ -494,7 +532,7 @@ class PodRun:
                     self.event("Warning", "Failed", f"Error: {exc.args[0]}", container["name"],
                                init)
                     warned = True
-                self._sleep(self.kubelet.retry_seconds)
+                yield from self._sleep(self.kubelet.retry_seconds)
 
     def _env(self, container: Obj) -> dict[str, str]:
         env = {"PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/sbin",
@@ -660,17 +698,17 @@ class PodRun:
         self._proc = None
         return (128 - code if code < 0 else code), None
 
-    def _simulate(self, container: Obj, sim: Any, log: Path,
-                  message_file: Path) -> tuple[int, str | None]:
+    def _simulate(self, container: Obj, sim: Any, log: Path, message_file: Path
+                  ) -> Generator[float, None, tuple[int, str | None]]:
         """The step replaced by a sleep; the grade step writes a result built for the item."""
         name = container["name"]
-        item = self.kubelet.item_of(self.pod)
+        item = self.item
         strike = self._strike(name)
         seconds = float(sim.durations(item).get(name, 0.0))
         until = time.monotonic() + seconds
         if strike is not None:  # it strikes `after` seconds into the step, if that is sooner
             until = min(until, self.step_started[name] + strike.after)
-        self._sleep(max(0.0, until - time.monotonic()))  # one wait: few wake-ups, less GIL
+        yield from self._sleep(max(0.0, until - time.monotonic()))  # one wait: few wake-ups
         if strike is not None:
             if strike.kind == "exit":
                 self._write_log(log, strike.message or f"{name}: failed (injected exit "
@@ -705,15 +743,15 @@ class PodRun:
 
     # --- Native sidecars --------------------------------------------------------------------
 
-    def _start_sidecar(self, container: Obj) -> None:
+    def _start_sidecar(self, container: Obj) -> Waits:
         """An init container with restartPolicy Always: started, then left running."""
         name = container["name"]
         for port in container.get("ports") or []:
             with socket.socket() as sock:
                 sock.bind(("127.0.0.1", 0))
                 self._ports[int(port["containerPort"])] = sock.getsockname()[1]
-        self._pull(container, True)
-        env = self._env_or_wait(container, True)
+        yield from self._pull(container, True)
+        env = yield from self._env_or_wait(container, True)
         argv = self._argv(container)
         cid = shapes.container_id()
         started = now()
@@ -745,6 +783,6 @@ class PodRun:
                 with socket.socket() as sock:
                     if sock.connect_ex(("127.0.0.1", local)) == 0:
                         break
-                self._sleep(0.1)
+                yield from self._sleep(0.1)
         self._set(container, True, shapes.running(container, cid, started, ready=True))
         self.write()
