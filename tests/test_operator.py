@@ -150,15 +150,15 @@ def scrape(port: int) -> dict[tuple[str, frozenset], float]:
 def test_demo_evaluation_end_to_end(test_cluster, k8s_namespace, kube_client, agent, tmp_path,
                                     monkeypatch):
     api = Api(kube_client, k8s_namespace)
-    handed: list[str] = []  # items started in the slot of a Job that succeeded, between passes
-    take = operator_module.Handoff.take
+    handed: list[str] = []  # items started in the slot of a Job that ended well, between passes
+    free = operator_module.Handoff.free  # what `take` gives, and a Job deleted with its result
 
     def spy(self, *args, **kwargs):
-        item = take(self, *args, **kwargs)
+        item = free(self, *args, **kwargs)
         if item is not None:
             handed.append(item.id)
         return item
-    monkeypatch.setattr(operator_module.Handoff, "take", spy)
+    monkeypatch.setattr(operator_module.Handoff, "free", spy)
     agent_body, eval_body = manifests(k8s_namespace, agent.url)
     api.apply(agent_body, eval_body)
     metrics, _ = start_http_server(0, addr="127.0.0.1")
@@ -189,7 +189,7 @@ def test_demo_evaluation_end_to_end(test_cluster, k8s_namespace, kube_client, ag
     status = body["status"]
     assert status["items"]["done"] == status["items"]["total"] == TASKS
     assert max(active) <= 2, "more Jobs ran at once than maxConcurrentRows"
-    # Jobs that succeeded handed their slots on before the next pass, each item once.
+    # Jobs that ended well handed their slots on before the next pass, each item once.
     assert handed and len(handed) == len(set(handed)) < TASKS, handed
     # While both slots are taken, the next two items in line (as many as
     # maxConcurrentRows) have their task data ready for when a slot frees up.

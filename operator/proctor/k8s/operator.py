@@ -57,6 +57,7 @@ from proctor.k8s.manifests import (
     patch_configmap,
     task_configmap,
 )
+from proctor.k8s.names import job_name
 from proctor.k8s.podstatus import (
     PodsOfJob,
     StateMemo,
@@ -491,12 +492,24 @@ class Reconciler:
             return
         meta = body["metadata"]
         state = item_state(job, _pods_by_job(pods, _owner_key(job)).of(job))
-        item = handoff.take(job, state, (meta.get("uid", ""), meta.get("generation")),
-                            known[1].busy)
+        self._give(handoff, job, handoff.take(
+            job, state, (meta.get("uid", ""), meta.get("generation")), known[1].busy))
+
+    def _hand_on(self, key: Key, body: Obj, job: Obj, recent: Recent) -> None:
+        """The slot of ``job``, just deleted with its result kept, to the next item (see
+        `Handoff.free`)."""
+        handoff = self._handoffs.get(key)
+        if handoff is not None:
+            meta = body["metadata"]
+            self._give(handoff, job, handoff.free(
+                job, (meta.get("uid", ""), meta.get("generation")), recent.busy))
+
+    @staticmethod
+    def _give(handoff: Handoff, job: Obj, item: WorkItem | None) -> None:
         if item is not None and handoff.start is not None:
             log.debug("Handing the slot of Job %s to item=%s", job["metadata"]["name"],
                       item.key)
-            handoff.start(item)
+            handoff.started(handoff.start(item))
 
     def _kick_for_pod(self, pod: Obj) -> None:
         """A pod that ended has a result to read: a pass now (its Job's end comes later).
@@ -550,18 +563,23 @@ class Reconciler:
             if item.instance_id not in recent.tasks and item.instance_id not in recent.preparing:
                 self._prepare(body, evaluation, instances[item.instance_id], recent)
         meta = body["metadata"]
-        self._handoffs.setdefault(key, Handoff()).renew(
-            (meta.get("uid", ""), meta.get("generation")), decision.ahead,
-            (job for view in views for job in view.jobs),
-            partial(self._start_now, key, body, evaluation, agent, instances, nodes, recent))
+        handoff = self._handoffs.setdefault(key, Handoff())
+        handoff.renew((meta.get("uid", ""), meta.get("generation")), decision.ahead,
+                      (job for view in views for job in view.jobs),
+                      partial(self._start_now, key, body, evaluation, agent, instances, nodes,
+                              recent))
+        for item in decision.start:
+            handoff.started(job_name(evaluation.name, item.id))
 
     def _start_now(self, key: Key, body: Obj, evaluation: Evaluation,
                    agent: AgentUnderTest | None, instances: Mapping[str, Instance],
-                   nodes: Mapping[str, str], recent: Recent, item: WorkItem) -> None:
-        """Start an item's Job beside the passes (a slot handed on, see `Handoff`)."""
+                   nodes: Mapping[str, str], recent: Recent, item: WorkItem) -> str:
+        """Start an item's Job beside the passes (a slot handed on, see `Handoff`); answers
+        the Job's name."""
         self._in_background(key, recent, item.id, [self._start(
             body, evaluation, agent, instances[item.instance_id], item, nodes, recent)],
             urgent=True)
+        return job_name(evaluation.name, item.id)
 
     def _prepare(self, body: Obj, evaluation: Evaluation, instance: Instance,
                  recent: Recent) -> None:
@@ -620,10 +638,12 @@ class Reconciler:
         recent.delete(job)
 
     async def _keep(self, body: Obj, evaluation: Evaluation, view: ItemView,
-                    result: RunResult, artifacts: Mapping[str, str], recent: Recent) -> None:
+                    result: RunResult, artifacts: Mapping[str, str], recent: Recent,
+                    hand_on: bool = False) -> None:
         """Keep the item's result, then delete its Jobs (their pods and logs go with them):
         at once, in the same chore, rather than on a later pass, so that a finished Job does
-        not wait its turn twice (see `Recent.with_jobs`)."""
+        not wait its turn twice (see `Recent.with_jobs`). ``hand_on``: its pod ended well,
+        so once deleted its Job holds no slot: the next item gets it at once."""
         configmap = result_configmap(evaluation, result, artifacts)
         kopf.adopt(configmap, owner=body)
         await asyncio.to_thread(self.kube.create, configmap)
@@ -631,6 +651,8 @@ class Reconciler:
         for job in view.jobs:
             if not recent.was_deleted(job):
                 await self._delete(evaluation, job, recent)
+                if hand_on:
+                    self._hand_on((evaluation.namespace, evaluation.name), body, job, recent)
 
     async def _give_up(self, body: Obj, evaluation: Evaluation,
                        instances: Mapping[str, Instance], view: ItemView, result: RunResult,
@@ -649,7 +671,7 @@ class Reconciler:
         full, artifacts = parse_grade_log(text)
         result = harvested_result(evaluation, view, full,
                                   instances[view.item.instance_id].repo)
-        await self._keep(body, evaluation, view, result, artifacts, recent)
+        await self._keep(body, evaluation, view, result, artifacts, recent, hand_on=True)
         if result.timings.total_seconds is not None:
             self.metrics.job_seconds.labels(evaluation.namespace,
                                             agent_label(evaluation)).observe(
