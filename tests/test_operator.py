@@ -25,6 +25,7 @@ from prometheus_client import start_http_server
 from prometheus_client.parser import text_string_to_metric_families
 
 import proctor.k8s.operator as operator_module
+from cluster import Simulation
 from ports import free_port
 from proctor import demo
 from proctor.agents.answers import TaskRequest
@@ -288,6 +289,44 @@ def test_suspend_starts_nothing_until_resumed(test_cluster, k8s_namespace, kube_
         test_cluster.wait_for(lambda: not reconciler._parsed and not reconciler._plans, 30,
                               message="the deleted objects' specs and plans are still kept")
     assert body["status"]["items"]["done"] == 3
+
+
+def test_a_job_deleted_with_its_result_hands_its_slot_on_before_it_is_complete(
+        test_cluster, k8s_namespace, kube_client, monkeypatch):
+    """As in a real cluster, whose Job controller takes in a pod's end a second later (it
+    batches pod updates): the operator keeps each result when the pod ends, deletes the Job
+    and starts the next item in its slot then, not a second later."""
+    kubelet = test_cluster.kubelet
+    kubelet.simulation = Simulation({"solve": 0.05})
+    kubelet.job_sync_batch_seconds = 1.0
+    freed: list[tuple[bool, str]] = []  # (the Job had finished, the item that got its slot)
+    free = operator_module.Handoff.free
+
+    def spy(self, job, *args, **kwargs):
+        item = free(self, job, *args, **kwargs)
+        if item is not None:
+            freed.append((operator_module.job_finished(job), item.id))
+        return item
+    monkeypatch.setattr(operator_module.Handoff, "free", spy)
+    api = Api(kube_client, k8s_namespace)
+    _, eval_body = manifests(k8s_namespace, "", predictions={"source": "gold"})
+    del eval_body["spec"]["agentRef"]
+    active: list[int] = []
+    try:
+        api.apply(eval_body)
+        with operator(test_cluster, k8s_namespace):
+            began = time.monotonic()
+            body = wait_succeeded(test_cluster, api, timeout=120, watch=active)
+            took = time.monotonic() - began
+    finally:
+        kubelet.job_sync_batch_seconds = 0.0
+    assert body["status"]["items"]["done"] == TASKS and len(results(api)) == TASKS
+    assert max(active) <= 2
+    # Most slots went on from Jobs deleted before their Complete, each item once.
+    early = [item for finished, item in freed if not finished]
+    assert len(early) >= TASKS // 2 and len(set(early)) == len(early), freed
+    # Five rounds of two Jobs: far less than the second each would wait for its Complete.
+    assert took < TASKS / 2 * 1.0, took
 
 
 def reconcile_errors() -> float:

@@ -8,7 +8,10 @@ One controller thread watches the store (as the real controllers watch the apise
   follows: ``startTime``, ``active``/``ready``/``terminating``/``uncountedTerminatedPods``,
   then SuccessCriteriaMet + Complete (``completionTime``, ``succeeded``) or FailureTarget +
   Failed (BackoffLimitExceeded or DeadlineExceeded, ``failed``). A pod is counted active as
-  soon as it exists, whatever the local executor does with it.
+  soon as it exists, whatever the local executor does with it. A Job is synced at once when
+  it is created, and by default at once when its pods change; with ``job_sync_batch_seconds``
+  (Kubernetes' own controller: 1 s) a change of its pods or status is taken in that long
+  after, as the real controller batches them.
 * Scheduler: nodeSelector and required node affinity filter, preferred affinity scores,
   ties go to the emptier node; no fitting node leaves the pod Pending (Unschedulable).
 * Kubelet: admits the pod at once (Pending, IPs, every container waiting PodInitializing),
@@ -137,7 +140,8 @@ class Kubelet:
                  pull_seconds: float = 0.0, pull_backoff_seconds: float = 0.3,
                  retry_seconds: float = 0.2, condition_delay: float = 0.05,
                  split_conditions: bool = False, deadline_scale: float = 1.0,
-                 entrypoints: Mapping[str, list[str]] | None = None, nice: int = 0) -> None:
+                 entrypoints: Mapping[str, list[str]] | None = None, nice: int = 0,
+                 job_sync_batch_seconds: float = 0.0) -> None:
         self.store, self.root = store, root
         self.nice = nice
         names = [f"node-{i + 1}" for i in range(nodes)] if isinstance(nodes, int) else list(
@@ -152,6 +156,7 @@ class Kubelet:
         self.retry_seconds, self.condition_delay = retry_seconds, condition_delay
         self.split_conditions = split_conditions
         self.deadline_scale = deadline_scale
+        self.job_sync_batch_seconds = job_sync_batch_seconds
         self.entrypoints = dict(entrypoints or {})
         self.faults = Faults()
         self.jobs_rt = store.resource("batch", "v1", "jobs")
@@ -169,6 +174,8 @@ class Kubelet:
         """Per node, the pods it runs that have not ended (by uid): the scheduler's load."""
         self._unscheduled: dict[tuple[str, str], float] = {}
         self._dirty: set[tuple[str, str]] = set()
+        self._batched: dict[tuple[str, str], float] = {}
+        """Jobs to sync once their batch period is over (see ``job_sync_batch_seconds``)."""
         self._recorded: dict[tuple[str, ...], tuple[str, str]] = {}
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -256,12 +263,15 @@ class Kubelet:
             if kind == "DELETED":
                 with self._lock:
                     self._jobs.pop(meta["uid"], None)
+            elif kind == "ADDED" or meta.get("generation") != ((old or {}).get(
+                    "metadata") or {}).get("generation"):
+                self._dirty.add((ns, name))  # created, or its spec changed: at once
             else:
-                self._dirty.add((ns, name))
+                self._sync_soon(ns, name)
             return
         job = (meta.get("labels") or {}).get("job-name")
         if job:
-            self._dirty.add((ns, job))
+            self._sync_soon(ns, job)
         if kind == "DELETED":
             self._unscheduled.pop((ns, name), None)
             with self._lock:
@@ -285,8 +295,20 @@ class Kubelet:
             if not tracked and self.store.find(self.jobs_rt, ns, job or "") is None:
                 self._drop_tracking(ns, name)  # orphaned: the job controller lets go
 
+    def _sync_soon(self, ns: str, job: str) -> None:
+        """Sync a Job after a change of its pods or status: now, or once the batch period
+        that this change began is over (later changes join it)."""
+        if self.job_sync_batch_seconds <= 0:
+            self._dirty.add((ns, job))
+        else:
+            self._batched.setdefault((ns, job), time.monotonic() + self.job_sync_batch_seconds)
+
     def _tick(self) -> None:
         clock = time.monotonic()
+        for key, due in list(self._batched.items()):
+            if due <= clock:
+                del self._batched[key]
+                self._dirty.add(key)
         for (ns, name), due in list(self._unscheduled.items()):
             if due <= clock:
                 self._schedule(ns, name)

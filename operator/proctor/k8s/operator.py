@@ -472,6 +472,9 @@ class Reconciler:
             return
         handoff = self._handoffs.get(key)
         if change == "DELETED":
+            known = self._recent.get(key)
+            if known is not None and job["metadata"]["name"] in known[1].freeing:
+                self._hand_on(key, job, known[1])
             if handoff is not None:
                 handoff.gone(job)
             self.kick(key)
@@ -495,11 +498,12 @@ class Reconciler:
         self._give(handoff, job, handoff.take(
             job, state, (meta.get("uid", ""), meta.get("generation")), known[1].busy))
 
-    def _hand_on(self, key: Key, body: Obj, job: Obj, recent: Recent) -> None:
+    def _hand_on(self, key: Key, job: Obj, recent: Recent) -> None:
         """The slot of ``job``, just deleted with its result kept, to the next item (see
         `Handoff.free`)."""
         handoff = self._handoffs.get(key)
-        if handoff is not None:
+        body = self._latest("proctor_evaluations", key)
+        if handoff is not None and body is not None:
             meta = body["metadata"]
             self._give(handoff, job, handoff.free(
                 job, (meta.get("uid", ""), meta.get("generation")), recent.busy))
@@ -648,11 +652,19 @@ class Reconciler:
         kopf.adopt(configmap, owner=body)
         await asyncio.to_thread(self.kube.create, configmap)
         recent.kept(result)
+        key = (evaluation.namespace, evaluation.name)
         for job in view.jobs:
-            if not recent.was_deleted(job):
+            if recent.was_deleted(job):
+                continue
+            name = job["metadata"]["name"]
+            if hand_on:
+                recent.freeing.add(name)
+            try:
                 await self._delete(evaluation, job, recent)
                 if hand_on:
-                    self._hand_on((evaluation.namespace, evaluation.name), body, job, recent)
+                    self._hand_on(key, job, recent)
+            finally:
+                recent.freeing.discard(name)
 
     async def _give_up(self, body: Obj, evaluation: Evaluation,
                        instances: Mapping[str, Instance], view: ItemView, result: RunResult,

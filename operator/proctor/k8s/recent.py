@@ -39,6 +39,9 @@ class Recent:
     """Instances whose task ConfigMap is being made ahead of their Jobs."""
     busy: set[str] = field(default_factory=set)
     """Items whose harvest, retry or clean-up is under way."""
+    freeing: set[str] = field(default_factory=set)
+    """Jobs being deleted once their results were kept: each hands its slot on as soon as
+    it is gone (its deletion answered, or its watch showing it deleted, whichever first)."""
 
     def created(self, job: Obj) -> None:
         self.jobs[job["metadata"]["name"]] = (self.clock(), job)
