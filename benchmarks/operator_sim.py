@@ -89,6 +89,9 @@ def main() -> None:
                         help="let the operator and the test cluster share every core")
     parser.add_argument("--no-nice", action="store_true",
                         help="run the test cluster's kubelet at the API server's priority")
+    parser.add_argument("--job-sync-batch", type=float, default=0.0, metavar="SECONDS",
+                        help="the Job controller takes in a pod's end this long after, as "
+                             "Kubernetes' does (1 s); default: at once")
     parser.add_argument("--watch-probe", metavar="FILE", help=argparse.SUPPRESS)
     args = parser.parse_args()
     # The test cluster keeps every object in this process; like the operator (see its
@@ -118,7 +121,8 @@ def main() -> None:
                            "maxConcurrentRows": args.rows}}
     with running_cluster(namespaces=("default", NAMESPACE), max_pods=args.rows * 2,
                          simulation=Simulation(seconds=seconds),
-                         nice=0 if args.no_nice else NICE) as cluster:
+                         nice=0 if args.no_nice else NICE,
+                         job_sync_batch_seconds=args.job_sync_batch) as cluster:
         store = cluster.store
         env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig),
                "PROCTOR_RECONCILE_SECONDS": "5"}
