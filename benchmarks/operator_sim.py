@@ -60,6 +60,12 @@ NICE = 10
 (see `cluster.kubelet.Kubelet`): in a cluster the API server does not share its cores with
 the nodes, and here a kubelet thread that wakes takes the one core, and the GIL, from it."""
 
+SWITCH_SECONDS = 0.001
+"""The test cluster's GIL switch interval (Python's default: 0.005). Its two busy threads,
+the API server's event loop and the kubelet, share one GIL: a thread that wants it waits
+for the other to let go, up to the interval, so every watch event and request could wait
+up to 5 ms for the kubelet, which a real API server, on machines of its own, never does."""
+
 
 def durations(scale: float) -> dict[str, float]:
     """Per instance, its real test runtime / scale; tasks without a log borrow one."""
@@ -99,6 +105,7 @@ def main() -> None:
     gc.set_threshold(50_000, *gc.get_threshold()[1:])
     if args.watch_probe:
         return watch_probe(Path(args.watch_probe))
+    sys.setswitchinterval(SWITCH_SECONDS)
     cores = sorted(os.sched_getaffinity(0))
     pin = not args.no_pin and len(cores) >= 2
     if pin:  # before the test cluster starts its threads, which inherit it
