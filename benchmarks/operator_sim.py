@@ -22,16 +22,23 @@ in a cluster the operator's pod does not share its CPU with the API server and t
 kubelets, and a Python process spread over several cores hands its GIL from core to core,
 which here costs each about a third more CPU per Job. `--no-pin` lets them share.
 
-Within the test cluster, the kubelet's threads (controllers, pods) run at a lower OS
-priority than its API server's (`NICE`), as if the API server had machines of its own: on
-one shared core, a kubelet thread that wakes takes the core and the GIL from the API
-server, and every watch event and request waits (without it, a freed slot waits two to
-three times as long). The simulated pods pay for it: they now wait for the API server, so
-Jobs live a little longer, and as many end per second either way. `--no-nice` shows the
-other way.
+Within the test cluster, the kubelet's thread (the controllers and every simulated pod,
+as timers) runs at a lower OS priority than its API server's (`NICE`), as if the API server
+had machines of its own: on one shared core, a kubelet thread that wakes takes the core and
+the GIL from the API server, and every watch event and request waits. For the same reason
+the test cluster hands its GIL between the two every millisecond, not every five
+(`SWITCH_SECONDS`). The simulated pods pay for it: they wait for the API server, so Jobs
+live a little longer, and as many end per second either way. `--no-nice` shows the other
+way.
+
+By default the test cluster's Job controller marks a Job Complete as soon as its pod ends,
+so most slots go on when the operator's watch shows the Job succeeded. Kubernetes' own
+controller takes in a pod's end a second later (it batches pod updates):
+`--job-sync-batch 1` does the same, and then slots go on when the operator, having kept a
+Job's result as its pod ended, deletes it.
 
     python benchmarks/operator_sim.py [--repeats 4] [--rows 50] [--scale 100] [--no-pin]
-                                      [--no-nice]
+                                      [--no-nice] [--job-sync-batch SECONDS]
 """
 
 from __future__ import annotations

@@ -644,14 +644,14 @@ class Kubelet:
                 self._waiting.append(run)
                 return
             self._turns[run.uid] = (0, run.life())
-        self._began(run)
+        self._began()
         run.on_kill = partial(self._resume, run)
         self._resume(run)
 
     def _run_pod(self, run: PodRun) -> None:
         if self._stopping.is_set():
             return
-        self._began(run)
+        self._began()
         try:
             run.run()
         except Exception:
@@ -659,7 +659,7 @@ class Kubelet:
         finally:
             self._ended(run)
 
-    def _began(self, run: PodRun) -> None:
+    def _began(self) -> None:
         with self._lock:
             self._running_now += 1
             self.running_peak = max(self.running_peak, self._running_now)
