@@ -9,10 +9,10 @@ results and Warning events, too many changes for kopf's per-event handling),
 asks the pure `proctor.k8s.reconcile.decide` what to do, and sets it going: each item's
 API calls (create its Job, read its logs and keep its result, retry it, delete its Job)
 run beside the passes, and `Recent` makes what was just written count before the
-watches show it. Between passes, a Job that succeeds hands its slot to the next item in
-line at once (`Handoff`). The status, rebuilt from every item as observed, is built and
-written beside the passes (`_publish`), at most every `STATUS_SECONDS`. See
-`proctor.k8s.reconcile` for the rules.
+watches show it. Between passes, a Job that succeeds, or is deleted with its result kept,
+hands its slot to the next item in line at once (`Handoff`). The status, rebuilt from
+every item as observed, is built and written beside the passes (`_publish`), at most
+every `STATUS_SECONDS`. See `proctor.k8s.reconcile` for the rules.
 
 Run it with `proctor operator` (in the chart's Deployment) or `kopf run -m
 proctor.k8s.operator`.
