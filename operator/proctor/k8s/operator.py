@@ -493,10 +493,8 @@ class Reconciler:
         pods = self._informers.get((job["metadata"].get("namespace", ""), "pods"))
         if body is None or known is None or pods is None or known[1].was_deleted(job):
             return
-        meta = body["metadata"]
         state = item_state(job, _pods_by_job(pods, _owner_key(job)).of(job))
-        self._give(handoff, job, handoff.take(
-            job, state, (meta.get("uid", ""), meta.get("generation")), known[1].busy))
+        self._give(handoff, job, handoff.take(job, state, _spec_version(body), known[1].busy))
 
     def _hand_on(self, key: Key, job: Obj, recent: Recent) -> None:
         """The slot of ``job``, just deleted with its result kept, to the next item (see
@@ -504,9 +502,7 @@ class Reconciler:
         handoff = self._handoffs.get(key)
         body = self._latest("proctor_evaluations", key)
         if handoff is not None and body is not None:
-            meta = body["metadata"]
-            self._give(handoff, job, handoff.free(
-                job, (meta.get("uid", ""), meta.get("generation")), recent.busy))
+            self._give(handoff, job, handoff.free(job, _spec_version(body), recent.busy))
 
     @staticmethod
     def _give(handoff: Handoff, job: Obj, item: WorkItem | None) -> None:
@@ -566,9 +562,8 @@ class Reconciler:
         for item in decision.ahead:
             if item.instance_id not in recent.tasks and item.instance_id not in recent.preparing:
                 self._prepare(body, evaluation, instances[item.instance_id], recent)
-        meta = body["metadata"]
         handoff = self._handoffs.setdefault(key, Handoff())
-        handoff.renew((meta.get("uid", ""), meta.get("generation")), decision.ahead,
+        handoff.renew(_spec_version(body), decision.ahead,
                       (job for view in views for job in view.jobs),
                       partial(self._start_now, key, body, evaluation, agent, instances, nodes,
                               recent))
@@ -786,6 +781,12 @@ class Reconciler:
         await asyncio.to_thread(self.kube.patch_status, "evaluations", meta["namespace"],
                                 meta["name"], status)
         self._written[key] = status
+
+
+def _spec_version(body: Obj) -> tuple[str, Any]:
+    """The object's uid and spec generation: what a hand-off line was drawn up for."""
+    meta = body["metadata"]
+    return meta.get("uid", ""), meta.get("generation")
 
 
 def _once_per(memo: dict[str, tuple[Any, Any]], uid: str, version: Any,
