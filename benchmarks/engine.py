@@ -18,7 +18,7 @@ from pathlib import Path
 from proctor.agents.server import start_reference_agent
 from proctor.local.demo import demo_manifests, run_demo
 from proctor.local.engine import run_evaluation
-from proctor.local.results import ResultsFolder
+from proctor.results import ResultsFolder
 
 
 def timed_run(kind: str, out: Path, rows: int) -> tuple[float, list[float]]:

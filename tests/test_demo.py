@@ -6,8 +6,8 @@ import json
 
 from proctor import demo
 from proctor.cli import main
-from proctor.local.results import ResultsFolder
 from proctor.model import Outcome
+from proctor.results import ResultsFolder
 
 NON_ERROR = set(Outcome) - {Outcome.ERROR}
 

@@ -11,9 +11,9 @@ from conftest import SHARED_DATA
 from proctor import demo
 from proctor.cli import main
 from proctor.local.engine import run_evaluation
-from proctor.local.results import ResultsFolder, ResultsFolderError
 from proctor.manifest import parse_manifests
 from proctor.model import Outcome, PassFail, RunResult
+from proctor.results import ResultsFolder, ResultsFolderError
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

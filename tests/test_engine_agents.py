@@ -10,9 +10,10 @@ import pytest
 from proctor.agents.server import start_reference_agent
 from proctor.cli import main
 from proctor.local.engine import EngineError, run_evaluation
-from proctor.local.results import ResultsFolder
 from proctor.manifest import parse_manifests
 from proctor.model import ErrorKind, Outcome
+from proctor.prepare import Refusal
+from proctor.results import ResultsFolder
 
 
 def manifests(endpoint: str, rows: int = 3, **agent_spec: str) -> str:
@@ -89,7 +90,7 @@ def test_prompt_sensitivity_is_refused_until_it_is_run(tmp_path):
         "  maxConcurrentRows: 2\n",
         "  maxConcurrentRows: 2\n  promptSensitivity: {enabled: true}\n")
     docs = parse_manifests(text)
-    with pytest.raises(EngineError, match="promptSensitivity is not run yet"):
+    with pytest.raises(Refusal, match="promptSensitivity is not run yet"):
         run_evaluation(docs[0], tmp_path, progress=False, agents=docs[1:])
     assert not any(tmp_path.iterdir())  # refused before anything was written
 

@@ -34,8 +34,8 @@ from proctor.agents.server import SolverExecutor, agent_card, build_app, start_i
 from proctor.k8s.api import Kube
 from proctor.k8s.pull import pull
 from proctor.local.engine import run_evaluation
-from proctor.local.results import ResultsFolder
 from proctor.manifest import parse_resource
+from proctor.results import ResultsFolder
 
 pytest_plugins = ["cluster.fixtures"]
 

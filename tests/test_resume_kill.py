@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from proctor.local.results import ResultsFolder
+from proctor.results import ResultsFolder
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

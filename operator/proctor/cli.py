@@ -256,14 +256,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     from proctor.dataset import DatasetError
     from proctor.k8s.pull import PullError
-    from proctor.local.engine import EngineError
-    from proctor.local.results import ResultsFolderError
     from proctor.manifest import ManifestError
     from proctor.predictions import PredictionsError
+    from proctor.prepare import Refusal
+    from proctor.results import ResultsFolderError
     from proctor.runner.sandbox import SandboxRefused
 
     args = build_parser().parse_args(argv)
-    expected: tuple[type[Exception], ...] = (UsageError, DatasetError, EngineError,
+    expected: tuple[type[Exception], ...] = (UsageError, DatasetError, Refusal,
                                              ResultsFolderError, PredictionsError,
                                              SandboxRefused, ManifestError, PullError,
                                              FileNotFoundError)

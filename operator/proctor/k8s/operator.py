@@ -82,26 +82,20 @@ from proctor.k8s.reconcile import (
     observe,
 )
 from proctor.k8s.store import RESULT_KIND, read_result, result_configmap
-from proctor.local.engine import agent_label
 from proctor.manifest import ManifestError, parse_resource
 from proctor.metrics import aggregate
 from proctor.model import Instance, RunResult, WorkItem
-from proctor.plan import PlanInputs, plan
+from proctor.prepare import Refusal, agent_label, check_runnable, load_selection, plan_items
 from proctor.runner.artifacts import parse_grade_log
 from proctor.runner.solve import patch_from_log
-from proctor.spec import PROMPT_SENSITIVITY_UNBUILT, AgentUnderTest, Evaluation
+from proctor.spec import AgentUnderTest, Evaluation
 
 log = logging.getLogger("proctor.operator")
 Obj = dict[str, Any]
 Key = tuple[str, str]
 
 
-class Unusable(Exception):
-    """The Evaluation cannot run as it is; `reason` is one CamelCase word."""
-
-    def __init__(self, reason: str, message: str):
-        super().__init__(message)
-        self.reason, self.message = reason, message
+Unusable = Refusal
 
 
 def _iso(now: datetime) -> str:
@@ -273,8 +267,7 @@ class Reconciler:
         selection = None
         try:
             evaluation = self._parse(body)
-            if evaluation.spec.prompt_sensitivity.enabled:
-                raise Unusable("PromptSensitivityUnsupported", PROMPT_SENSITIVITY_UNBUILT)
+            check_runnable(evaluation, on_cluster=True)
             selection = await self._dataset(evaluation)
             agent = await self._agent(evaluation)
         except (ManifestError, Unusable) as exc:
@@ -366,14 +359,10 @@ class Reconciler:
     def _plan(self, evaluation: Evaluation, body: Obj, selection: dataset.Selection
               ) -> list[WorkItem]:
         """The items (pure `plan`), computed once per spec generation and dataset."""
-        meta, spec = body["metadata"], evaluation.spec
+        meta = body["metadata"]
         return _once_per(self._plans, meta.get("uid", ""),
                          (meta.get("generation"), selection.fingerprint),
-                         lambda: plan(PlanInputs(
-                             dataset=spec.dataset.name,
-                             revision=spec.dataset.revision or selection.fingerprint,
-                             agent=agent_label(evaluation), repeats=spec.repeats,
-                             include_hints=spec.dataset.include_hints), selection.instances))
+                         lambda: plan_items(evaluation, selection))
 
     async def _agent(self, evaluation: Evaluation) -> AgentUnderTest | None:
         if evaluation.spec.predictions.source != "agent":
@@ -393,16 +382,9 @@ class Reconciler:
 
     async def _dataset(self, evaluation: Evaluation) -> dataset.Selection:
         ds = evaluation.spec.dataset
-        if evaluation.spec.predictions.source == "file":
-            raise Unusable("PredictionsUnsupported", "predictions.source file reads a local "
-                           "file, which the operator cannot; use it with `proctor run`")
         key = (ds.name, ds.split, ds.revision, ds.instance_ids, ds.max_rows)
         if key not in self._datasets:
-            try:
-                self._datasets[key] = await asyncio.to_thread(
-                    dataset.load, ds.name, ds.split, ds.revision, ds.instance_ids, ds.max_rows)
-            except dataset.DatasetError as exc:
-                raise Unusable("DatasetUnusable", str(exc)) from exc
+            self._datasets[key] = await asyncio.to_thread(load_selection, evaluation)
         return self._datasets[key]
 
     async def _observe(self, evaluation: Evaluation, recent: Recent) -> dict[str, Any]:

@@ -16,10 +16,9 @@ from proctor import dataset
 from proctor.k8s.api import Kube
 from proctor.k8s.manifests import COMPONENT, owner_labels
 from proctor.k8s.store import RESULT_KIND, read_result
-from proctor.local.engine import write_outputs
-from proctor.local.results import ResultsFolder
 from proctor.manifest import parse_resource
 from proctor.model import WorkItem
+from proctor.results import ResultsFolder, write_outputs
 from proctor.runner.artifacts import unpack
 from proctor.runner.workdir import write_json
 from proctor.spec import Evaluation

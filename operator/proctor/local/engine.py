@@ -13,7 +13,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -23,23 +23,24 @@ from urllib.parse import urlparse
 from tqdm import tqdm
 
 from proctor import __version__, dataset
-from proctor.local.results import ResultsFolder
-from proctor.metrics import aggregate
 from proctor.model import ErrorKind, Instance, Outcome, RunResult, Summary, Timings, WorkItem
-from proctor.plan import PlanInputs, plan
 from proctor.predictions import load_predictions, patch_for
-from proctor.report import render
+from proctor.prepare import Refusal, check_runnable, load_selection, plan_items
+from proctor.results import ResultsFolder, write_outputs
 from proctor.runner import sandbox
 from proctor.runner.grade import grade_work_dir
 from proctor.runner.solve import AgentTarget, read_solve, solve_error, solve_step, write_prompt
 from proctor.runner.workdir import WorkDir, write_json, write_patch, write_task, write_test_step
-from proctor.spec import PROMPT_SENSITIVITY_UNBUILT, AgentUnderTest, Evaluation
+from proctor.spec import AgentUnderTest, Evaluation
 
 _LOOPBACK = ("localhost", "127.0.0.1", "::1")
 
 
-class EngineError(ValueError):
-    """The evaluation cannot start; the message says why and what to do."""
+class EngineError(Refusal):
+    """The evaluation cannot start on this machine; the message says why and what to do."""
+
+    def __init__(self, message: str):
+        super().__init__("NotRunnableHere", message)
 
 
 @dataclass(frozen=True)
@@ -68,15 +69,6 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
-def agent_label(evaluation: Evaluation) -> str:
-    spec = evaluation.spec
-    if spec.predictions.source == "agent":
-        return spec.agent_ref.name if spec.agent_ref else "agent"
-    if spec.predictions.source == "file":
-        return f"predictions:{Path(spec.predictions.path or '').name}"
-    return spec.predictions.source
-
-
 def agent_target(evaluation: Evaluation, agents: Sequence[AgentUnderTest]) -> AgentTarget:
     """The agent the evaluation names, reachable from this machine, or a clear refusal."""
     ref = evaluation.spec.agent_ref
@@ -101,25 +93,20 @@ def prepare(evaluation: Evaluation, agents: Sequence[AgentUnderTest] = ()
             ) -> tuple[RunContext, dataset.Selection, list[WorkItem]]:
     """Load the rows and plan the items; refuse early what cannot run here."""
     spec = evaluation.spec
-    if spec.prompt_sensitivity.enabled:
-        raise EngineError(PROMPT_SENSITIVITY_UNBUILT)
+    check_runnable(evaluation, on_cluster=False)
     agent, slots = None, None
     if spec.predictions.source == "agent":
         agent = agent_target(evaluation, agents)
         limit = next(a.spec.max_concurrent_tasks for a in agents if a.name == spec.agent_ref.name)
         slots = threading.Semaphore(limit)
-    ds = spec.dataset
-    selection = dataset.load(ds.name, ds.split, ds.revision, ds.instance_ids, ds.max_rows)
+    selection = load_selection(evaluation)
     refused = [r for r in map(sandbox.needs_image, selection.instances) if r]
     if refused:
         more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
         raise EngineError(refused[0] + more)
     predictions = (load_predictions(spec.predictions.path)
                    if spec.predictions.source == "file" and spec.predictions.path else None)
-    inputs = PlanInputs(dataset=ds.name, revision=ds.revision or selection.fingerprint,
-                        agent=agent_label(evaluation), repeats=spec.repeats,
-                        include_hints=ds.include_hints)
-    items = plan(inputs, selection.instances)
+    items = plan_items(evaluation, selection)
     return RunContext(evaluation, selection.by_id, predictions, agent, slots), selection, items
 
 
@@ -201,19 +188,6 @@ def _execute_safely(ctx: RunContext, item: WorkItem, work: WorkDir) -> RunResult
                          outcome=Outcome.ERROR, error_kind=ErrorKind.SANDBOX,
                          error_message=f"{type(exc).__name__}: {exc}",
                          runner_version=__version__)
-
-
-def write_outputs(folder: ResultsFolder, evaluation: Evaluation,
-                  instances: Mapping[str, Instance], planned: int) -> Summary:
-    """summary.json and report.md from the results on disk."""
-    results = folder.load()
-    summary = aggregate(results, instances, evaluation=evaluation.name,
-                        agent=agent_label(evaluation),
-                        green_agent_model=evaluation.spec.green_agent_model,
-                        items_planned=planned)
-    write_json(folder.root / "summary.json", summary.model_dump(mode="json"))
-    (folder.root / "report.md").write_text(render(summary, results))
-    return summary
 
 
 def run_evaluation(evaluation: Evaluation, output_dir: Path, progress: bool = True,

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from proctor.local.engine import run_evaluation
-from proctor.local.results import ResultsFolder
 from proctor.model import Outcome, RunResult, Summary
+from proctor.results import ResultsFolder
 from proctor.runner.workdir import write_json
 from proctor.spec import Evaluation, PredictionsSpec
 

@@ -9,6 +9,9 @@
                       the work folder: patch.diff, test_output.txt, apply.log,
                       eval.sh, report.json (swebench's per-instance report), ...
 
+Both engines write it: `proctor run` as items end, `proctor results pull` from what the
+operator kept on a cluster.
+
 A run killed at any moment loses nothing already finished: a result is on disk
 before the next item is counted, and a torn last line (killed mid-write) is
 dropped and its item done again.
@@ -19,13 +22,18 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from proctor.model import RunResult, WorkItem
+from proctor.metrics import aggregate
+from proctor.model import Instance, RunResult, Summary, WorkItem
+from proctor.prepare import agent_label
+from proctor.report import render
 from proctor.runner.workdir import WorkDir, write_json
+from proctor.spec import Evaluation
 
 # Fields that may change between runs on the same folder (as on the cluster, where
 # the spec is immutable except these).
@@ -109,3 +117,16 @@ def _differences(old: Any, new: Any, path: str = "") -> list[str]:
             out += _differences(old.get(key), new.get(key), f"{path}.{key}" if path else key)
         return out
     return [] if old == new else [f"{path}: {old!r} then, {new!r} now"]
+
+
+def write_outputs(folder: ResultsFolder, evaluation: Evaluation,
+                  instances: Mapping[str, Instance], planned: int) -> Summary:
+    """summary.json and report.md from the results on disk."""
+    results = folder.load()
+    summary = aggregate(results, instances, evaluation=evaluation.name,
+                        agent=agent_label(evaluation),
+                        green_agent_model=evaluation.spec.green_agent_model,
+                        items_planned=planned)
+    write_json(folder.root / "summary.json", summary.model_dump(mode="json"))
+    (folder.root / "report.md").write_text(render(summary, results))
+    return summary
