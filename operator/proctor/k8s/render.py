@@ -3,8 +3,9 @@
 `proctor render -f EV.yaml [-f AGENT.yaml] [--items N]` prints these objects, as
 `helm template` prints a chart's: the task ConfigMaps and the first N Jobs. They come from
 the operator's own preparation (``proctor.prepare``) and builders (``manifests``), so they
-are what it creates, save for what only the cluster knows when it creates them: the owner
-reference to the Evaluation (its uid), and a node preferred because it ran the task before.
+are what it creates, save for what it adds when it creates them: the owner reference to
+the Evaluation (its uid is known only on the cluster) and the Evaluation's own labels
+(`kopf.adopt` copies them), and a node preferred because it ran the task before.
 """
 
 from __future__ import annotations
