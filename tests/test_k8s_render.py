@@ -158,10 +158,13 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys, text: str, say
     assert line.startswith("proctor: error: ") and says in line, line
 
 
-def test_a_negative_item_count_is_a_usage_error(tmp_path: Path, capsys) -> None:
+@pytest.mark.parametrize(("count", "says"), [("-1", "-1 is below 0"),
+                                            ("two", "'two' is not a whole number")])
+def test_an_item_count_not_a_whole_number_is_a_usage_error(tmp_path: Path, capsys,
+                                                           count: str, says: str) -> None:
     with pytest.raises(SystemExit) as exited:
-        cli_main(["render", "-f", write(tmp_path, "ev.yaml", evaluation_yaml()), "--items", "-1"])
-    assert exited.value.code == 2 and "-1 is below 0" in capsys.readouterr().err
+        cli_main(["render", "-f", write(tmp_path, "ev.yaml", evaluation_yaml()), "--items", count])
+    assert exited.value.code == 2 and says in capsys.readouterr().err
 
 
 # --- Against the operator -------------------------------------------------------------------

@@ -155,10 +155,11 @@ def cmd_operator(args: argparse.Namespace) -> int:
 
 
 def _non_negative(text: str) -> int:
-    value = int(text)
-    if value < 0:
+    if not text.lstrip("-").isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
+    if int(text) < 0:
         raise argparse.ArgumentTypeError(f"{text} is below 0")
-    return value
+    return int(text)
 
 
 def cmd_render(args: argparse.Namespace) -> int:
