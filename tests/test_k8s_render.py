@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +116,16 @@ def test_the_agent_is_refused_as_the_operator_refuses_it(agents: str, reason: st
     with pytest.raises(Refusal) as refused:
         agent_of(evaluation, found)
     assert refused.value.reason == reason
+
+
+def test_a_task_too_large_for_a_configmap_is_refused() -> None:
+    evaluation, agent, selection, items = prepared(evaluation_yaml() + "---\n" + AGENT)
+    huge = selection.instances[0].model_copy(update={"problem_statement": "x" * 1_100_000})
+    selection = replace(selection, instances=(huge, *selection.instances[1:]))
+    assert len(render(evaluation, agent, selection, items[1:])) == 2 * (TASKS - 1)
+    with pytest.raises(Refusal, match="over the 1048576 a ConfigMap can hold") as refused:
+        render(evaluation, agent, selection, items)
+    assert refused.value.reason == "TaskTooLarge"
 
 
 def test_multi_line_text_reads_as_written() -> None:
