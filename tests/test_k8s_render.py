@@ -39,9 +39,9 @@ spec: {endpoint: "http://mixed.agents:9009/"}
 """
 
 
-def evaluation_yaml(namespace: str = "evals", **spec: Any) -> str:
+def evaluation_yaml(**spec: Any) -> str:
     body = {"apiVersion": "proctor.dev/v1alpha1", "kind": "Evaluation",
-            "metadata": {"name": "demo", "namespace": namespace},
+            "metadata": {"name": "demo", "namespace": "evals"},
             "spec": {"agentRef": {"name": "mixed"},
                      "dataset": {"name": "proctor-demo", "maxRows": -1}, **spec}}
     return yaml.safe_dump(body)
