@@ -710,6 +710,48 @@ def test_deleting_an_owner_collects_what_it_owns(test_cluster: Cluster, k8s_name
     assert len(core.list_namespaced_config_map(ns).items) == 1  # the other task's
 
 
+def test_dependents_of_an_owner_already_gone_are_collected(test_cluster: Cluster,
+                                                          k8s_namespace: str,
+                                                          kube_client: Any) -> None:
+    """Kubernetes' garbage collector deletes a dependent whose owners are all absent, also
+    one created (or updated to name them) after they were deleted: the operator's race of
+    a Job created for an Evaluation being deleted must leave nothing behind."""
+    ns = k8s_namespace
+    core, batch = kubernetes.client.CoreV1Api(kube_client), kubernetes.client.BatchV1Api(
+        kube_client)
+    test_cluster.kubelet.simulation = Simulation({"solve": 60})
+    owner = core.create_namespaced_config_map(ns, {"metadata": {"name": "owner"}})
+    live = core.create_namespaced_config_map(ns, {"metadata": {"name": "owner-live"}})
+
+    def ref(obj: Any) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "ConfigMap", "name": obj.metadata.name,
+                "uid": obj.metadata.uid}
+    gone = ref(owner)
+    core.delete_namespaced_config_map("owner", ns)
+    ev = evaluation(ns)
+    instance = INSTANCES[DATEKIT]
+    configmap = m.task_configmap(ev, instance, {})
+    job = m.desired_job(ev, None, item_of(DATEKIT), instance, configmap,
+                        runner_version="0.1.0")
+    job["metadata"]["ownerReferences"] = [gone]
+    made = batch.create_namespaced_job(ns, job)  # the create itself succeeds, as it does
+    assert made.metadata.owner_references[0].uid == gone["uid"]
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "late", "ownerReferences": [
+        gone, ref(live)]}})  # one owner still there: kept
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "adopted-late"}})
+    core.patch_namespaced_config_map("adopted-late", ns, {"metadata": {
+        "ownerReferences": [gone]}})
+
+    def left() -> tuple[list[str], list[str], list[str]]:
+        return (sorted(c.metadata.name for c in core.list_namespaced_config_map(ns).items),
+                [j.metadata.name for j in batch.list_namespaced_job(ns).items],
+                [p.metadata.name for p in core.list_namespaced_pod(ns).items])
+    test_cluster.wait_for(lambda: left() == (["late", "owner-live"], [], []), 10,
+                          message=f"left behind: {left()}")
+    core.delete_namespaced_config_map("owner-live", ns)
+    test_cluster.wait_for(lambda: left() == ([], [], []), 10, message=f"left: {left()}")
+
+
 # --- kopf -----------------------------------------------------------------------------------
 
 TINY_OPERATOR = '''
