@@ -12,7 +12,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import json
-import os
 import re
 import sys
 import threading
@@ -585,18 +584,6 @@ def test_wake_ups_asked_for_under_the_lock_wait_until_it_is_let_go() -> None:
     assert woken[-1] == ("outside", False)  # not held: at once
 
 
-def test_the_kubelet_can_run_below_the_api_servers_priority() -> None:
-    with running_cluster(nice=5) as cluster:
-        assert cluster.kubelet is not None and cluster.kubelet._thread is not None
-        controllers = cluster.kubelet._thread.native_id
-        deadline = time.monotonic() + 5  # the thread lowers its own priority as it starts
-        while os.getpriority(os.PRIO_PROCESS, controllers) != 5:
-            assert time.monotonic() < deadline, "the controllers' thread is not at nice 5"
-            time.sleep(0.01)
-        assert os.getpriority(os.PRIO_PROCESS, cluster._thread.native_id) == os.getpriority(
-            os.PRIO_PROCESS, 0)  # the API server's thread keeps the process's priority
-
-
 def test_custom_resources_get_the_apiservers_treatment(test_cluster: Cluster,
                                                        k8s_namespace: str,
                                                        kube_client: Any) -> None:
@@ -750,6 +737,18 @@ def test_dependents_of_an_owner_already_gone_are_collected(test_cluster: Cluster
                           message=f"left behind: {left()}")
     core.delete_namespaced_config_map("owner-live", ns)
     test_cluster.wait_for(lambda: left() == ([], [], []), 10, message=f"left: {left()}")
+
+
+def test_the_request_counter_counts_each_request_served_by_method(
+        test_cluster: Cluster, k8s_namespace: str, kube_client: Any) -> None:
+    assert test_cluster.emulator is not None
+    core = kubernetes.client.CoreV1Api(kube_client)
+    before = collections.Counter(test_cluster.emulator.served)
+    core.create_namespaced_config_map(k8s_namespace, {"metadata": {"name": "counted"}})
+    core.read_namespaced_config_map("counted", k8s_namespace)
+    with pytest.raises(ApiException):
+        core.read_namespaced_config_map("absent", k8s_namespace)  # refused ones count too
+    assert test_cluster.emulator.served - before == {"POST": 1, "GET": 2}
 
 
 # --- kopf -----------------------------------------------------------------------------------
