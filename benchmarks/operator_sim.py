@@ -63,7 +63,7 @@ SEED = 13
 MODULES = ("proctor.k8s.controller", "proctor.k8s.operator")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Mode:
     repeats: int
     divisor: float
@@ -152,6 +152,9 @@ def main() -> int:
     import pyarrow.parquet as pq
 
     split = args.data / "SWE-bench_Verified_test.parquet"
+    if not split.is_file() or not (args.data / "eval_durations.json").is_file():
+        raise SystemExit(f"{args.data} lacks SWE-bench_Verified_test.parquet or "
+                         f"eval_durations.json (--data names their folder)")
     tasks = pq.read_table(split, columns=["instance_id"]).column(0).to_pylist()[:args.tasks]
     seconds = task_seconds(tasks, json.loads((args.data / "eval_durations.json").read_text()),
                            mode.divisor)
