@@ -734,10 +734,11 @@ class Store:
             self.delete(rt, namespace or None, name, propagation=policy)
 
     def _collect_if_ownerless(self, rt: ResourceType, obj: Obj, old: Obj | None) -> None:
-        """Delete (in the background) an object just written with owners none of which
-        exists, as Kubernetes' garbage collector does: an owner deleted before its dependent
-        was created, or before an update named it, leaves the dependent nobody else would
-        collect (`_remove` collects those that exist when their owner goes)."""
+        """Delete (propagation Background) an object just written with owners none of
+        which exists, as Kubernetes' garbage collector does: an owner deleted before its
+        dependent was created, or before an update named it, leaves the dependent nobody
+        else would collect (`_remove` collects those that exist when their owner goes).
+        Here it goes within the write that made it; Kubernetes' collector takes a moment."""
         refs = obj["metadata"].get("ownerReferences")
         if not refs or (old is not None and refs == old["metadata"].get("ownerReferences")):
             return
