@@ -12,7 +12,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import json
-import os
 import re
 import sys
 import threading
@@ -585,18 +584,6 @@ def test_wake_ups_asked_for_under_the_lock_wait_until_it_is_let_go() -> None:
     assert woken[-1] == ("outside", False)  # not held: at once
 
 
-def test_the_kubelet_can_run_below_the_api_servers_priority() -> None:
-    with running_cluster(nice=5) as cluster:
-        assert cluster.kubelet is not None and cluster.kubelet._thread is not None
-        controllers = cluster.kubelet._thread.native_id
-        deadline = time.monotonic() + 5  # the thread lowers its own priority as it starts
-        while os.getpriority(os.PRIO_PROCESS, controllers) != 5:
-            assert time.monotonic() < deadline, "the controllers' thread is not at nice 5"
-            time.sleep(0.01)
-        assert os.getpriority(os.PRIO_PROCESS, cluster._thread.native_id) == os.getpriority(
-            os.PRIO_PROCESS, 0)  # the API server's thread keeps the process's priority
-
-
 def test_custom_resources_get_the_apiservers_treatment(test_cluster: Cluster,
                                                        k8s_namespace: str,
                                                        kube_client: Any) -> None:
@@ -708,6 +695,60 @@ def test_deleting_an_owner_collects_what_it_owns(test_cluster: Cluster, k8s_name
                           and not core.list_namespaced_config_map(
                               ns, field_selector=owned).items, 10)
     assert len(core.list_namespaced_config_map(ns).items) == 1  # the other task's
+
+
+def test_dependents_of_an_owner_already_gone_are_collected(test_cluster: Cluster,
+                                                          k8s_namespace: str,
+                                                          kube_client: Any) -> None:
+    """Kubernetes' garbage collector deletes a dependent whose owners are all absent, also
+    one created (or updated to name them) after they were deleted: the operator's race of
+    a Job created for an Evaluation being deleted must leave nothing behind."""
+    ns = k8s_namespace
+    core, batch = kubernetes.client.CoreV1Api(kube_client), kubernetes.client.BatchV1Api(
+        kube_client)
+    test_cluster.kubelet.simulation = Simulation({"solve": 60})
+    owner = core.create_namespaced_config_map(ns, {"metadata": {"name": "owner"}})
+    live = core.create_namespaced_config_map(ns, {"metadata": {"name": "owner-live"}})
+
+    def ref(obj: Any) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "ConfigMap", "name": obj.metadata.name,
+                "uid": obj.metadata.uid}
+    gone = ref(owner)
+    core.delete_namespaced_config_map("owner", ns)
+    ev = evaluation(ns)
+    instance = INSTANCES[DATEKIT]
+    configmap = m.task_configmap(ev, instance, {})
+    job = m.desired_job(ev, None, item_of(DATEKIT), instance, configmap,
+                        runner_version="0.1.0")
+    job["metadata"]["ownerReferences"] = [gone]
+    made = batch.create_namespaced_job(ns, job)  # the create itself succeeds, as it does
+    assert made.metadata.owner_references[0].uid == gone["uid"]
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "late", "ownerReferences": [
+        gone, ref(live)]}})  # one owner still there: kept
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "adopted-late"}})
+    core.patch_namespaced_config_map("adopted-late", ns, {"metadata": {
+        "ownerReferences": [gone]}})
+
+    def left() -> tuple[list[str], list[str], list[str]]:
+        return (sorted(c.metadata.name for c in core.list_namespaced_config_map(ns).items),
+                [j.metadata.name for j in batch.list_namespaced_job(ns).items],
+                [p.metadata.name for p in core.list_namespaced_pod(ns).items])
+    test_cluster.wait_for(lambda: left() == (["late", "owner-live"], [], []), 10,
+                          message=f"left behind: {left()}")
+    core.delete_namespaced_config_map("owner-live", ns)
+    test_cluster.wait_for(lambda: left() == ([], [], []), 10, message=f"left: {left()}")
+
+
+def test_the_request_counter_counts_each_request_served_by_method(
+        test_cluster: Cluster, k8s_namespace: str, kube_client: Any) -> None:
+    assert test_cluster.emulator is not None
+    core = kubernetes.client.CoreV1Api(kube_client)
+    before = collections.Counter(test_cluster.emulator.served)
+    core.create_namespaced_config_map(k8s_namespace, {"metadata": {"name": "counted"}})
+    core.read_namespaced_config_map("counted", k8s_namespace)
+    with pytest.raises(ApiException):
+        core.read_namespaced_config_map("absent", k8s_namespace)  # refused ones count too
+    assert test_cluster.emulator.served - before == {"POST": 1, "GET": 2}
 
 
 # --- kopf -----------------------------------------------------------------------------------

@@ -130,6 +130,9 @@ class ClusterEmulator(kmock.KubernetesScaffold):
     store: Store = attrs.field(factory=Store)
     calls: list[tuple[str, str, int]] = attrs.field(factory=list, init=False)
     """(method, path with query, status) of every resource request, for assertions."""
+    served: collections.Counter[str] = attrs.field(factory=collections.Counter, init=False)
+    """Resource requests served so far, by method (a watch counts once, when it opens):
+    the request counter, which unlike ``calls`` is never trimmed."""
     _closing: list[Callable[[], None]] = attrs.field(factory=list, init=False)
     _refusals: list[list[Any]] = attrs.field(factory=list, init=False)
     _refusals_lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
@@ -198,6 +201,7 @@ class ClusterEmulator(kmock.KubernetesScaffold):
 
     def _log_call(self, raw: aiohttp.web.BaseRequest, status: int) -> None:
         self.calls.append((raw.method, raw.path_qs, status))
+        self.served[raw.method] += 1
         del self.calls[:-20000]
 
     # --- Serving ----------------------------------------------------------------------------

@@ -33,7 +33,6 @@ import heapq
 import itertools
 import json
 import logging
-import os
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -125,14 +124,9 @@ class Kubelet:
     ``faults.Simulation``. The decided condition (SuccessCriteriaMet / FailureTarget) and the
     final one (Complete / Failed) land in one update when the pod has already ended, as in
     Kubernetes; ``condition_delay`` apart while pods terminate (a deadline), or always with
-    ``split_conditions`` (to test a reader of the moment between them). ``nice``: the OS
-    priority of this kubelet's threads (and the steps they start), below the API server's
-    thread when positive: the operator's benchmark runs the whole test cluster in one
-    process on one core, where a thread that wakes takes the core (and the GIL) from the
-    API server's event loop, which a real API server, on machines of its own, never waits
-    for. For the same reason simulated pods share the controllers' thread instead of having
-    one each: fifty threads that take turns at one store lock and one GIL spent more time
-    handing them over than running the pods.
+    ``split_conditions`` (to test a reader of the moment between them). Simulated pods
+    share the controllers' thread instead of having one each: fifty threads that take turns
+    at one store lock and one GIL spent more time handing them over than running the pods.
     """
 
     def __init__(self, store: Store, root: Path, *, nodes: int | Iterable[str] = 3,
@@ -140,10 +134,9 @@ class Kubelet:
                  pull_seconds: float = 0.0, pull_backoff_seconds: float = 0.3,
                  retry_seconds: float = 0.2, condition_delay: float = 0.05,
                  split_conditions: bool = False, deadline_scale: float = 1.0,
-                 entrypoints: Mapping[str, list[str]] | None = None, nice: int = 0,
+                 entrypoints: Mapping[str, list[str]] | None = None,
                  job_sync_batch_seconds: float = 0.0) -> None:
         self.store, self.root = store, root
-        self.nice = nice
         names = [f"node-{i + 1}" for i in range(nodes)] if isinstance(nodes, int) else list(
             nodes)
         self.nodes = [Node(n, i, root / n, {"kubernetes.io/arch": "amd64",
@@ -201,8 +194,7 @@ class Kubelet:
             if self.store.find(nodes_rt, None, node.name) is None:
                 self.store.create(nodes_rt, None, node.manifest(), internal=True)
         self.store.graceful_pods = True
-        self._executor = concurrent.futures.ThreadPoolExecutor(self.max_pods, "kubelet-pod",
-                                                               initializer=self._lower_priority)
+        self._executor = concurrent.futures.ThreadPoolExecutor(self.max_pods, "kubelet-pod")
         self.store.listen(self._on_change)
         for job in self.store.objects("jobs", "batch"):  # Jobs made before the start
             self._dirty.add((job["metadata"]["namespace"], job["metadata"]["name"]))
@@ -233,13 +225,7 @@ class Kubelet:
             if not self._wake.is_set():
                 self.store.lock.defer(self._wake.set)
 
-    def _lower_priority(self) -> None:
-        """This thread (the controllers' or a pod's) at the OS priority ``nice``."""
-        if self.nice:
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), self.nice)
-
     def _loop(self) -> None:
-        self._lower_priority()
         while not self._stopping.is_set():
             self._wake.wait(self._until_next(0.02))
             self._wake.clear()

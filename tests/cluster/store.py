@@ -16,7 +16,8 @@ What a client of the real apiserver relies on, and this store does:
   and Pod defaults, immutable ConfigMaps and Secrets, immutable Job templates;
 * finalizers and ``deletionTimestamp``; ``propagationPolicy`` Foreground, Background and
   Orphan (Jobs default to Orphan through the API, as in Kubernetes); garbage collection of
-  objects whose owners (by uid) are all gone; namespaces deleted with their content;
+  objects whose owners (by uid) are all gone, also of those written with owners that were
+  already gone; namespaces deleted with their content;
 * watches from a resourceVersion (410 Expired when too old), filtered by selectors, with
   ADDED / DELETED when an object enters or leaves the selection.
 """
@@ -445,6 +446,7 @@ class Store:
             if srt.plural == "customresourcedefinitions":
                 self._register_crd_types(obj)
             shown = _view(rt, obj)
+            self._collect_if_ownerless(srt, obj, None)
             return shown if given else clone(shown)  # type: ignore[return-value]
 
     def _storage_type(self, rt: ResourceType) -> ResourceType:
@@ -578,6 +580,8 @@ class Store:
             if new["metadata"].get("deletionTimestamp") and not new["metadata"].get(
                     "finalizers") and srt.key != ("", "namespaces"):  # those empty first
                 self._remove(srt, namespace, name)
+            else:
+                self._collect_if_ownerless(srt, new, old)
             return _view(rt, new) if trusted else clone(_view(rt, new))  # type: ignore
 
     def _merge_system_fields(self, rt: ResourceType, old: Obj, candidate: Obj,
@@ -728,6 +732,19 @@ class Store:
         rt = self._type_of(key)
         with contextlib.suppress(ApiError):
             self.delete(rt, namespace or None, name, propagation=policy)
+
+    def _collect_if_ownerless(self, rt: ResourceType, obj: Obj, old: Obj | None) -> None:
+        """Delete (propagation Background) an object just written with owners none of
+        which exists, as Kubernetes' garbage collector does: an owner deleted before its
+        dependent was created, or before an update named it, leaves the dependent nobody
+        else would collect (`_remove` collects those that exist when their owner goes).
+        Here it goes within the write that made it; Kubernetes' collector takes a moment."""
+        refs = obj["metadata"].get("ownerReferences")
+        if not refs or (old is not None and refs == old["metadata"].get("ownerReferences")):
+            return
+        if not self._has_live_owner(obj):
+            meta = obj["metadata"]
+            self._delete_quiet(rt.key, meta.get("namespace", ""), meta["name"], "Background")
 
     def _has_live_owner(self, obj: Obj) -> bool:
         owners = {ref.get("uid") for ref in obj["metadata"].get("ownerReferences") or []}
