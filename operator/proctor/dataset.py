@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import socket
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -92,7 +93,8 @@ def hub_unreachable(timeout_s: float = HUB_PROBE_SECONDS) -> str | None:
     """
     from huggingface_hub import constants
 
-    if constants.HF_HUB_OFFLINE:
+    offline = [os.environ.get(k, "").upper() for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")]
+    if any(v in ("1", "ON", "YES", "TRUE") for v in offline):
         return None  # offline mode: the hub's own cache answers, or says why not
     url = urlsplit(constants.ENDPOINT)
     port = url.port or (443 if url.scheme == "https" else 80)
