@@ -240,9 +240,12 @@ def _stop_in_flight(ctx: RunContext, pool: ThreadPoolExecutor, why: BaseExceptio
     """Stop every item in flight, start no other, and wait for the workers (which then
     take well under a second); a second Ctrl-C meanwhile exits at once."""
     ctx.stop.set()
-    cause = "interrupted" if isinstance(why, KeyboardInterrupt) else "stopping"
-    print(f"proctor: {cause}: stopping {running} items in flight (test processes killed, "
-          f"agent requests abandoned); Ctrl-C again quits at once", file=sys.stderr)
+    what = f"{running} item{'s' if running != 1 else ''} in flight"
+    if isinstance(why, KeyboardInterrupt):
+        print(f"proctor: interrupted: stopping {what} (test processes killed, agent requests "
+              f"abandoned); Ctrl-C again quits at once", file=sys.stderr)
+    elif isinstance(why, DiskFull) or is_disk_full(why):
+        print(f"proctor: the disk is full: stopping {what}", file=sys.stderr)
     on_main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, _quit_now) if on_main else None
     try:
