@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -42,6 +43,7 @@ from proctor.spec import AgentUnderTest, Evaluation
 
 _LOOPBACK = ("localhost", "127.0.0.1", "::1")
 NO_SPACE = "No space left on device"  # how a full disk shows in a test step's error
+LOW_DISK_BYTES = 1 << 20
 
 
 class EngineError(Refusal):
@@ -252,7 +254,7 @@ def _stop_in_flight(ctx: RunContext, pool: ThreadPoolExecutor, why: BaseExceptio
         pool.shutdown(wait=True, cancel_futures=True)
     finally:
         if on_main:
-            signal.signal(signal.SIGINT, previous)
+            signal.signal(signal.SIGINT, previous or signal.default_int_handler)
 
 
 def _quit_now(signum: int, frame: object) -> None:
@@ -280,10 +282,23 @@ def _execute_safely(ctx: RunContext, todo: Todo, work: WorkDir) -> RunResult:
                            outcome=Outcome.ERROR, error_kind=ErrorKind.SANDBOX,
                            error_message=f"{type(exc).__name__}: {exc}",
                            runner_version=__version__, attempts=todo.attempts)
-    if result.error_kind == ErrorKind.SANDBOX and NO_SPACE in (result.error_message or ""):
-        raise DiskFull(f"the disk is full ({item.key}: {result.error_message[:200]}); "
+    if result.error_kind == ErrorKind.SANDBOX and _disk_full_sign(work, result):
+        raise DiskFull(f"the disk is full ({item.key}: {(result.error_message or '')[:200]}); "
                        f"finished items are kept: free some space and run again to resume")
     return result
+
+
+def _disk_full_sign(work: WorkDir, result: RunResult) -> bool:
+    """Whether a sandbox error looks like a full disk rather than a broken task: the
+    error or the test step's log says so, or the work folder's disk has almost no room
+    left (an eval script that could not write its log shows only as a log without
+    markers)."""
+    said = f"{result.error_message or ''}\n{work.read('run.log') or ''}"
+    try:
+        room = shutil.disk_usage(work.root).free
+    except OSError:
+        room = 0
+    return NO_SPACE in said or room < LOW_DISK_BYTES
 
 
 def _kept_patch(ctx: RunContext, work: WorkDir, before: RunResult) -> str | None:
