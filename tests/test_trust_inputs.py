@@ -127,6 +127,9 @@ def test_what_a_person_reads_of_a_run(tmp_path, capsys):
     assert all(isinstance(v, int) for v in data["outcome_counts"].values())
     assert data["partial"] is False and summary.results.resolved_pct == 1.0
     assert not any("Killed" in p.read_text() for p in tmp_path.glob("items/*/*/*/run.log"))
+    report = (tmp_path / "report.md").read_text()
+    assert all(title in report for title in ("Breaking Resolved", "Work in Progress",
+                                              "Regression", "Fail-to-Pass Passed"))
     # A run with nothing left to do says how much was done, and draws no empty bar.
     run_evaluation(ev, tmp_path, progress=True)
     err = capsys.readouterr().err

@@ -77,6 +77,20 @@ def test_a_second_run_on_the_folder_is_refused_naming_the_first(tmp_path, capsys
     assert len(result_lines(out)) == 1
 
 
+def test_a_killed_run_leaves_no_lock_behind(tmp_path):
+    server, agent = start_agent(delay=2)
+    with server:
+        manifest = write(tmp_path / "ev.yaml", agent_manifests(server.url, rows=1))
+        out = tmp_path / "out"
+        first = start_run(manifest, out)
+        wait_for(lambda: agent.asked == 1, "the first run to ask the agent")
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+        assert f"pid {first.pid}" in (out / "run.lock").read_text()
+        assert main(["run", "-q", "-f", str(manifest), "--output-dir", str(out)]) == 0
+    assert len(result_lines(out)) == 1
+
+
 def _mark(out: Path, item_id: str, kind: ErrorKind) -> None:
     """Rewrite one result as the error an earlier run would have recorded."""
     path = out / "results.jsonl"
@@ -102,7 +116,8 @@ def test_resume_retests_infra_and_sandbox_errors_without_asking_the_agent(tmp_pa
             _mark(out, item_id, kind)
         capsys.readouterr()
         assert main(run) == 1, "agent and timeout errors are kept by default"
-        err = capsys.readouterr().err
+        printed, err = capsys.readouterr()
+        assert "2 items ended in error (agent 1, timeout 1)" in printed
         assert agent.asked == 4, "the kept patches were tested, the agent not asked"
         assert "2 that ended in infra or sandbox errors run again" in err
         by_id = {r.item_id: r for r in ResultsFolder(out).load()}
