@@ -3,16 +3,19 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import time
 from pathlib import Path
 
 import pytest
 
-from proctor import dataset, demo
+from proctor import dataset, demo, exits
 from proctor.cli import main
+from proctor.exits import ExitCode
 from proctor.local.engine import run_evaluation
 from proctor.manifest import parse_manifests
+from proctor.metrics import aggregate
 from trust_support import gold_manifest, write
 
 ROWS = demo.load_rows()
@@ -134,3 +137,14 @@ def test_what_a_person_reads_of_a_run(tmp_path, capsys):
     run_evaluation(ev, tmp_path, progress=True)
     err = capsys.readouterr().err
     assert "3 of 3 items already done" in err and "0item" not in err
+
+
+def test_one_exit_code_mapping_for_every_command():
+    assert exits.for_exception(KeyboardInterrupt()) == ExitCode.INTERRUPTED == 130
+    assert exits.for_exception(OSError(errno.ENOSPC, "No space left on device")) == 3
+    assert exits.for_exception(PermissionError(errno.EACCES, "Permission denied", "x")) == 2
+    assert exits.for_exception(dataset.DatasetError("bad row")) == ExitCode.BAD_INPUT
+    assert exits.for_exception(ZeroDivisionError()) is None, "a bug keeps its traceback"
+    done = aggregate([], {})
+    failed = done.model_copy(update={"error_kinds": {"agent": 2}})
+    assert exits.for_summaries([done]) == 0 and exits.for_summaries([done, failed]) == 1

@@ -56,7 +56,7 @@ def _bad_input_types() -> tuple[type[Exception], ...]:
     from proctor.runner.sandbox import SandboxRefused
 
     return (UsageError, DatasetError, Refusal, ResultsFolderError, PredictionsError,
-            SandboxRefused, ManifestError, PullError, FileNotFoundError)
+            SandboxRefused, ManifestError, PullError, FileNotFoundError, PermissionError)
 
 
 class UsageError(Exception):
@@ -89,4 +89,6 @@ def message_for(exc: BaseException) -> str:
         where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
         return (f"the disk is full{where}: finished items are kept; free some space and "
                 f"run again to resume")
+    if isinstance(exc, OSError) and exc.filename:
+        return f"{exc.filename}: {exc.strerror}"
     return str(exc)
