@@ -690,9 +690,47 @@ def test_notes_render(helm: Path, tmp_path: Path, scenario: str) -> None:
         assert "team-a, team-b" in notes
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """Refuses a key given twice in one mapping, as kind's YAML decoder (yaml.v3) does."""
+
+
+def _no_duplicate_keys(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    keys = [loader.construct_object(key) for key, _ in node.value]
+    twice = sorted({str(k) for k in keys if keys.count(k) > 1})
+    if twice:
+        raise yaml.constructor.ConstructorError(None, None, f"key given twice: {twice}",
+                                                node.start_mark)
+    return loader.construct_mapping(node)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicate_keys)
+
+# The fields of kind's config (sigs.k8s.io/kind pkg/apis/config/v1alpha4/types.go): kind
+# decodes it with known fields only, so any other key is an error.
+KIND_FIELDS = {
+    "Cluster": {"kind", "apiVersion", "name", "nodes", "networking", "featureGates",
+                "runtimeConfig", "kubeadmConfigPatches", "kubeadmConfigPatchesJSON6902",
+                "containerdConfigPatches", "containerdConfigPatchesJSON6902"},
+    "Node": {"role", "image", "labels", "extraMounts", "extraPortMappings", "gpus",
+             "kubeadmConfigPatches", "kubeadmConfigPatchesJSON6902"},
+    "PortMapping": {"containerPort", "hostPort", "listenAddress", "protocol"},
+}
+
+
+def test_the_strict_loader_refuses_a_duplicate_key() -> None:
+    with pytest.raises(yaml.YAMLError, match="nodes"):
+        yaml.load("nodes: []\nnodes: []\n", Loader=_StrictLoader)
+
+
 def test_kind_config_is_a_kind_cluster() -> None:
-    config = yaml.safe_load((ROOT / "kind-config.yaml").read_text())
+    config = yaml.load((ROOT / "kind-config.yaml").read_text(), Loader=_StrictLoader)
     assert config["kind"] == "Cluster" and config["apiVersion"] == "kind.x-k8s.io/v1alpha4"
+    assert set(config) <= KIND_FIELDS["Cluster"]
+    for node in config["nodes"]:
+        assert set(node) <= KIND_FIELDS["Node"] and node["role"] in ("control-plane", "worker")
+        for mapping in node.get("extraPortMappings", []):
+            assert set(mapping) <= KIND_FIELDS["PortMapping"]
+            assert mapping.get("protocol", "TCP") in ("TCP", "UDP", "SCTP")
     roles = [node["role"] for node in config["nodes"]]
     assert roles.count("control-plane") == 1 and 1 <= roles.count("worker") <= 2
     mappings = [m for node in config["nodes"] for m in node.get("extraPortMappings", [])]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import celpy
@@ -23,6 +24,7 @@ from proctor.manifest import (
     spec_schema,
 )
 
+ROOT = Path(__file__).resolve().parents[1]
 MUTABLE = {"suspend", "maxConcurrentRows"}
 BASE: dict[str, Any] = {"agentRef": {"name": "agent"}, "dataset": {"maxRows": 3}}
 
@@ -170,3 +172,65 @@ def test_the_evaluation_columns() -> None:
     (version,) = crd("Evaluation")["spec"]["versions"]
     shown = [c["name"] for c in version["additionalPrinterColumns"] if not c.get("priority")]
     assert shown == ["Agent", "Resolved", "Done", "Succeeded", "Age"]
+
+
+# --- Names ----------------------------------------------------------------------------------
+
+# The built-in resources of the groups a Proctor user works with beside it, as Kubernetes' own
+# discovery serves them (GET /api/v1, /apis/apps/v1, /apis/batch/v1, /apis/networking.k8s.io/v1
+# and /apis/events.k8s.io/v1 of 1.33+; the kubernetes repository keeps these documents under
+# api/discovery/): name, singularName, then shortNames. kubectl resolves a short name to a
+# built-in resource before a custom one, so a CRD that claims one too is never reached by it.
+BUILT_IN: dict[str, list[tuple[str, ...]]] = {
+    "": [
+        ("bindings", "binding"), ("componentstatuses", "componentstatus", "cs"),
+        ("configmaps", "configmap", "cm"), ("endpoints", "endpoints", "ep"),
+        ("events", "event", "ev"), ("limitranges", "limitrange", "limits"),
+        ("namespaces", "namespace", "ns"), ("nodes", "node", "no"),
+        ("persistentvolumeclaims", "persistentvolumeclaim", "pvc"),
+        ("persistentvolumes", "persistentvolume", "pv"), ("pods", "pod", "po"),
+        ("podtemplates", "podtemplate"), ("replicationcontrollers", "replicationcontroller", "rc"),
+        ("resourcequotas", "resourcequota", "quota"), ("secrets", "secret"),
+        ("serviceaccounts", "serviceaccount", "sa"), ("services", "service", "svc"),
+    ],
+    "apps": [
+        ("controllerrevisions", "controllerrevision"), ("daemonsets", "daemonset", "ds"),
+        ("deployments", "deployment", "deploy"), ("replicasets", "replicaset", "rs"),
+        ("statefulsets", "statefulset", "sts"),
+    ],
+    "batch": [("cronjobs", "cronjob", "cj"), ("jobs", "job")],
+    "networking.k8s.io": [
+        ("ingressclasses", "ingressclass"), ("ingresses", "ingress", "ing"),
+        ("ipaddresses", "ipaddress", "ip"), ("networkpolicies", "networkpolicy", "netpol"),
+        ("servicecidrs", "servicecidr"),
+    ],
+    "events.k8s.io": [("events", "event", "ev")],  # Events again: `ev` is claimed twice
+}
+BUILT_IN_NAMES = {name for resources in BUILT_IN.values() for names in resources
+                  for name in names}
+
+DOCS = [ROOT / "README.md", ROOT / "charts" / "proctor" / "templates" / "NOTES.txt",
+        *sorted((ROOT / "examples").glob("*.yaml"))]
+
+
+@pytest.mark.parametrize("kind", ["Evaluation", "AgentUnderTest"])
+def test_no_name_of_a_crd_clashes_with_a_built_in_resource(kind: str) -> None:
+    names = crd(kind)["spec"]["names"]
+    ours = {names["plural"], names["singular"], *names.get("shortNames", [])}
+    assert names.get("shortNames"), f"{kind} has no short name"
+    assert ours.isdisjoint(BUILT_IN_NAMES), ours & BUILT_IN_NAMES
+
+
+def _kubectl_resources(text: str) -> set[str]:
+    """The resource words of the kubectl commands in a text (`kubectl get evals -w`)."""
+    verbs = "get|describe|patch|edit|delete|wait|explain"
+    return set(re.findall(rf"kubectl(?: -n \S+)? (?:{verbs}) ([a-z]+)\b", text))
+
+
+def test_the_docs_use_the_crds_short_names_and_no_built_in_one() -> None:
+    used = set().union(*(_kubectl_resources(doc.read_text()) for doc in DOCS))
+    short = {name for kind in ("Evaluation", "AgentUnderTest")
+             for name in crd(kind)["spec"]["names"]["shortNames"]}
+    assert short <= used, f"the docs never show {short - used}"
+    # Only the resources the docs mean to show: Jobs (and their pods), never Events by `ev`.
+    assert used & BUILT_IN_NAMES <= {"jobs", "pods"}, used & BUILT_IN_NAMES

@@ -38,7 +38,7 @@ from proctor.spec import (
 ROOT = Path(__file__).resolve().parents[1]
 CRD_FILES = sorted((ROOT / "crds").glob("*.yaml"))
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
-SHORT_NAMES = {"Evaluation": "ev", "AgentUnderTest": "aut"}
+SHORT_NAMES = {"Evaluation": "evals", "AgentUnderTest": "aut"}
 SPEC_MODELS: dict[str, type[BaseModel]] = {
     "Evaluation": EvaluationSpec,
     "AgentUnderTest": AgentUnderTestSpec,

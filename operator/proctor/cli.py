@@ -170,6 +170,28 @@ def cmd_operator(args: argparse.Namespace) -> int:
     return 0
 
 
+def _non_negative(text: str) -> int:
+    if not text.lstrip("-").isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
+    if int(text) < 0:
+        raise argparse.ArgumentTypeError(f"{text} is below 0")
+    return int(text)
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    from proctor.k8s.render import agent_of, render, to_yaml
+    from proctor.prepare import check_runnable, load_selection, plan_items
+
+    evaluation, agents = _load_manifests(args.file)
+    check_runnable(evaluation, on_cluster=True)
+    agent = agent_of(evaluation, agents)
+    selection = load_selection(evaluation)
+    objects = render(evaluation, agent, selection, plan_items(evaluation, selection),
+                     args.items, runner_image_default=args.runner_image)
+    print(to_yaml(objects), end="")
+    return 0
+
+
 def cmd_results_pull(args: argparse.Namespace) -> int:
     from proctor.k8s.api import Kube, load_config
     from proctor.k8s.pull import pull
@@ -227,6 +249,17 @@ def build_parser() -> argparse.ArgumentParser:
                     help="liveness/readiness probes at /healthz")
     op.add_argument("--verbose", action="store_true")
     op.set_defaults(func=cmd_operator)
+
+    ren = sub.add_parser("render", help="print, as YAML, the objects the operator would create "
+                                        "for an Evaluation: task ConfigMaps, then Jobs")
+    ren.add_argument("-f", "--file", action="append", required=True,
+                     help="a YAML file with the Evaluation (and its AgentUnderTest); repeatable")
+    ren.add_argument("--items", type=_non_negative, metavar="N",
+                     help="only the first N items' Jobs (and their task ConfigMaps); default all")
+    ren.add_argument("--runner-image", metavar="IMAGE",
+                     help="the operator's default runner image (the chart's image), used when "
+                          "spec.runner.image is unset; default proctor-runner:<version>")
+    ren.set_defaults(func=cmd_render)
 
     res = sub.add_parser("results", help="results kept on a cluster")
     res_sub = res.add_subparsers(dest="results_command", required=True)
