@@ -119,7 +119,7 @@ def test_predictions_file(tmp_path):
     assert refused.outcome == Outcome.NO_OP and refused.patch.refused == "not a unified diff"
     assert by_id[rows[2]["instance_id"]].outcome == Outcome.NO_OP  # no prediction
     assert summary.results.total_instances == 3
-    assert summary.agent == "predictions:preds.jsonl"
+    assert summary.agent == "m", "the leaderboard row names the model, not the file"
 
 
 def result_file(out: Path, r: RunResult) -> Path:
@@ -148,8 +148,10 @@ def test_resume_redoes_nothing_and_repairs_a_torn_line(tmp_path):
 
 def test_a_different_spec_on_the_same_folder_is_refused(tmp_path):
     run_evaluation(evaluation(maxRows="1"), tmp_path, progress=False)
-    with pytest.raises(ResultsFolderError, match=r"dataset\.maxRows: 1 then, 2 now"):
-        run_evaluation(evaluation(maxRows="2"), tmp_path, progress=False)
+    with pytest.raises(ResultsFolderError, match=r"predictions\.source: 'gold' then, 'empty' now"):
+        run_evaluation(evaluation("source: empty", maxRows="1"), tmp_path, progress=False)
+    with pytest.raises(ResultsFolderError, match=r"repeats: 1 then, 2 now"):
+        run_evaluation(evaluation(maxRows="1", repeats="2"), tmp_path, progress=False)
     # maxConcurrentRows may change, as on the cluster
     relaxed = evaluation(maxRows="1")
     relaxed = relaxed.model_copy(

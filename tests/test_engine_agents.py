@@ -11,7 +11,7 @@ from proctor.agents.server import start_reference_agent
 from proctor.cli import main
 from proctor.local.engine import EngineError, run_evaluation
 from proctor.manifest import parse_manifests
-from proctor.model import ErrorKind, Outcome
+from proctor.model import Outcome
 from proctor.prepare import Refusal
 from proctor.results import ResultsFolder
 
@@ -55,19 +55,20 @@ def test_oracle_through_the_cli_resolves_and_reports_usage(tmp_path, capsys):
     if any(r.usage for r in results):  # the oracle reports token counts
         assert summary["usage"]["total_tokens"] == sum(
             r.usage.total_tokens for r in results if r.usage)
-    assert "| the-agent |" in capsys.readouterr().out
+    assert any(line.split()[:2] == ["the-agent", "3"]
+               for line in capsys.readouterr().out.splitlines())
 
 
-def test_an_unreachable_agent_gives_agent_errors_and_the_run_goes_on(tmp_path):
-    docs = parse_manifests(manifests(f"http://127.0.0.1:{closed_port()}/"))
-    summary = run_evaluation(docs[0], tmp_path, progress=False, agents=docs[1:])
-    results = ResultsFolder(tmp_path).load()
-    assert len(results) == 3
-    assert {(r.outcome, r.error_kind) for r in results} == {(Outcome.ERROR, ErrorKind.AGENT)}
-    assert "unreachable" in results[0].error_message
-    assert summary.results.error_pct == 1.0 and summary.error_kinds == {"agent": 3}
-    assert not (tmp_path / "items" / results[0].instance_id / "original" / "0" /
-                "test_output.txt").exists()
+def test_an_unreachable_agent_stops_the_run_before_any_item(tmp_path, capsys):
+    endpoint = f"http://127.0.0.1:{closed_port()}/"
+    files = tmp_path / "ev.yaml"
+    files.write_text(manifests(endpoint))
+    assert main(["run", "-q", "-f", str(files), "--output-dir", str(tmp_path / "o")]) == 3
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert f"agent unreachable at {endpoint}" in err
+    assert not (tmp_path / "o" / "results.jsonl").exists()
+    assert not (tmp_path / "o" / "items").exists()
 
 
 def test_a_noop_agent_gives_no_op(tmp_path):

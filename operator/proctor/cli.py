@@ -9,13 +9,12 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from proctor import __version__
+from proctor import __version__, exits
+from proctor.exits import ExitCode, UsageError
 from proctor.model import Summary
-from proctor.report import figures_table
+from proctor.report import terminal_table
 
-
-class UsageError(Exception):
-    """A mistake in how the command was called."""
+EXIT_EPILOG = "exit status:\n" + (exits.__doc__ or "").split("\n\n", 1)[1].rstrip()
 
 
 def _load_manifests(files: Sequence[str]):
@@ -32,8 +31,20 @@ def _load_manifests(files: Sequence[str]):
 
 
 def _print_summary(summary: Summary, output_dir: Path) -> None:
-    print("\n".join(figures_table([(summary.agent, summary.results)], "Agent")))
-    print(f"\nResults in {output_dir}/ (summary.json, report.md, results.jsonl)")
+    print("\n".join(terminal_table([(summary.agent, summary.results)], "Agent")))
+    if summary.partial:
+        print(f"\nPartial: {summary.items} of {summary.items_planned} items done")
+    _print_errors([summary])
+    print(f"\nResults in {output_dir}/ (summary.json, report.md with every column, "
+          f"results.jsonl)")
+
+
+def _print_errors(summaries: Sequence[Summary]) -> None:
+    for s in summaries:
+        count = exits.error_items(s)
+        if count:
+            kinds = ", ".join(f"{k} {v}" for k, v in sorted(s.error_kinds.items()))
+            print(f"{s.agent}: {count} items ended in error ({kinds}); see report.md")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -41,9 +52,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     evaluation, agents = _load_manifests(args.file)
     summary = run_evaluation(evaluation, Path(args.output_dir), progress=not args.quiet,
-                             agents=agents)
+                             agents=agents, retry_errors=args.retry_errors)
     _print_summary(summary, Path(args.output_dir))
-    return 0
+    return exits.for_summaries([summary])
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -54,8 +65,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     summaries = run_demo(out, max_concurrent_rows=args.max_concurrent_rows,
                          progress=not args.quiet)
     print("\n".join(leaderboard(summaries)))
-    print(f"\nResults in {out}/<agent>/ (summary.json, report.md, results.jsonl)")
-    return 0
+    _print_errors(list(summaries.values()))
+    print(f"\nResults in {out}/<agent>/ (summary.json, report.md with every column, "
+          f"results.jsonl)")
+    return exits.for_summaries(summaries.values())
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -65,13 +78,16 @@ def cmd_validate(args: argparse.Namespace) -> int:
     out = Path(args.output_dir)
     found = validate(evaluation, out, runs=args.runs, progress=not args.quiet)
     rows = [(label, s.results) for label, s in found.summaries.items()]
-    print("\n".join(figures_table(rows, "Predictions")))
+    print("\n".join(terminal_table(rows, "Predictions")))
     for title, tasks in (("Broken tasks", found.broken), ("Flaky tasks", found.flaky)):
         print(f"\n{title}: {len(tasks) or 'none'}")
         for task, problems in sorted(tasks.items()):
             print(f"  {task}: {'; '.join(problems)}")
+    _print_errors(list(found.summaries.values()))
     print(f"\nDetails in {out}/validation.json")
-    return 1 if args.strict and (found.broken or found.flaky) else 0
+    if args.strict and (found.broken or found.flaky):
+        return ExitCode.ITEM_ERRORS
+    return exits.for_summaries(found.summaries.values())
 
 
 def cmd_runner_test(args: argparse.Namespace) -> int:
@@ -188,7 +204,9 @@ def cmd_results_pull(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="proctor", description=__doc__)
+    parser = argparse.ArgumentParser(prog="proctor", description=__doc__,
+                                     epilog=EXIT_EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"proctor {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     from proctor.agents.cli import add_agent_parser
@@ -200,6 +218,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="a YAML file with the Evaluation (and its AgentUnderTest); repeatable")
     run.add_argument("--output-dir", required=True, help="results folder (resumed if present)")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    run.add_argument("--retry-errors", action="store_true",
+                     help="on resume, also run again items that ended in agent or timeout "
+                          "errors, asking the agent again (infra and sandbox errors are "
+                          "always run again, with the patch already obtained)")
     run.set_defaults(func=cmd_run)
 
     dem = sub.add_parser("demo", help="serve the reference agents on loopback and evaluate "
@@ -287,28 +309,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from proctor.dataset import DatasetError
-    from proctor.k8s.pull import PullError
-    from proctor.manifest import ManifestError
-    from proctor.predictions import PredictionsError
-    from proctor.prepare import Refusal
-    from proctor.results import ResultsFolderError
-    from proctor.runner.sandbox import SandboxRefused
-
+    """Run one command; its exit status follows `proctor.exits` (the README lists it)."""
     args = build_parser().parse_args(argv)
-    expected: tuple[type[Exception], ...] = (UsageError, DatasetError, Refusal,
-                                             ResultsFolderError, PredictionsError,
-                                             SandboxRefused, ManifestError, PullError,
-                                             FileNotFoundError)
     try:
         return args.func(args)
-    except expected as exc:
-        print(f"proctor: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("proctor: interrupted; finished items are kept, run again to resume",
-              file=sys.stderr)
-        return 130
+    except BaseException as exc:
+        code = exits.for_exception(exc)
+        if code is None:
+            raise
+        if code == ExitCode.INTERRUPTED:
+            print("proctor: interrupted; finished items are kept, run again to resume",
+                  file=sys.stderr)
+        else:
+            print(f"proctor: error: {exits.message_for(exc)}", file=sys.stderr)
+        return code
 
 
 if __name__ == "__main__":

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import socket
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
@@ -36,6 +39,8 @@ class Selection:
     instances: tuple[Instance, ...]
     source: str
     fingerprint: str
+    dataset_ids: frozenset[str] = frozenset()
+    """Every instance id of the dataset, selected or not (predictions may name any)."""
 
     @property
     def by_id(self) -> dict[str, Instance]:
@@ -62,7 +67,10 @@ def _read_file(path: Path) -> list[dict[str, Any]]:
         import pyarrow.parquet as pq
 
         return pq.read_table(path).to_pylist()
-    text = path.read_text()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise DatasetError(f"{path}: not UTF-8 text ({exc.reason})") from None
     try:
         if path.suffix == ".jsonl":
             return [json.loads(line) for line in text.splitlines() if line.strip()]
@@ -74,7 +82,36 @@ def _read_file(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+HUB_PROBE_SECONDS = 5.0
+
+
+def hub_unreachable(timeout_s: float = HUB_PROBE_SECONDS) -> str | None:
+    """Why the Hugging Face hub cannot be reached from here, or None when it can.
+
+    One connection attempt: the hub client itself retries for about 30 s before it
+    gives up, which is no way to learn that a machine has no network.
+    """
+    from huggingface_hub import constants
+
+    offline = [os.environ.get(k, "").upper() for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")]
+    if any(v in ("1", "ON", "YES", "TRUE") for v in offline):
+        return None  # offline mode: the hub's own cache answers, or says why not
+    url = urlsplit(constants.ENDPOINT)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((url.hostname or "", port), timeout=timeout_s).close()
+    except OSError as exc:
+        return f"{url.hostname}:{port}: {exc.strerror or type(exc).__name__}"
+    return None
+
+
 def _read_hub(name: str, split: str, revision: str) -> list[dict[str, Any]]:
+    why = hub_unreachable()
+    if why:
+        raise DatasetError(
+            f"cannot reach the Hugging Face hub to load {name} ({why}); on a machine "
+            f"without it, download the split once elsewhere and name the local file as "
+            f"dataset.name (a .parquet, .jsonl or .json path)")
     import datasets
 
     try:
@@ -126,10 +163,12 @@ def fingerprint(instances: Iterable[Instance]) -> str:
 def load(name: str, split: str = "test", revision: str = "", instance_ids: Iterable[str] = (),
          max_rows: int = 3) -> Selection:
     """The selected, validated rows of a dataset."""
-    rows = select(read_rows(name, split, revision), instance_ids, max_rows)
+    every = read_rows(name, split, revision)
+    rows = select(every, instance_ids, max_rows)
     instances = tuple(to_instance(row, i) for i, row in enumerate(rows))
     counts = Counter(i.instance_id for i in instances)
     dupes = [iid for iid, n in counts.items() if n > 1]
     if dupes:
         raise DatasetError(f"duplicate instance ids: {', '.join(sorted(dupes))}")
-    return Selection(instances, name, fingerprint(instances))
+    ids = frozenset(str(r["instance_id"]) for r in every if r.get("instance_id"))
+    return Selection(instances, name, fingerprint(instances), ids)

@@ -319,11 +319,30 @@ def _label(document: Mapping[str, Any], where: str) -> str:
     return f'{where}: {kind} "{name}"' if isinstance(name, str) else f"{where}: {kind}"
 
 
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def _out_of_range(value: Any, path: list[str | int]) -> Iterator[tuple[str, str]]:
+    """(field path, message) for each integer that does not fit in 64 bits."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _out_of_range(item, [*path, str(key)])
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _out_of_range(item, [*path, index])
+    elif isinstance(value, int) and not isinstance(value, bool) \
+            and not _INT64[0] <= value <= _INT64[1]:
+        yield _format_path(path), f"{value} does not fit in a 64-bit integer"
+
+
 def _check(document: Any, where: str) -> tuple[Resource | None, list[str]]:
     """The resource a document describes, or every problem found in it."""
     if not isinstance(document, dict):
         return None, [f"{where}: expected a mapping, got {type(document).__name__}"]
     label = _label(document, where)
+    too_big = list(_out_of_range(document, []))
+    if too_big:  # the apiserver cannot decode these; CEL would overflow on them
+        return None, [f"{label}: {path}: {message}" for path, message in too_big]
     kind = document.get("kind")
     kind = kind if isinstance(kind, str) and kind in _CRD_FILES else None
     if kind:
@@ -439,4 +458,9 @@ def load_manifests(path: str | os.PathLike[str]) -> list[Resource]:
             text = file.read()
     except OSError as error:
         raise ManifestError([f"{source}: cannot read: {error.strerror}"]) from error
+    except UnicodeDecodeError as error:
+        line = error.object[:error.start].count(b"\n") + 1
+        raise ManifestError([f"{source}:{line}: not UTF-8 text (byte "
+                             f"{error.object[error.start]:#04x}); save the file as UTF-8"]
+                            ) from None
     return parse_manifests(text, source)

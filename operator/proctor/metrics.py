@@ -16,7 +16,7 @@ The denominators, pinned once:
 from __future__ import annotations
 
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
 from proctor.model import (
@@ -89,17 +89,14 @@ def _latency(results: Iterable[RunResult]) -> dict[str, float]:
 
 
 def aggregate(results: Sequence[RunResult], instances: Mapping[str, Instance], *,
-              evaluation: str = "", agent: str = "", green_agent_model: str = "",
+              evaluation: str = "", agent: str = "", green_agent_model: str | None = None,
               items_planned: int = 0) -> Summary:
     """summary.json from every result of an evaluation."""
     original = [r for r in results if r.variant_id == ORIGINAL_VARIANT]
     by_repo: dict[str, list[RunResult]] = defaultdict(list)
     for r in original:
         by_repo[r.repo].append(r)
-    counts: dict[str, float] = defaultdict(float)
-    for shares in outcome_shares(original).values():
-        for outcome, share in shares.items():
-            counts[outcome.value] += share
+    counts = Counter(r.outcome.value for r in original)
     errors: dict[str, int] = defaultdict(int)
     for r in results:
         if r.error_kind:
@@ -110,5 +107,6 @@ def aggregate(results: Sequence[RunResult], instances: Mapping[str, Instance], *
         per_repo={repo: eval_result(rs) for repo, rs in sorted(by_repo.items())},
         outcome_counts={o.value: counts[o.value] for o in Outcome},
         items=len(results), items_planned=items_planned or len(results),
+        partial=len(results) < items_planned,
         tests_left_out=_tests_left_out(original, instances), error_kinds=dict(errors),
         usage=_usage(results), latency_seconds=_latency(results))

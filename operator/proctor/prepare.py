@@ -56,10 +56,13 @@ def load_selection(evaluation: Evaluation) -> dataset.Selection:
 
 
 def plan_items(evaluation: Evaluation, selection: dataset.Selection) -> list[WorkItem]:
-    """Every item of the evaluation, in order (pure)."""
+    """Every item of the evaluation, in order (pure).
+
+    An item's id hashes its own row, not the selection: more rows (maxRows,
+    instanceIds) leave the ids of the rows already run as they were.
+    """
     spec = evaluation.spec
-    inputs = PlanInputs(dataset=spec.dataset.name,
-                        revision=spec.dataset.revision or selection.fingerprint,
+    inputs = PlanInputs(dataset=spec.dataset.name, revision=spec.dataset.revision,
                         agent=agent_label(evaluation), repeats=spec.repeats,
                         include_hints=spec.dataset.include_hints)
     return plan(inputs, selection.instances)

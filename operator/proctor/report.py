@@ -36,18 +36,52 @@ def figures_table(rows: Sequence[tuple[str, EvalResult]], first: str = "Scope") 
             *(figures_row(label, result) for label, result in rows)]
 
 
+# The terminal's columns: the headline ones under short titles, so that a leaderboard
+# fits TERMINAL_WIDTH; report.md keeps every column.
+TERMINAL_COLUMNS: list[tuple[str, str]] = [
+    ("resolved_pct", "Resolved"), ("partially_resolved_pct", "Partial"),
+    ("regression_pct", "Regress"), ("no_op_pct", "No-Op"), ("error_pct", "Error"),
+    ("fail_to_pass_passed_pct", "F2P"), ("pass_to_pass_passed_pct", "P2P"),
+]
+TERMINAL_WIDTH = 100
+
+
+def aligned(head: Sequence[str], rows: Sequence[Sequence[str]],
+            width: int = TERMINAL_WIDTH) -> list[str]:
+    """A plain table, columns right-aligned but the first, cut to `width` characters."""
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    # The first column (a name) gives way when the table is too wide.
+    rest = sum(w + 2 for w in widths[1:])
+    widths[0] = max(8, min(widths[0], width - rest))
+    lines = []
+    for row in [head, *rows]:
+        first = row[0] if len(row[0]) <= widths[0] else row[0][:widths[0] - 1] + "…"
+        rest_cells = (c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True))
+        cells = [first.ljust(widths[0]), *rest_cells]
+        lines.append("  ".join(cells).rstrip())
+    return lines
+
+
+def terminal_table(rows: Sequence[tuple[str, EvalResult]], first: str = "Agent",
+                   extra: Sequence[tuple[str, Sequence[str]]] = ()) -> list[str]:
+    """The figures for a terminal: `extra` adds (title, one cell per row) columns."""
+    head = [first, "Tasks", *(title for _, title in TERMINAL_COLUMNS), *(t for t, _ in extra)]
+    body = [[label, str(result.total_instances),
+             *(percent(getattr(result, key)) for key, _ in TERMINAL_COLUMNS),
+             *(cells[i] for _, cells in extra)]
+            for i, (label, result) in enumerate(rows)]
+    return aligned(head, body)
+
+
 def leaderboard(summaries: Mapping[str, Summary]) -> list[str]:
     """One row per agent, best first: the figures, then median latency and tokens."""
     ranked = sorted(summaries.items(), key=lambda kv: (-kv[1].results.resolved_pct, kv[0]))
-    table = figures_table([(name, s.results) for name, s in ranked], "Agent")
-    table[0] += " Median latency | Tokens |"
-    table[1] += "---|---|"
-    for i, (_, s) in enumerate(ranked, start=2):
-        median = s.latency_seconds.get("median")
-        tokens = s.usage.total_tokens
-        table[i] += (f" {median:.1f} s |" if median is not None else " – |") + \
-            (f" {tokens} |" if tokens is not None else " – |")
-    return table
+    latency = [f"{m:.1f} s" if (m := s.latency_seconds.get("median")) is not None else "–"
+               for _, s in ranked]
+    tokens = [str(s.usage.total_tokens) if s.usage.total_tokens is not None else "–"
+              for _, s in ranked]
+    return terminal_table([(name, s.results) for name, s in ranked], "Agent",
+                          [("Latency", latency), ("Tokens", tokens)])
 
 
 def _test_cell(passed: int, total: int, ran: bool) -> str:
@@ -71,7 +105,9 @@ def render(summary: Summary, results: Sequence[RunResult]) -> str:
     """The whole report.md."""
     title = summary.evaluation or "evaluation"
     lines = [f"# {title}: {summary.agent}", "",
-             f"{summary.items} of {summary.items_planned} work items done.", "",
+             f"{summary.items} of {summary.items_planned} work items done."
+             + (" Partial: the figures cover only the items done." if summary.partial else ""),
+             "",
              *figures_table([("All", summary.results)]), ""]
     if summary.per_repo:
         lines += ["## By repository", "",

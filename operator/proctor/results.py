@@ -1,7 +1,9 @@
 """The results folder of one evaluation, and the rules that keep it whole.
 
     <output-dir>/
-      spec.json       the spec the folder was made with; another spec is refused
+      spec.json       the spec the folder was made with; another spec is refused (more
+                      rows, by maxRows or instanceIds, extend the run)
+      run.lock        held by the run writing the folder (its pid and host inside)
       results.jsonl   one RunResult per line, appended (and fsynced) as each item ends
       summary.json    the figures (fractions 0-1, Agentbeats' EvalResult names)
       report.md       the same for people, in percent, with one row per item
@@ -14,22 +16,27 @@ operator kept on a cluster.
 
 A run killed at any moment loses nothing already finished: a result is on disk
 before the next item is counted, and a torn last line (killed mid-write) is
-dropped and its item done again.
+dropped and its item done again. Any other damaged line stops the run with its
+number, the file untouched.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
+import socket
 import threading
-from collections.abc import Mapping
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from proctor.exits import NotRun, is_disk_full
 from proctor.metrics import aggregate
-from proctor.model import Instance, RunResult, Summary, WorkItem
+from proctor.model import ORIGINAL_VARIANT, Instance, RunResult, Summary, WorkItem
 from proctor.prepare import agent_label
 from proctor.report import render
 from proctor.runner.workdir import WorkDir, write_json
@@ -38,10 +45,18 @@ from proctor.spec import Evaluation
 # Fields that may change between runs on the same folder (as on the cluster, where
 # the spec is immutable except these).
 MUTABLE_FIELDS = ("maxConcurrentRows", "suspend")
+# The selection of rows: more rows extend a run (items are keyed by their own id), so
+# they are not part of what the folder's results mean.
+SELECTION_FIELDS = ("maxRows", "instanceIds")
+LOCK_FILE = "run.lock"
 
 
 class ResultsFolderError(ValueError):
     """The folder belongs to another evaluation, or is damaged beyond repair."""
+
+
+class FolderLocked(NotRun):
+    """Another run is writing to the folder."""
 
 
 class ResultsFolder:
@@ -56,9 +71,45 @@ class ResultsFolder:
         return WorkDir(self.root / "items" / item.instance_id / item.variant_id /
                        str(item.repeat))
 
+    def make(self) -> None:
+        """Create the folder, or say in one line why it cannot be one."""
+        if self.root.exists() and not self.root.is_dir():
+            raise ResultsFolderError(f"{self.root} is a file, not a folder: give the "
+                                     f"output a folder's path")
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            if is_disk_full(exc):
+                raise
+            raise ResultsFolderError(f"cannot make the results folder {self.root}: "
+                                     f"{exc.strerror}") from exc
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the folder for one run; a second run on it is refused at once.
+
+        An flock, which the kernel frees when the process ends however it ends, so a
+        killed run never leaves a lock behind.
+        """
+        self.make()
+        fd = os.open(self.root / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 200, 0).decode(errors="replace").strip()
+                raise FolderLocked(
+                    f"{self.root} is in use by another run ({holder or 'starting'}); wait "
+                    f"for it to end, or use another output folder") from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"pid {os.getpid()} on host {socket.gethostname()}\n".encode(), 0)
+            yield
+        finally:
+            os.close(fd)  # which releases the lock
+
     def claim(self, identity: dict[str, Any]) -> None:
         """Record the spec, or refuse if the folder was made with a different one."""
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.make()
         path = self.root / "spec.json"
         if path.exists():
             before = json.loads(path.read_text())
@@ -70,23 +121,27 @@ class ResultsFolder:
         write_json(path, identity)
 
     def load(self) -> list[RunResult]:
-        """Results on disk; a torn last line (killed mid-write) is cut off."""
+        """Results on disk, the latest of each item.
+
+        Only a torn last line (a run killed mid-write: no newline after it) is repaired:
+        cut off, or ended when it is whole. Any other bad line stops with an error naming
+        it, and the file is left as it is: a result must never be dropped silently.
+        """
         if not self.results_path.exists():
             return []
         raw = self.results_path.read_bytes()
-        results, good_end = [], 0
-        for line in raw.splitlines(keepends=True):
-            if not line.endswith(b"\n"):
-                break
+        end = raw.rfind(b"\n") + 1
+        results = [_parse_line(self.results_path, n, line)
+                   for n, line in enumerate(raw[:end].splitlines(), start=1) if line.strip()]
+        torn = raw[end:]
+        if torn.strip():
             try:
-                results.append(RunResult.model_validate_json(line))
+                results.append(RunResult.model_validate_json(torn))
+                with open(self.results_path, "ab") as fh:
+                    fh.write(b"\n")
             except ValidationError:
-                if line.strip():
-                    break
-            good_end += len(line)
-        if good_end != len(raw):
-            with open(self.results_path, "r+b") as fh:
-                fh.truncate(good_end)
+                with open(self.results_path, "r+b") as fh:
+                    fh.truncate(end)
         return _latest_per_item(results)
 
     def append(self, result: RunResult) -> None:
@@ -98,6 +153,16 @@ class ResultsFolder:
             os.fsync(fh.fileno())
 
 
+def _parse_line(path: Path, number: int, line: bytes) -> RunResult:
+    try:
+        return RunResult.model_validate_json(line)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ResultsFolderError(
+            f"{path} line {number} is not a result ({first['msg']}); the file was left "
+            f"unchanged: repair or delete that line, then run again") from None
+
+
 def _latest_per_item(results: list[RunResult]) -> list[RunResult]:
     latest: dict[str, RunResult] = {}
     for r in results:
@@ -106,8 +171,12 @@ def _latest_per_item(results: list[RunResult]) -> list[RunResult]:
 
 
 def _stable(identity: dict[str, Any]) -> dict[str, Any]:
+    """What gives the folder's results their meaning: not the rows selected."""
     spec = {k: v for k, v in identity.get("spec", {}).items() if k not in MUTABLE_FIELDS}
-    return {**identity, "spec": spec}
+    if isinstance(spec.get("dataset"), dict):
+        spec["dataset"] = {k: v for k, v in spec["dataset"].items()
+                           if k not in SELECTION_FIELDS}
+    return {**{k: v for k, v in identity.items() if k != "dataset_fingerprint"}, "spec": spec}
 
 
 def _differences(old: Any, new: Any, path: str = "") -> list[str]:
@@ -120,12 +189,20 @@ def _differences(old: Any, new: Any, path: str = "") -> list[str]:
 
 
 def write_outputs(folder: ResultsFolder, evaluation: Evaluation,
-                  instances: Mapping[str, Instance], planned: int) -> Summary:
-    """summary.json and report.md from the results on disk."""
+                  instances: Mapping[str, Instance], planned: int, *,
+                  planned_ids: Collection[str] | None = None,
+                  agent: str | None = None) -> Summary:
+    """summary.json and report.md from the results on disk (of `planned_ids` only, when
+    given: a folder may hold results of rows that a smaller selection leaves out)."""
     results = folder.load()
+    if planned_ids is not None:
+        results = [r for r in results if r.item_id in planned_ids]
+    spec = evaluation.spec
+    varied = spec.prompt_sensitivity.strategy == "llm" and any(
+        r.variant_id != ORIGINAL_VARIANT for r in results)
     summary = aggregate(results, instances, evaluation=evaluation.name,
-                        agent=agent_label(evaluation),
-                        green_agent_model=evaluation.spec.green_agent_model,
+                        agent=agent or agent_label(evaluation),
+                        green_agent_model=spec.green_agent_model if varied else None,
                         items_planned=planned)
     write_json(folder.root / "summary.json", summary.model_dump(mode="json"))
     (folder.root / "report.md").write_text(render(summary, results))

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -65,6 +66,7 @@ from google.protobuf.json_format import ParseError
 
 from proctor.a2a.extract import agent_history, extract_usage, find_patch, metadata_of
 from proctor.a2a.message import TaskMessage
+from proctor.exits import Interrupted
 from proctor.model import ErrorKind, Usage
 
 log = logging.getLogger(__name__)
@@ -425,6 +427,24 @@ async def solve(endpoint: str, message: TaskMessage | Message, *, timeout_s: flo
     return _outcome(reply, card, streaming, time.monotonic() - started)
 
 
+CARD_TIMEOUT_S = 15.0
+
+
+async def fetch_card(endpoint: str, timeout_s: float = CARD_TIMEOUT_S,
+                     auth_header: tuple[str, str] | None = None) -> AgentCard:
+    """The agent's card: whether it can be reached at all. Raises AgentProblem, naming
+    the endpoint, when it cannot."""
+    async with _http_client(timeout_s, auth_header) as http:
+        try:
+            async with asyncio.timeout(timeout_s):
+                return await _fetch_card(http, endpoint)
+        except TimeoutError:
+            raise AgentProblem(f"the agent at {endpoint} did not serve its card within "
+                               f"{timeout_s:g} s") from None
+        except (A2AError, httpx.HTTPError, ParseError, ValueError) as exc:
+            raise AgentProblem(_agent_error_text(endpoint, exc)) from None
+
+
 def _agent_error_text(endpoint: str, exc: Exception) -> str:
     text = _short(exc)
     if "Network communication error" in text or isinstance(exc, httpx.TransportError):
@@ -432,10 +452,28 @@ def _agent_error_text(endpoint: str, exc: Exception) -> str:
     return f"protocol error from the agent at {endpoint}: {type(exc).__name__}: {text}"
 
 
+STOP_POLL_S = 0.2
+
+
 def solve_sync(endpoint: str, message: TaskMessage | Message, *, timeout_s: float,
-               auth_header: tuple[str, str] | None = None,
-               streaming: bool = True) -> SolveResult:
-    """`solve()` for callers without an event loop (worker threads, the CLI)."""
-    return asyncio.run(solve(endpoint, message, timeout_s=timeout_s, auth_header=auth_header,
-                             streaming=streaming))
+               auth_header: tuple[str, str] | None = None, streaming: bool = True,
+               stop: threading.Event | None = None) -> SolveResult:
+    """`solve()` for callers without an event loop (worker threads, the CLI).
+
+    When `stop` is set (the run was interrupted) the request is abandoned within
+    STOP_POLL_S and `Interrupted` is raised: there is no answer to keep.
+    """
+    async def solve_or_stop() -> SolveResult:
+        task = asyncio.ensure_future(solve(endpoint, message, timeout_s=timeout_s,
+                                           auth_header=auth_header, streaming=streaming))
+        while stop is not None and not task.done():
+            await asyncio.wait({task}, timeout=STOP_POLL_S)
+            if stop.is_set() and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+                raise Interrupted(f"the request to the agent at {endpoint} was abandoned")
+        return await task
+
+    return asyncio.run(solve_or_stop())
 

@@ -8,24 +8,32 @@ then summary.json and report.md. The steps are the ones a Kubernetes Job runs
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import os
+import shutil
+import signal
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlparse
 
 from tqdm import tqdm
 
-from proctor import __version__, dataset
+from proctor import __version__, dataset, exits
+from proctor.a2a.client import AgentProblem, fetch_card
+from proctor.exits import DiskFull, ExitCode, Interrupted, NotRun, is_disk_full
+from proctor.local.resume import Todo, resume_message, resume_plan
 from proctor.model import ErrorKind, Instance, Outcome, RunResult, Summary, Timings, WorkItem
-from proctor.predictions import load_predictions, patch_for
-from proctor.prepare import Refusal, check_runnable, load_selection, plan_items
+from proctor.patches import check_patch
+from proctor.predictions import Predictions, load_predictions, patch_for
+from proctor.prepare import Refusal, agent_label, check_runnable, load_selection, plan_items
 from proctor.results import ResultsFolder, write_outputs
 from proctor.runner import sandbox
 from proctor.runner.grade import grade_work_dir
@@ -34,6 +42,8 @@ from proctor.runner.workdir import WorkDir, write_json, write_patch, write_task,
 from proctor.spec import AgentUnderTest, Evaluation
 
 _LOOPBACK = ("localhost", "127.0.0.1", "::1")
+NO_SPACE = "No space left on device"  # how a full disk shows in a test step's error
+LOW_DISK_BYTES = 1 << 20
 
 
 class EngineError(Refusal):
@@ -43,16 +53,27 @@ class EngineError(Refusal):
         super().__init__("NotRunnableHere", message)
 
 
+class AgentUnreachable(NotRun):
+    """The agent did not answer the pre-flight request for its card."""
+
+
 @dataclass(frozen=True)
 class RunContext:
     """What every item of one run shares."""
 
     evaluation: Evaluation
     instances: dict[str, Instance]
-    predictions: dict[str, str] | None = None
+    predictions: Predictions | None = None
     agent: AgentTarget | None = None
     agent_slots: threading.Semaphore | None = None
     """The agent's maxConcurrentTasks, across everything this process runs."""
+    stop: threading.Event = field(default_factory=threading.Event)
+    """Set when the run is stopping (Ctrl-C, a full disk): in-flight work ends at once."""
+
+    @property
+    def label(self) -> str:
+        """Whom the results belong to: the agent, or the predictions file's model."""
+        return self.predictions.model if self.predictions else agent_label(self.evaluation)
 
     @property
     def shares_filesystem(self) -> bool:
@@ -104,16 +125,32 @@ def prepare(evaluation: Evaluation, agents: Sequence[AgentUnderTest] = ()
     if refused:
         more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
         raise EngineError(refused[0] + more)
-    predictions = (load_predictions(spec.predictions.path)
+    predictions = (load_predictions(spec.predictions.path, selection.dataset_ids)
                    if spec.predictions.source == "file" and spec.predictions.path else None)
     items = plan_items(evaluation, selection)
     return RunContext(evaluation, selection.by_id, predictions, agent, slots), selection, items
 
 
-def _obtain_patch(ctx: RunContext, instance: Instance, work: WorkDir) -> float | None:
+def preflight(ctx: RunContext) -> None:
+    """Before the first item: can the agent be reached at all? If not, nothing runs."""
+    if ctx.agent is None:
+        return
+    try:
+        asyncio.run(fetch_card(ctx.agent.endpoint, auth_header=ctx.agent.auth_header))
+    except AgentProblem as exc:
+        raise AgentUnreachable(f"{exc}; nothing was run (start the agent, or correct "
+                               f"its AgentUnderTest's endpoint)") from None
+
+
+def _obtain_patch(ctx: RunContext, instance: Instance, work: WorkDir,
+                  kept_patch: str | None = None) -> float | None:
     """Write the item's patch into its work folder; the agent's time when one was asked."""
     if ctx.agent is None:
-        write_patch(work, patch_for(ctx.source, instance, ctx.predictions))
+        write_patch(work, patch_for(ctx.source, instance,
+                                    ctx.predictions.patches if ctx.predictions else None))
+        return None
+    if kept_patch is not None:  # obtained by an earlier attempt: the agent is not asked
+        write_patch(work, kept_patch)
         return None
     write_prompt(work, instance.problem_statement)
     with contextlib.ExitStack() as stack:
@@ -125,23 +162,24 @@ def _obtain_patch(ctx: RunContext, instance: Instance, work: WorkDir) -> float |
         if ctx.agent_slots:
             stack.enter_context(ctx.agent_slots)
         return solve_step(work, ctx.agent, ctx.evaluation.spec.dataset.include_hints,
-                          repo_dir).latency_s
+                          repo_dir, stop=ctx.stop).latency_s
 
 
-def execute_item(ctx: RunContext, item: WorkItem, work: WorkDir) -> RunResult:
+def execute_item(ctx: RunContext, item: WorkItem, work: WorkDir,
+                 kept_patch: str | None = None, attempts: int = 1) -> RunResult:
     """One item from patch to grade, in the process sandbox."""
     started, clock = _now(), time.perf_counter()
     instance = ctx.instances[item.instance_id]
     write_task(work, instance, item)
-    solve_seconds = _obtain_patch(ctx, instance, work)
+    solve_seconds = _obtain_patch(ctx, instance, work, kept_patch)
     limit = ctx.evaluation.spec.timeouts.test_seconds
     write_test_step(work, instance, limit, test_without_patch=ctx.source == "empty")
     # When the agent failed there is nothing to test: the item is an agent error.
     agent_failed = solve_error(read_solve(work)) is not None
-    run = None if agent_failed else sandbox.run_test_step(work, instance, limit)
+    run = None if agent_failed else sandbox.run_test_step(work, instance, limit, ctx.stop)
     graded_at = time.perf_counter()
     result = grade_work_dir(work, include_hints=ctx.evaluation.spec.dataset.include_hints,
-                            predictions=ctx.source,
+                            predictions=ctx.source, attempts=attempts,
                             network_isolated=run.network_isolated if run else None)
     done = time.perf_counter()
     result.timings = Timings(solve_seconds=solve_seconds,
@@ -154,54 +192,155 @@ def execute_item(ctx: RunContext, item: WorkItem, work: WorkDir) -> RunResult:
     return result
 
 
-def run_items(ctx: RunContext, folder: ResultsFolder, items: Sequence[WorkItem],
+def run_items(ctx: RunContext, folder: ResultsFolder, items: Sequence[WorkItem | Todo],
               workers: int, progress: bool,
-              on_result: Callable[[RunResult], None] | None = None) -> None:
-    """Run the items, `workers` at a time, appending each result as it finishes."""
-    bar = tqdm(total=len(items), disable=not progress, unit="item", file=sys.stderr,
-               mininterval=0.5, dynamic_ncols=True)
+              on_result: Callable[[RunResult], None] | None = None,
+              desc: str | None = None) -> None:
+    """Run the items, `workers` at a time, appending each result as it finishes.
+
+    On Ctrl-C or a full disk, in-flight items are stopped at once (their test processes
+    killed, their agent requests abandoned) and nothing of them is kept; then the
+    exception goes on. A second Ctrl-C meanwhile exits the process at once.
+    """
+    todo = [t if isinstance(t, Todo) else Todo(t) for t in items]
+    bar = tqdm(total=len(todo), disable=not progress or not todo, unit="item", desc=desc,
+               file=sys.stderr, mininterval=0.5, dynamic_ncols=True)
     pool = ThreadPoolExecutor(max_workers=max(1, workers))
+    futures: dict[Future[RunResult], Todo] = {}
+    recorded: set[Future[RunResult]] = set()
+
+    def record(future: Future[RunResult]) -> None:
+        recorded.add(future)
+        result = future.result()
+        folder.append(result)
+        bar.set_postfix_str(f"{futures[future].item.instance_id}: {result.outcome.value}")
+        bar.update()
+        if on_result:
+            on_result(result)
+
     try:
         with bar:
-            futures = {pool.submit(_execute_safely, ctx, item, folder.work_dir(item)): item
-                       for item in items}
+            futures = {pool.submit(_execute_safely, ctx, t, folder.work_dir(t.item)): t
+                       for t in todo}
             for future in as_completed(futures):
-                result = future.result()
-                folder.append(result)
-                bar.set_postfix_str(f"{futures[future].instance_id}: {result.outcome.value}")
-                bar.update()
-                if on_result:
-                    on_result(result)
+                record(future)
+    except BaseException as exc:
+        _stop_in_flight(ctx, pool, exc, sum(f.running() for f in futures))
+        # What finished while stopping is kept; what was stopped raised Interrupted.
+        for future in futures:
+            if future not in recorded and future.done() and not future.cancelled() \
+                    and future.exception() is None:
+                with contextlib.suppress(OSError):
+                    record(future)
+        raise
     finally:
-        # On Ctrl-C, start nothing new; what finished is already on disk.
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _execute_safely(ctx: RunContext, item: WorkItem, work: WorkDir) -> RunResult:
-    """An unexpected failure of one item becomes its error result, not the run's end."""
+def _stop_in_flight(ctx: RunContext, pool: ThreadPoolExecutor, why: BaseException,
+                    running: int) -> None:
+    """Stop every item in flight, start no other, and wait for the workers (which then
+    take well under a second); a second Ctrl-C meanwhile exits at once."""
+    ctx.stop.set()
+    what = f"{running} item{'s' if running != 1 else ''} in flight"
+    if isinstance(why, KeyboardInterrupt):
+        print(f"proctor: interrupted: stopping {what} (test processes killed, agent requests "
+              f"abandoned); Ctrl-C again quits at once", file=sys.stderr)
+    elif isinstance(why, DiskFull) or is_disk_full(why):
+        print(f"proctor: the disk is full: stopping {what}", file=sys.stderr)
+    on_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, _quit_now) if on_main else None
     try:
-        return execute_item(ctx, item, work)
+        pool.shutdown(wait=True, cancel_futures=True)
+    finally:
+        if on_main:
+            signal.signal(signal.SIGINT, previous or signal.default_int_handler)
+
+
+def _quit_now(signum: int, frame: object) -> None:
+    print("proctor: interrupted again: quitting now; finished items are kept",
+          file=sys.stderr)
+    os._exit(ExitCode.INTERRUPTED)
+
+
+def _execute_safely(ctx: RunContext, todo: Todo, work: WorkDir) -> RunResult:
+    """An unexpected failure of one item becomes its error result, not the run's end;
+    a full disk stops the run instead (it says nothing about the item)."""
+    item = todo.item
+    if ctx.stop.is_set():
+        raise Interrupted("the run is stopping")
+    try:
+        result = execute_item(ctx, item, work, todo.kept_patch, todo.attempts)
+    except Interrupted:
+        raise
     except Exception as exc:
-        return RunResult(item_id=item.id, instance_id=item.instance_id,
-                         variant_id=item.variant_id, repeat=item.repeat,
-                         repo=ctx.instances[item.instance_id].repo, predictions=ctx.source,
-                         outcome=Outcome.ERROR, error_kind=ErrorKind.SANDBOX,
-                         error_message=f"{type(exc).__name__}: {exc}",
-                         runner_version=__version__)
+        if is_disk_full(exc):
+            raise DiskFull(exits.message_for(exc)) from exc
+        result = RunResult(item_id=item.id, instance_id=item.instance_id,
+                           variant_id=item.variant_id, repeat=item.repeat,
+                           repo=ctx.instances[item.instance_id].repo, predictions=ctx.source,
+                           outcome=Outcome.ERROR, error_kind=ErrorKind.SANDBOX,
+                           error_message=f"{type(exc).__name__}: {exc}",
+                           runner_version=__version__, attempts=todo.attempts)
+    if result.error_kind == ErrorKind.SANDBOX and _disk_full_sign(work, result):
+        raise DiskFull(f"the disk is full ({item.key}: {(result.error_message or '')[:200]}); "
+                       f"finished items are kept: free some space and run again to resume")
+    return result
+
+
+def _disk_full_sign(work: WorkDir, result: RunResult) -> bool:
+    """Whether a sandbox error looks like a full disk rather than a broken task: the
+    error or the test step's log says so, or the work folder's disk has almost no room
+    left (an eval script that could not write its log shows only as a log without
+    markers)."""
+    said = f"{result.error_message or ''}\n{work.read('run.log') or ''}"
+    try:
+        room = shutil.disk_usage(work.root).free
+    except OSError:
+        room = 0
+    return NO_SPACE in said or room < LOW_DISK_BYTES
+
+
+def _kept_patch(ctx: RunContext, work: WorkDir, before: RunResult) -> str | None:
+    """The patch an earlier attempt obtained ("" for none), or None when it is gone."""
+    if ctx.agent is None or not before.patch.present:
+        return ""  # the patch comes from the predictions source again, or there was none
+    text = work.read("patch.diff")
+    if text is None or check_patch(text).sha256 != before.patch.sha256:
+        return None
+    return text
 
 
 def run_evaluation(evaluation: Evaluation, output_dir: Path, progress: bool = True,
-                   agents: Sequence[AgentUnderTest] = ()) -> Summary:
-    """Run (or resume) an evaluation into `output_dir`; returns its summary."""
+                   agents: Sequence[AgentUnderTest] = (), retry_errors: bool = False
+                   ) -> Summary:
+    """Run (or resume, or extend) an evaluation into `output_dir`; returns its summary."""
     ctx, selection, items = prepare(evaluation, agents)
     folder = ResultsFolder(output_dir)
-    folder.claim({"evaluation": evaluation.name, "dataset_fingerprint": selection.fingerprint,
-                  "spec": evaluation.spec.model_dump(mode="json", by_alias=True)})
-    done = {r.item_id for r in folder.load()}
-    todo = [i for i in items if i.id not in done]
-    try:
-        run_items(ctx, folder, todo, evaluation.spec.max_concurrent_rows, progress)
-    finally:
-        # Also on Ctrl-C: the figures of what finished are written before leaving.
-        summary = write_outputs(folder, evaluation, ctx.instances, len(items))
-    return summary
+    with folder.locked():
+        folder.claim({"evaluation": evaluation.name,
+                      "dataset_fingerprint": selection.fingerprint,
+                      "spec": evaluation.spec.model_dump(mode="json", by_alias=True)})
+        previous = {r.item_id: r for r in folder.load()}
+        plan = resume_plan(items, previous,
+                           lambda item, r: _kept_patch(ctx, folder.work_dir(item), r),
+                           retry_errors)
+        if any(t.kept_patch is None for t in plan.todo):
+            preflight(ctx)
+        line = resume_message(plan, len(items), asks_agent=ctx.agent is not None)
+        if line:
+            print(line, file=sys.stderr)
+
+        def outputs() -> Summary:
+            return write_outputs(folder, evaluation, ctx.instances, len(items),
+                                 planned_ids={i.id for i in items}, agent=ctx.label)
+
+        try:
+            run_items(ctx, folder, plan.todo, evaluation.spec.max_concurrent_rows, progress,
+                      desc=ctx.label)
+        except BaseException:
+            # Stopped: the (partial) figures of what finished, if the disk lets us.
+            with contextlib.suppress(OSError):
+                outputs()
+            raise
+        return outputs()

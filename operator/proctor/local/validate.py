@@ -14,6 +14,7 @@ from pathlib import Path
 
 from proctor.local.engine import run_evaluation
 from proctor.model import Outcome, RunResult, Summary
+from proctor.prepare import load_selection
 from proctor.results import ResultsFolder
 from proctor.runner.workdir import write_json
 from proctor.spec import Evaluation, PredictionsSpec
@@ -80,6 +81,8 @@ def validate(evaluation: Evaluation, output_dir: Path, runs: int = 1,
              progress: bool = True) -> Validation:
     """Run gold and empty predictions `runs` times each and report broken/flaky tasks."""
     found = Validation()
+    # A reused folder may hold rows a smaller selection now leaves out: judge only these.
+    selected = set(load_selection(evaluation).by_id)
     results: dict[str, list[list[RunResult]]] = {"gold": [], "empty": []}
     for source in results:
         for n in range(runs):
@@ -88,7 +91,8 @@ def validate(evaluation: Evaluation, output_dir: Path, runs: int = 1,
             ev = evaluation.model_copy(update={"spec": spec, "name": f"{evaluation.name}-{source}"})
             label = source if runs == 1 else f"{source}-{n + 1}"
             found.summaries[label] = run_evaluation(ev, output_dir / label, progress)
-            results[source].append(ResultsFolder(output_dir / label).load())
+            results[source].append([r for r in ResultsFolder(output_dir / label).load()
+                                    if r.instance_id in selected])
     found.broken, found.flaky = find_problems(results)
     write_json(output_dir / "validation.json", found.as_dict())
     return found

@@ -66,6 +66,8 @@ run_eval() {
     kill -KILL -- "-$pid" 2>/dev/null
   ) >/dev/null 2>&1 &
   watchdog=$!
+  # Out of the job table: killing it below must not print "Killed" into the log.
+  disown "$watchdog"
   wait "$pid"
   rc=$?
   kill -KILL -- "-$watchdog" 2>/dev/null

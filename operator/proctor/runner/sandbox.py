@@ -15,6 +15,7 @@ one Job per item in the task's own image.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import os
 import shutil
@@ -28,12 +29,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from proctor import demo
+from proctor.exits import Interrupted
 from proctor.model import Instance
 from proctor.runner.workdir import WorkDir
 
 # Signs that an eval script expects the official image rather than any checkout.
 _IMAGE_ONLY_MARKERS = ("/testbed", "conda activate", "/opt/miniconda3")
 _GRACE_SECONDS = 30  # past the script's own watchdog, before we kill it ourselves
+STOP_POLL_S = 0.2  # how often a running test step looks whether the run is stopping
 
 
 class SandboxRefused(Exception):
@@ -173,8 +176,12 @@ def clean_env(testbed: Path, home: Path) -> dict[str, str]:
             "GIT_TERMINAL_PROMPT": "0", "TERM": "dumb"}
 
 
-def run_test_step(work: WorkDir, instance: Instance, time_limit: int) -> SandboxRun:
-    """Check out the task, run run.sh against it, clean up; the logs stay in `work`."""
+def run_test_step(work: WorkDir, instance: Instance, time_limit: int,
+                  stop: threading.Event | None = None) -> SandboxRun:
+    """Check out the task, run run.sh against it, clean up; the logs stay in `work`.
+
+    Setting `stop` kills the test step's processes within STOP_POLL_S and raises
+    `Interrupted`."""
     reason = needs_image(instance)
     if reason:
         raise SandboxRefused(reason)
@@ -188,27 +195,61 @@ def run_test_step(work: WorkDir, instance: Instance, time_limit: int) -> Sandbox
         except RuntimeError as exc:
             return _broke(work, started, wrapper, str(exc))
         error = _run_script(work, [*wrapper, "bash", str(work / "run.sh")],
-                            clean_env(testbed, home), time_limit + _GRACE_SECONDS)
+                            clean_env(testbed, home), time_limit + _GRACE_SECONDS, stop)
     if error:
         return _broke(work, started, wrapper, error)
     return SandboxRun(time.perf_counter() - started, bool(wrapper))
 
 
-def _run_script(work: WorkDir, argv: list[str], env: dict[str, str], limit: int) -> str | None:
+def _run_script(work: WorkDir, argv: list[str], env: dict[str, str], limit: int,
+                stop: threading.Event | None = None) -> str | None:
     """Run the test step in its own session; the error text if it broke."""
+    deadline = time.monotonic() + limit
     with open(work / "run.log", "wb") as log:
         proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
-        try:
-            code = proc.wait(timeout=limit)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            return f"the test step did not finish within {limit} s"
+        code = None
+        while code is None:
+            try:
+                code = proc.wait(timeout=min(STOP_POLL_S, max(0.0, deadline - time.monotonic())))
+            except subprocess.TimeoutExpired:
+                # Its own session: a terminal's Ctrl-C never reaches it, so we kill it.
+                if stop is not None and stop.is_set():
+                    _kill(proc)
+                    raise Interrupted("the test step was stopped") from None
+                if time.monotonic() >= deadline:
+                    _kill(proc)
+                    return f"the test step did not finish within {limit} s"
     if code != 0:
         tail = (work / "run.log").read_text(errors="replace")[-500:].strip()
         return f"the test step exited {code}: {tail}"
     return None
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """Kill every process of the test step: its whole session, not only its process
+    group, since run.sh gives the eval script and its watchdog groups of their own."""
+    for _ in range(5):  # a process may fork while we look
+        members = _session_members(proc.pid) or [proc.pid]
+        for pid in members:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        if members == [proc.pid]:
+            break
+    proc.wait()
+
+
+def _session_members(sid: int) -> list[int]:
+    """The live processes of session `sid` (from /proc; [] where there is none)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue  # it ended while we looked
+        if len(fields) > 3 and fields[3] == str(sid) and fields[0] != "Z":
+            found.append(int(stat.parent.name))
+    return found
 
 
 def _broke(work: WorkDir, started: float, wrapper: tuple[str, ...], error: str) -> SandboxRun:

@@ -10,6 +10,7 @@ step's log instead of asking the agent a second time.
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,7 +40,8 @@ def write_prompt(work: WorkDir, problem_text: str) -> None:
 
 
 def solve_step(work: WorkDir, agent: AgentTarget, include_hints: bool,
-               repo_dir: str | None = None) -> SolveResult:
+               repo_dir: str | None = None, stop: threading.Event | None = None
+               ) -> SolveResult:
     """Send the item to the agent and keep its patch in the work folder."""
     # Imported here: the grade step reads solve.json without loading the A2A client.
     from proctor.a2a.client import solve_sync
@@ -50,7 +52,7 @@ def solve_step(work: WorkDir, agent: AgentTarget, include_hints: bool,
     message = build_message(instance, instance.problem_statement if problem is None else problem,
                             item.variant_id, include_hints, repo_dir)
     result = solve_sync(agent.endpoint, message, timeout_s=agent.timeout_s,
-                        auth_header=agent.auth_header, streaming=agent.streaming)
+                        auth_header=agent.auth_header, streaming=agent.streaming, stop=stop)
     write_patch(work, result.patch)
     record = asdict(result)
     record.pop("patch")

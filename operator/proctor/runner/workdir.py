@@ -107,5 +107,9 @@ def write_test_step(work: WorkDir, instance: Instance, time_limit: int,
 def write_json(path: Path, data: object) -> None:
     """Write JSON atomically: a reader never sees half a file."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
-    tmp.replace(path)
+    try:
+        tmp.write_text(json.dumps(data, indent=1) + "\n")
+        tmp.replace(path)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # a full disk must not leave half a file behind
+        raise
