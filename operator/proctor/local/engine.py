@@ -1,7 +1,8 @@
 """The embedded engine: an Evaluation run on this machine, no cluster.
 
 plan -> for each item (maxConcurrentRows at a time): get the patch, write the
-work folder, run the test step in the process sandbox, grade -> results.jsonl,
+work folder, run the test step in its sandbox (Docker or a process, see
+`local/sandboxes.py`), grade -> results.jsonl,
 then summary.json and report.md. The steps are the ones a Kubernetes Job runs
 (`proctor runner ...`); only the way they are started differs.
 """
@@ -23,11 +24,11 @@ from urllib.parse import urlparse
 from tqdm import tqdm
 
 from proctor import __version__, dataset
+from proctor.local.sandboxes import Sandboxes, SandboxOptions, assign
 from proctor.model import ErrorKind, Instance, Outcome, RunResult, Summary, Timings, WorkItem
 from proctor.predictions import load_predictions, patch_for
 from proctor.prepare import Refusal, check_runnable, load_selection, plan_items
 from proctor.results import ResultsFolder, write_outputs
-from proctor.runner import sandbox
 from proctor.runner.grade import grade_work_dir
 from proctor.runner.solve import AgentTarget, read_solve, solve_error, solve_step, write_prompt
 from proctor.runner.workdir import WorkDir, write_json, write_patch, write_task, write_test_step
@@ -53,6 +54,8 @@ class RunContext:
     agent: AgentTarget | None = None
     agent_slots: threading.Semaphore | None = None
     """The agent's maxConcurrentTasks, across everything this process runs."""
+    sandboxes: Sandboxes | None = None
+    """The sandbox that runs each row's tests."""
 
     @property
     def shares_filesystem(self) -> bool:
@@ -89,7 +92,8 @@ def agent_target(evaluation: Evaluation, agents: Sequence[AgentUnderTest]) -> Ag
     return AgentTarget(endpoint=spec.endpoint, timeout_s=spec.request_timeout_seconds)
 
 
-def prepare(evaluation: Evaluation, agents: Sequence[AgentUnderTest] = ()
+def prepare(evaluation: Evaluation, agents: Sequence[AgentUnderTest] = (),
+            sandbox: SandboxOptions | None = None
             ) -> tuple[RunContext, dataset.Selection, list[WorkItem]]:
     """Load the rows and plan the items; refuse early what cannot run here."""
     spec = evaluation.spec
@@ -100,14 +104,15 @@ def prepare(evaluation: Evaluation, agents: Sequence[AgentUnderTest] = ()
         limit = next(a.spec.max_concurrent_tasks for a in agents if a.name == spec.agent_ref.name)
         slots = threading.Semaphore(limit)
     selection = load_selection(evaluation)
-    refused = [r for r in map(sandbox.needs_image, selection.instances) if r]
+    sandboxes, refused = assign(sandbox or SandboxOptions(), evaluation, selection.instances)
     if refused:
         more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
         raise EngineError(refused[0] + more)
     predictions = (load_predictions(spec.predictions.path)
                    if spec.predictions.source == "file" and spec.predictions.path else None)
     items = plan_items(evaluation, selection)
-    return RunContext(evaluation, selection.by_id, predictions, agent, slots), selection, items
+    ctx = RunContext(evaluation, selection.by_id, predictions, agent, slots, sandboxes)
+    return ctx, selection, items
 
 
 def _obtain_patch(ctx: RunContext, instance: Instance, work: WorkDir) -> float | None:
@@ -120,7 +125,7 @@ def _obtain_patch(ctx: RunContext, instance: Instance, work: WorkDir) -> float |
         repo_dir = None
         if ctx.shares_filesystem:
             tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="proctor-agent-")))
-            sandbox.checkout(instance, tmp / "repo")
+            ctx.sandboxes.of(instance).checkout(instance, tmp / "repo")
             repo_dir = str(tmp / "repo")
         if ctx.agent_slots:
             stack.enter_context(ctx.agent_slots)
@@ -129,7 +134,7 @@ def _obtain_patch(ctx: RunContext, instance: Instance, work: WorkDir) -> float |
 
 
 def execute_item(ctx: RunContext, item: WorkItem, work: WorkDir) -> RunResult:
-    """One item from patch to grade, in the process sandbox."""
+    """One item from patch to grade, in the row's sandbox."""
     started, clock = _now(), time.perf_counter()
     instance = ctx.instances[item.instance_id]
     write_task(work, instance, item)
@@ -138,7 +143,8 @@ def execute_item(ctx: RunContext, item: WorkItem, work: WorkDir) -> RunResult:
     write_test_step(work, instance, limit, test_without_patch=ctx.source == "empty")
     # When the agent failed there is nothing to test: the item is an agent error.
     agent_failed = solve_error(read_solve(work)) is not None
-    run = None if agent_failed else sandbox.run_test_step(work, instance, limit)
+    run = None if agent_failed else ctx.sandboxes.of(instance).run_test_step(work, instance,
+                                                                             limit)
     graded_at = time.perf_counter()
     result = grade_work_dir(work, include_hints=ctx.evaluation.spec.dataset.include_hints,
                             predictions=ctx.source,
@@ -172,6 +178,10 @@ def run_items(ctx: RunContext, folder: ResultsFolder, items: Sequence[WorkItem],
                 bar.update()
                 if on_result:
                     on_result(result)
+    except BaseException:
+        if ctx.sandboxes:  # Ctrl-C: the containers of items in flight go first
+            ctx.sandboxes.stop_all()
+        raise
     finally:
         # On Ctrl-C, start nothing new; what finished is already on disk.
         pool.shutdown(wait=True, cancel_futures=True)
@@ -191,9 +201,10 @@ def _execute_safely(ctx: RunContext, item: WorkItem, work: WorkDir) -> RunResult
 
 
 def run_evaluation(evaluation: Evaluation, output_dir: Path, progress: bool = True,
-                   agents: Sequence[AgentUnderTest] = ()) -> Summary:
+                   agents: Sequence[AgentUnderTest] = (),
+                   sandbox: SandboxOptions | None = None) -> Summary:
     """Run (or resume) an evaluation into `output_dir`; returns its summary."""
-    ctx, selection, items = prepare(evaluation, agents)
+    ctx, selection, items = prepare(evaluation, agents, sandbox)
     folder = ResultsFolder(output_dir)
     folder.claim({"evaluation": evaluation.name, "dataset_fingerprint": selection.fingerprint,
                   "spec": evaluation.spec.model_dump(mode="json", by_alias=True)})
