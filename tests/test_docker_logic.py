@@ -19,8 +19,9 @@ from conftest import GOLD, make_instance, prepare_work
 from proctor import demo
 from proctor.local.sandboxes import SandboxOptions, assign, choose
 from proctor.manifest import parse_resource
-from proctor.model import Instance
+from proctor.model import ErrorKind, Instance, Outcome
 from proctor.runner import docker_sandbox as ds
+from proctor.runner.grade import grade_work_dir
 
 
 class FakeContainer:
@@ -166,6 +167,17 @@ def test_missing_image_with_pull_never_stops_the_item_naming_it(work, calc_task)
                    ).run_test_step(work, calc_task, 60)
     assert "mirror.example:5000/acme/calc:1" in run.error and "--pull never" in run.error
     assert not client.created and not client.pulls
+    result = grade_work_dir(work)
+    assert (result.outcome, result.error_kind) == (Outcome.ERROR, ErrorKind.INFRA)
+    assert result.error_message == run.error
+
+
+def test_without_a_patch_nothing_is_pulled_or_run(tmp_path, calc_task):
+    work = prepare_work(tmp_path, calc_task, "")
+    client = FakeClient()
+    run = _sandbox(client).run_test_step(work, calc_task, 60)
+    assert run.error is None and not client.created and not client.pulls
+    assert grade_work_dir(work).outcome == Outcome.NO_OP
 
 
 def test_a_missing_image_is_pulled_once_with_progress(tmp_path):

@@ -28,7 +28,7 @@ from proctor.local.demo import run_demo
 from proctor.local.engine import run_evaluation
 from proctor.local.sandboxes import SandboxOptions
 from proctor.manifest import parse_resource
-from proctor.model import Instance, Outcome, WorkItem
+from proctor.model import ErrorKind, Instance, Outcome, WorkItem
 from proctor.results import ResultsFolder
 from proctor.runner import docker_sandbox as ds
 from proctor.runner.workdir import WorkDir, write_patch, write_task, write_test_step
@@ -155,7 +155,7 @@ def test_a_missing_image_with_pull_never_names_it(client, tmp_path):
                              runner={"instanceImageRegistry": "127.0.0.1:9/nowhere"})
     run_evaluation(evaluation, tmp_path, progress=False, sandbox=DOCKER)
     [result] = ResultsFolder(tmp_path).load()
-    assert result.outcome == Outcome.ERROR
+    assert (result.outcome, result.error_kind) == (Outcome.ERROR, ErrorKind.INFRA)
     assert result.error_message.startswith(
         "image 127.0.0.1:9/nowhere/proctor/demo-datekit:0.4 is not on this machine and "
         "--pull never forbids pulling it")

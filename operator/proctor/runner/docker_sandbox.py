@@ -168,12 +168,16 @@ class DockerSandbox:
         """Run run.sh in a fresh container of the task's image; the logs come back to
         `work`. Same contract as the process sandbox's `run_test_step`."""
         started = time.perf_counter()
+        if not (work / "patch.diff").exists() and not (work / "test_without_patch").exists():
+            # Nothing to test (run.sh would stop at once): no container, no image pull.
+            return SandboxRun(0.0, self.network_isolated)
         image = self.image_of(instance)
         try:
             self.ensure_image(image)
-            error = self._run(work, image, instance, time_limit + self.grace_seconds)
         except ImageUnavailable as exc:
-            error = str(exc)
+            (work / "infra_error").write_text(f"{exc}\n")
+            return SandboxRun(time.perf_counter() - started, self.network_isolated, str(exc))
+        error = self._run(work, image, instance, time_limit + self.grace_seconds)
         if error:
             (work / "sandbox_error").write_text(error + "\n")
         return SandboxRun(time.perf_counter() - started, self.network_isolated, error)
