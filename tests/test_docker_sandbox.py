@@ -262,3 +262,40 @@ def test_the_network_setting_takes_effect(client, tmp_path):
     assert seen[network.name] == "hello from the test"
     assert seen["none"].startswith("unreachable:")
 
+
+
+def test_cpu_and_memory_limits_come_from_runner_resources(client, tmp_path):
+    # cgroup v2 names them memory.max and cpu.max; v1 memory.limit_in_bytes, cfs_quota_us.
+    work, instance = _work(tmp_path, "cd /sys/fs/cgroup\n"
+                           "cat memory.max 2>/dev/null || cat memory/memory.limit_in_bytes\n"
+                           "cat cpu.max 2>/dev/null || cat cpu/cpu.cfs_quota_us\n")
+    run = ds.DockerSandbox(client, pull="never", resources={
+        "requests": {"cpu": "250m"}, "limits": {"cpu": "1500m", "memory": "512Mi"}}
+    ).run_test_step(work, instance, 60)
+    assert run.error is None
+    memory, cpu = (work / "test_output.txt").read_text().split("\n")[:2]
+    assert memory == str(512 * 2**20)
+    assert cpu.split()[0] == "150000"  # 1.5 CPUs of the default 100 ms period
+
+
+def test_repo_dir_comes_from_the_image_when_the_repository_cannot_be_cloned(
+        client, tmp_path, monkeypatch):
+    from proctor.runner import sandbox
+
+    monkeypatch.setattr(sandbox, "repo_source", lambda instance: str(tmp_path / "nowhere"))
+    row = demo.load_rows()[3]
+    row["repo"] = "acme/datekit-offline"  # a key of its own in the checkout cache
+    instance = Instance.model_validate(row)
+    label = f"checkout-{uuid.uuid4().hex[:6]}"
+    ds.DockerSandbox(client, pull="never", labels={ds.LABEL_EVALUATION: label}
+                     ).checkout(instance, tmp_path / "repo")
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=tmp_path / "repo", check=True,
+                              capture_output=True, text=True).stdout.strip()
+
+    assert git("rev-parse", "HEAD") == instance.base_commit
+    assert git("status", "--porcelain") == ""
+    assert git("for-each-ref") == "" and git("remote") == ""
+    assert (tmp_path / "repo" / "datekit").is_dir()
+    assert _containers(client, label) == []
