@@ -8,6 +8,9 @@ checked where Docker is absent.
 from __future__ import annotations
 
 import io
+import os
+import socket
+import subprocess
 import tarfile
 import threading
 
@@ -27,6 +30,7 @@ from proctor.runner.grade import grade_work_dir
 class FakeContainer:
     def __init__(self, client: FakeClient, kwargs: dict):
         self.client, self.kwargs = client, kwargs
+        self.labels = kwargs.get("labels", {})
         self.archive = b""
         self.removed = self.killed = self.started = False
 
@@ -96,6 +100,10 @@ class FakeClient:
         yield {"status": f"Status: Downloaded newer image for {repository}:{tag}"}
         self.images_here[f"{repository}:{tag}"] = []
 
+    # containers.list (what remove_orphans looks at)
+    def list(self, all: bool = False, filters: dict | None = None) -> list:
+        return [c for c in self.created if not c.removed]
+
     # containers.create
     def create(self, image: str, **kwargs) -> FakeContainer:
         container = FakeContainer(self, {"image": image, **kwargs})
@@ -123,7 +131,8 @@ def test_the_test_step_runs_in_a_new_container_that_is_removed(work, calc_task):
     kw = container.kwargs
     assert kw["image"] == "acme/calc:1" and kw["command"] == ["bash", "/proctor/run.sh"]
     assert kw["environment"] == {"TESTBED": "/testbed"}  # the image does not set it
-    assert kw["labels"] == {ds.LABEL_EVALUATION: "ev", ds.LABEL_ITEM: "acme__calc-1"}
+    assert kw["labels"] == {ds.LABEL_EVALUATION: "ev", ds.LABEL_ITEM: "acme__calc-1",
+                            ds.LABEL_OWNER: f"{socket.gethostname()}:{os.getpid()}"}
     assert kw["network_mode"] == "none"
     assert kw["nano_cpus"] == 500_000_000 and kw["mem_limit"] == 2 * 2**30
     assert client.waited_with == 60 + ds._GRACE_SECONDS
@@ -213,6 +222,23 @@ def test_stop_all_removes_what_runs_and_starts_nothing_new(calc_task):
     assert container.removed
     with pytest.raises(KeyboardInterrupt):
         sandbox._create("acme/calc:1", calc_task, {"command": ["true"]})
+
+
+def test_containers_of_a_killed_process_of_this_host_are_removed():
+    dead = _pid_of_finished_process()
+    host = socket.gethostname()
+    client = FakeClient()
+    mine, other_host, killed = (client.create("i", labels={ds.LABEL_OWNER: owner})
+                                for owner in (f"{host}:{os.getpid()}", f"elsewhere:{dead}",
+                                              f"{host}:{dead}"))
+    assert _sandbox(client).remove_orphans() == 1
+    assert killed.removed and not mine.removed and not other_host.removed
+
+
+def _pid_of_finished_process() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
 
 
 @pytest.mark.parametrize("quantity, cpus", [("2", 2.0), ("500m", 0.5), (1.5, 1.5)])

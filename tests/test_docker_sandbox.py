@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -147,6 +148,18 @@ def test_ctrl_c_leaves_no_container(client, tmp_path):
         proc.kill()
     assert _containers(client, name) == []
     assert "interrupted" in proc.stderr.read()
+
+
+def test_containers_left_by_a_killed_run_go_at_the_next_run(client, tmp_path):
+    proc = subprocess.Popen(["true"])
+    proc.wait()  # its pid now names no process
+    owner = f"{socket.gethostname()}:{proc.pid}"
+    left = client.containers.create("proctor/demo-datekit:0.4", command=["true"],
+                                    labels={ds.LABEL_OWNER: owner})
+    run_evaluation(_evaluation("docker-orphans", "gold",
+                               dataset={"name": demo.DATASET_NAME, "maxRows": 1}),
+                   tmp_path, progress=False, sandbox=DOCKER)
+    assert client.containers.list(all=True, filters={"id": left.id}) == []
 
 
 def test_a_missing_image_with_pull_never_names_it(client, tmp_path):

@@ -104,6 +104,8 @@ def assign(options: SandboxOptions, evaluation: Evaluation, instances: Sequence[
         client, runner.instance_image_registry, options.pull, options.network,
         runner.resources, labels={docker_sandbox.LABEL_EVALUATION: evaluation.name},
     ) if client is not None else None
+    if docker:
+        docker.remove_orphans()
     chosen, refused = Sandboxes(docker=docker), []
     for instance in instances:
         image = docker.image_of(instance) if docker else instance.image

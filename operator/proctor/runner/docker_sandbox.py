@@ -4,7 +4,8 @@ For each item: a new container of the row's image (named as swebench 5 names it,
 `runner.instanceImageRegistry` as prefix), so /testbed is pristine; the work folder
 copied in at /proctor; the cluster's `run.sh` run unchanged (with TESTBED exported when
 the image does not set it); the outputs copied back out; the container removed, whatever
-happened (success, failure, time limit, Ctrl-C). Nothing is mounted, so no file the
+happened (success, failure, time limit, Ctrl-C; after a SIGKILL, at the next run on
+this host, by the owner label each container carries). Nothing is mounted, so no file the
 container's root writes ever lands on the host: the outputs are written here by this
 process, as the calling user.
 
@@ -22,7 +23,9 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
+import socket
 import sys
 import tarfile
 import tempfile
@@ -41,6 +44,7 @@ from proctor.runner.workdir import WorkDir
 PullPolicy = Literal["missing", "never"]
 LABEL_ITEM = "proctor.dev/item"
 LABEL_EVALUATION = "proctor.dev/evaluation"
+LABEL_OWNER = "proctor.dev/owner"  # host:pid of the process that made the container
 _GRACE_SECONDS = 30  # past run.sh's own watchdog, before the container is killed
 _MOUNT = "/proctor"
 _UNITS = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "Ki": 2**10,
@@ -201,7 +205,7 @@ class DockerSandbox:
     def _create(self, image: str, instance: Instance, options: dict[str, Any]) -> Any:
         """A new (not started) container of `image`, registered for removal."""
         env = {} if "TESTBED" in _image_env(self.client, image) else {"TESTBED": "/testbed"}
-        labels = {**self.labels, LABEL_ITEM: instance.instance_id}
+        labels = {**self.labels, LABEL_ITEM: instance.instance_id, LABEL_OWNER: _OWNER}
         network = {"network_mode": self.network} if self.network else {}
         with self._guard:
             if self._stopping:
@@ -235,6 +239,18 @@ class DockerSandbox:
         with self._guard:
             self._live.discard(container)
 
+    def remove_orphans(self) -> int:
+        """Remove the containers that a Proctor process on this host left when it was
+        killed outright (SIGKILL: no chance to clean up); how many there were."""
+        host = socket.gethostname()
+        orphans = [c for c in self.client.containers.list(
+                       all=True, filters={"label": LABEL_OWNER})
+                   if _dead_owner(c.labels.get(LABEL_OWNER, ""), host)]
+        for container in orphans:
+            with contextlib.suppress(Exception):  # another run may be removing it too
+                container.remove(force=True)
+        return len(orphans)
+
     def stop_all(self) -> None:
         """Kill and remove every container still running (Ctrl-C); start no new one."""
         with self._guard:
@@ -263,6 +279,23 @@ class DockerSandbox:
         finally:
             self._remove(container)
         sandbox.strip_to_head(dest)
+
+
+_OWNER = f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _dead_owner(owner: str, host: str) -> bool:
+    """Whether `host:pid` names a process of this host that no longer runs."""
+    owner_host, _, pid = owner.rpartition(":")
+    if owner_host != host or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # alive, another user's
+    return False
 
 
 def _split_tag(image: str) -> tuple[str, str]:
