@@ -85,13 +85,15 @@ def container_limits(resources: Mapping[str, Any] | None) -> dict[str, int]:
     return limits
 
 
-def connect(timeout: float = 5) -> tuple[Any | None, str]:
+def connect(timeout: float = 300, pool: int = 64) -> tuple[Any | None, str]:
     """A client of the daemon that DOCKER_HOST (or the default socket) names, or None and
-    why not."""
+    why not. `timeout` bounds each API call (a pull's stream can pause while a big layer
+    is extracted); `pool` is how many threads may talk to the daemon at once (each
+    running item waits on one connection)."""
     try:
         import docker
 
-        client = docker.from_env(timeout=timeout)
+        client = docker.from_env(timeout=timeout, max_pool_size=pool)
         client.ping()
         return client, ""
     except Exception as exc:  # any failure means "no daemon here"
