@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from proctor.model import Instance
 from proctor.runner import docker_sandbox, sandbox
@@ -62,10 +62,17 @@ def refusal(instance: Instance, image: str, mode: SandboxMode, daemon_problem: s
             f"machine, and --pull never forbids pulling it")
 
 
-class _Process:
-    """The process sandbox behind the same interface as the Docker one."""
+class Sandbox(Protocol):
+    """What the engine asks of a sandbox (the process one and the Docker one)."""
 
-    network_isolated = property(lambda self: bool(sandbox.network_wrapper()))
+    def run_test_step(self, work: WorkDir, instance: Instance, time_limit: int
+                      ) -> SandboxRun: ...
+
+    def checkout(self, instance: Instance, dest: Path) -> None: ...
+
+
+class _Process:
+    """The process sandbox (module functions) as a Sandbox."""
 
     def run_test_step(self, work: WorkDir, instance: Instance, time_limit: int) -> SandboxRun:
         return sandbox.run_test_step(work, instance, time_limit)
@@ -81,10 +88,10 @@ _PROCESS = _Process()
 class Sandboxes:
     """The sandbox chosen for each row of a run."""
 
-    by_instance: dict[str, Any] = field(default_factory=dict)
+    by_instance: dict[str, Sandbox] = field(default_factory=dict)
     docker: docker_sandbox.DockerSandbox | None = None
 
-    def of(self, instance: Instance) -> Any:
+    def of(self, instance: Instance) -> Sandbox:
         return self.by_instance[instance.instance_id]
 
     def stop_all(self) -> None:

@@ -280,7 +280,7 @@ class DockerSandbox:
                 Path(tmp, "testbed").rename(dest)
         finally:
             self._remove(container)
-        sandbox.strip_to_head(dest)
+        sandbox.strip_to_commit(dest, instance.base_commit)
 
 
 _OWNER = f"{socket.gethostname()}:{os.getpid()}"

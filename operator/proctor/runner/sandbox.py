@@ -97,18 +97,17 @@ def _clone_at_base(instance: Instance, dest: Path) -> None:
     """Clone the repository and strip it to base_commit: no refs, no later commits."""
     try:
         _git("clone", "-q", "--no-checkout", repo_source(instance), str(dest))
-        _git("-c", "advice.detachedHead=false", "checkout", "-q", "--detach",
-             instance.base_commit, cwd=dest)
     except subprocess.CalledProcessError as exc:
         raise RuntimeError(f"checkout of {instance.repo} at {instance.base_commit} failed: "
                            f"{exc.stderr.strip()[-500:]}") from exc
-    strip_to_head(dest)
+    strip_to_commit(dest, instance.base_commit)
 
 
-def strip_to_head(repo: Path) -> None:
-    """Leave a repository nothing newer than its checked-out commit: no refs, remotes,
+def strip_to_commit(repo: Path, commit: str) -> None:
+    """Check out `commit` and leave the repository nothing newer: no refs, remotes,
     reflog or unreachable objects (what an agent must not see)."""
     try:
+        _git("-c", "advice.detachedHead=false", "checkout", "-q", "--detach", commit, cwd=repo)
         refs = subprocess.run(["git", "for-each-ref", "--format=%(refname)"], cwd=repo,
                               check=True, capture_output=True, text=True, env=_git_env())
         for ref in refs.stdout.split():
@@ -120,7 +119,7 @@ def strip_to_head(repo: Path) -> None:
         _git("reflog", "expire", "--expire=now", "--all", cwd=repo)
         _git("gc", "-q", "--prune=now", cwd=repo)
     except subprocess.CalledProcessError as exc:
-        raise RuntimeError(f"stripping {repo} to its commit failed: "
+        raise RuntimeError(f"checkout of {commit} in {repo.name} failed: "
                            f"{exc.stderr.strip()[-500:]}") from exc
 
 
