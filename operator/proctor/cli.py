@@ -296,6 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from proctor.dataset import DatasetError
+    from proctor.demo.images import ImageBuildError
     from proctor.k8s.pull import PullError
     from proctor.manifest import ManifestError
     from proctor.predictions import PredictionsError
@@ -307,7 +308,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     expected: tuple[type[Exception], ...] = (UsageError, DatasetError, Refusal,
                                              ResultsFolderError, PredictionsError,
                                              SandboxRefused, ManifestError, PullError,
-                                             FileNotFoundError)
+                                             ImageBuildError, FileNotFoundError)
     try:
         return args.func(args)
     except expected as exc:
