@@ -96,6 +96,9 @@ class FakeClient:
             yield {"error": self.pull_error}
             return
         yield {"status": "Pulling from x", "id": tag}
+        for current in (0, 2**20, 3 * 2**20):
+            yield {"status": "Downloading", "id": "abc123",
+                   "progressDetail": {"current": current, "total": 3 * 2**20}}
         yield {"status": "Pull complete", "id": "abc123"}
         yield {"status": f"Status: Downloaded newer image for {repository}:{tag}"}
         self.images_here[f"{repository}:{tag}"] = []
@@ -189,7 +192,8 @@ def test_without_a_patch_nothing_is_pulled_or_run(tmp_path, calc_task):
     assert grade_work_dir(work).outcome == Outcome.NO_OP
 
 
-def test_a_missing_image_is_pulled_once_with_progress(tmp_path):
+def test_a_missing_image_is_pulled_once_with_progress(monkeypatch):
+    monkeypatch.setattr(ds, "_PROGRESS_SECONDS", 0)
     client = FakeClient()
     sandbox = _sandbox(client, registry="localhost:5000")
     threads = [threading.Thread(target=sandbox.ensure_image,
@@ -201,6 +205,7 @@ def test_a_missing_image_is_pulled_once_with_progress(tmp_path):
     assert client.pulls == [("localhost:5000/acme/calc", "1")]
     shown = sandbox.progress.getvalue()
     assert "Pulling localhost:5000/acme/calc:1" in shown and "abc123: Pull complete" in shown
+    assert "1.0 MiB of 3.0 MiB downloaded" in shown and "3.0 MiB of 3.0 MiB downloaded" in shown
 
 
 def test_a_failed_pull_stops_every_item_of_that_image_without_retrying():

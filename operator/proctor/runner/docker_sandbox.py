@@ -46,6 +46,7 @@ LABEL_ITEM = "proctor.dev/item"
 LABEL_EVALUATION = "proctor.dev/evaluation"
 LABEL_OWNER = "proctor.dev/owner"  # host:pid of the process that made the container
 _GRACE_SECONDS = 30  # past run.sh's own watchdog, before the container is killed
+_PROGRESS_SECONDS = 5  # between two lines of a pull's download progress
 _MOUNT = "/proctor"
 _UNITS = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "Ki": 2**10,
           "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
@@ -158,16 +159,28 @@ class DockerSandbox:
         return None
 
     def _pull(self, image: str) -> None:
-        """Pull with progress: one line per layer as it completes, and the final status."""
+        """Pull with progress: a line per layer as it completes, the bytes downloaded so
+        far at most every few seconds (layers of official images reach gigabytes), and
+        the final status."""
         print(f"Pulling {image} ...", file=self.progress, flush=True)
         repository, tag = _split_tag(image)
+        layers: dict[str, tuple[int, int]] = {}  # layer -> (bytes downloaded, size)
+        shown = time.monotonic()
         for event in self.client.api.pull(repository, tag=tag, stream=True, decode=True):
             if "error" in event:
                 raise RuntimeError(event["error"])
-            status = event.get("status", "")
-            if event.get("id") and status in ("Pull complete", "Already exists"):
-                print(f"  {event['id']}: {status}", file=self.progress, flush=True)
-            elif not event.get("id") and status:
+            status, layer = event.get("status", ""), event.get("id")
+            detail = event.get("progressDetail") or {}
+            if layer and status == "Downloading" and detail.get("total"):
+                layers[layer] = (detail.get("current", 0), detail["total"])
+                if time.monotonic() - shown >= _PROGRESS_SECONDS:
+                    shown = time.monotonic()
+                    print(f"  {_size(sum(c for c, _ in layers.values()))} of "
+                          f"{_size(sum(t for _, t in layers.values()))} downloaded",
+                          file=self.progress, flush=True)
+            elif layer and status in ("Pull complete", "Already exists"):
+                print(f"  {layer}: {status}", file=self.progress, flush=True)
+            elif not layer and status:
                 print(f"  {status}", file=self.progress, flush=True)
 
     def run_test_step(self, work: WorkDir, instance: Instance, time_limit: int) -> SandboxRun:
@@ -298,6 +311,10 @@ def _dead_owner(owner: str, host: str) -> bool:
     except PermissionError:
         return False  # alive, another user's
     return False
+
+
+def _size(count: int) -> str:
+    return f"{count / 2**20:.1f} MiB" if count < 2**30 else f"{count / 2**30:.2f} GiB"
 
 
 def _split_tag(image: str) -> tuple[str, str]:
