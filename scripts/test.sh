@@ -3,6 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test
-bash scripts/docker.sh
+bash scripts/docker-daemon.sh
 .venv/bin/ruff check .
 exec .venv/bin/python -m pytest "$@"
