@@ -159,7 +159,12 @@ def test_a_different_spec_on_the_same_folder_is_refused(tmp_path):
     run_evaluation(relaxed, tmp_path, progress=False)
 
 
-def test_real_verified_rows_are_refused_with_what_runs_them(tmp_path, capsys):
+@pytest.mark.parametrize("sandbox, says", [
+    ("process", ["needs its image", "--sandbox docker", "Kubernetes"]),
+    ("auto", ["needs Docker: no Docker daemon answers", "start the Docker daemon"])])
+def test_real_verified_rows_are_refused_with_what_runs_them(tmp_path, capsys, monkeypatch,
+                                                            sandbox, says):
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-daemon.sock")
     parquet = SHARED_DATA / "swebench-verified" / "SWE-bench_Verified_test.parquet"
     manifest = tmp_path / "ev.yaml"
     manifest.write_text(f"""apiVersion: proctor.dev/v1alpha1
@@ -169,9 +174,10 @@ spec:
   dataset: {{name: "{parquet}"}}
   predictions: {{source: gold}}
 """)
-    assert main(["run", "-q", "-f", str(manifest), "--output-dir", str(tmp_path / "o")]) == 2
+    assert main(["run", "-q", "-f", str(manifest), "--output-dir", str(tmp_path / "o"),
+                 "--sandbox", sandbox]) == 2
     err = capsys.readouterr().err
-    assert "needs its image" in err and "Kubernetes" in err
+    assert all(part in err for part in says), err
     assert not (tmp_path / "o" / "results.jsonl").exists()
 
 

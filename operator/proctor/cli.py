@@ -47,12 +47,19 @@ def _print_errors(summaries: Sequence[Summary]) -> None:
             print(f"{s.agent}: {count} items ended in error ({kinds}); see report.md")
 
 
+def _sandbox_options(args: argparse.Namespace):
+    from proctor.local.sandboxes import SandboxOptions
+
+    return SandboxOptions(mode=args.sandbox, pull=args.pull, network=args.network)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from proctor.local.engine import run_evaluation
 
     evaluation, agents = _load_manifests(args.file)
     summary = run_evaluation(evaluation, Path(args.output_dir), progress=not args.quiet,
-                             agents=agents, retry_errors=args.retry_errors)
+                             agents=agents, retry_errors=args.retry_errors,
+                             sandbox=_sandbox_options(args))
     _print_summary(summary, Path(args.output_dir))
     return exits.for_summaries([summary])
 
@@ -63,7 +70,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     out = Path(args.output_dir)
     summaries = run_demo(out, max_concurrent_rows=args.max_concurrent_rows,
-                         progress=not args.quiet)
+                         progress=not args.quiet, sandbox=_sandbox_options(args))
     print("\n".join(leaderboard(summaries)))
     _print_errors(list(summaries.values()))
     print(f"\nResults in {out}/<agent>/ (summary.json, report.md with every column, "
@@ -76,7 +83,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     evaluation, _ = _load_manifests(args.file)
     out = Path(args.output_dir)
-    found = validate(evaluation, out, runs=args.runs, progress=not args.quiet)
+    found = validate(evaluation, out, runs=args.runs, progress=not args.quiet,
+                     sandbox=_sandbox_options(args))
     rows = [(label, s.results) for label, s in found.summaries.items()]
     print("\n".join(terminal_table(rows, "Predictions")))
     for title, tasks in (("Broken tasks", found.broken), ("Flaky tasks", found.flaky)):
@@ -88,6 +96,18 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if args.strict and (found.broken or found.flaky):
         return ExitCode.ITEM_ERRORS
     return exits.for_summaries(found.summaries.values())
+
+
+def cmd_images_build_demo(args: argparse.Namespace) -> int:
+    from proctor.demo.images import build_demo_images
+    from proctor.runner.docker_sandbox import START_DOCKER, connect
+
+    client, problem = connect()
+    if client is None:
+        raise UsageError(f"{problem}; {START_DOCKER}")
+    built = build_demo_images(client, force=args.force)
+    print(f"Built {len(built)} images" if built else "The demo images are all here")
+    return 0
 
 
 def cmd_runner_test(args: argparse.Namespace) -> int:
@@ -203,6 +223,17 @@ def cmd_results_pull(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_sandbox_options(parser: argparse.ArgumentParser, default: str) -> None:
+    parser.add_argument("--sandbox", choices=("auto", "docker", "process"), default=default,
+                        help="where each row's tests run: docker (the row's image), process "
+                             "(portable rows, in a checkout), auto (docker when a daemon "
+                             f"answers and the image is here or may be pulled; default {default})")
+    parser.add_argument("--pull", choices=("missing", "never"), default="missing",
+                        help="pull a row's missing image (once, with progress), or never")
+    parser.add_argument("--network", help="Docker network of the test containers: none, host, "
+                                          "or a network's name (default: the daemon's default)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="proctor", description=__doc__,
                                      epilog=EXIT_EPILOG,
@@ -222,6 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="on resume, also run again items that ended in agent or timeout "
                           "errors, asking the agent again (infra and sandbox errors are "
                           "always run again, with the patch already obtained)")
+    _add_sandbox_options(run, default="auto")
     run.set_defaults(func=cmd_run)
 
     dem = sub.add_parser("demo", help="serve the reference agents on loopback and evaluate "
@@ -230,6 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="results folder, one subfolder per agent (resumed if present)")
     dem.add_argument("--max-concurrent-rows", type=int, default=2)
     dem.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    _add_sandbox_options(dem, default="process")
     dem.set_defaults(func=cmd_demo)
 
     val = sub.add_parser("validate", help="run gold and empty predictions to find broken "
@@ -239,7 +272,16 @@ def build_parser() -> argparse.ArgumentParser:
     val.add_argument("--runs", type=int, default=1, help="runs of each (2+ finds flaky tasks)")
     val.add_argument("--strict", action="store_true", help="exit 1 if any task is broken/flaky")
     val.add_argument("-q", "--quiet", action="store_true")
+    _add_sandbox_options(val, default="auto")
     val.set_defaults(func=cmd_validate)
+
+    images = sub.add_parser("images", help="Docker images of the demo dataset")
+    images_sub = images.add_subparsers(dest="images_command", required=True)
+    build_demo = images_sub.add_parser("build-demo", help="build the demo dataset's images "
+                                       "offline (Debian's packages via mmdebstrap, then one "
+                                       "image per repository version); existing ones are kept")
+    build_demo.add_argument("--force", action="store_true", help="rebuild them all")
+    build_demo.set_defaults(func=cmd_images_build_demo)
 
     op = sub.add_parser("operator", help="run the Kubernetes operator (kopf)")
     op.add_argument("--namespace", action="append", help="watch only this namespace "

@@ -48,6 +48,7 @@ def is_disk_full(exc: BaseException) -> bool:
 def _bad_input_types() -> tuple[type[Exception], ...]:
     # Imported here: this module is imported by every command, these modules are not.
     from proctor.dataset import DatasetError
+    from proctor.demo.images import ImageBuildError
     from proctor.k8s.pull import PullError
     from proctor.manifest import ManifestError
     from proctor.predictions import PredictionsError
@@ -56,7 +57,8 @@ def _bad_input_types() -> tuple[type[Exception], ...]:
     from proctor.runner.sandbox import SandboxRefused
 
     return (UsageError, DatasetError, Refusal, ResultsFolderError, PredictionsError,
-            SandboxRefused, ManifestError, PullError, FileNotFoundError, PermissionError)
+            SandboxRefused, ManifestError, PullError, ImageBuildError, FileNotFoundError,
+            PermissionError)
 
 
 class UsageError(Exception):

@@ -48,7 +48,7 @@ class ErrorKind(StrEnum):
     AGENT = "agent"  # unreachable, protocol error, timed out
     TIMEOUT = "timeout"  # the eval script ran past its time limit
     SANDBOX = "sandbox"  # the test step broke, or its log has no output markers
-    INFRA = "infra"  # image pull, eviction, OOM kill, pod deadline (cluster only)
+    INFRA = "infra"  # image pull, eviction, OOM kill, pod deadline; a missing image (Docker)
 
 
 class Instance(BaseModel):

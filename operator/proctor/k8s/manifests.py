@@ -29,6 +29,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from proctor.images import instance_image
 from proctor.k8s.names import agent_service_url, configmap_name, job_name, label_value
 from proctor.model import ORIGINAL_VARIANT, Instance, WorkItem
 from proctor.predictions import patch_for
@@ -133,20 +134,6 @@ def item_labels(evaluation: Evaluation, item: WorkItem, attempt: int = 0) -> dic
         LABEL_REPEAT: str(item.repeat),
         LABEL_ATTEMPT: str(attempt),
     }
-
-
-def instance_image(instance: Instance, registry: str = "") -> str:
-    """The task's image, pulled from ``registry`` instead of its own when one is given.
-
-    Docker's rule decides whether the image names a registry: its first component has a dot
-    or a colon, or is ``localhost``. Only that part is replaced; the path is kept, as pull-
-    through caches and mirrors expect (``mirror:5000/swebench/sweb.eval...``).
-    """
-    if not registry:
-        return instance.image
-    first, _, rest = instance.image.partition("/")
-    has_registry = bool(rest) and ("." in first or ":" in first or first == "localhost")
-    return f"{registry.rstrip('/')}/{rest if has_registry else instance.image}"
 
 
 def runner_image(evaluation: Evaluation, runner_version: str, default: str | None = None) -> str:

@@ -15,6 +15,7 @@ from proctor import demo
 from proctor.agents.kinds import KINDS
 from proctor.agents.server import start_reference_agent
 from proctor.local.engine import run_evaluation
+from proctor.local.sandboxes import SandboxOptions
 from proctor.manifest import parse_resource
 from proctor.model import Summary
 from proctor.spec import AgentUnderTest, Evaluation
@@ -38,12 +39,13 @@ def demo_manifests(kind: str, endpoint: str, max_concurrent_rows: int
 
 
 def run_demo(output_dir: Path, kinds: Sequence[str] = KINDS, max_concurrent_rows: int = 2,
-             progress: bool = True) -> dict[str, Summary]:
+             progress: bool = True, sandbox: SandboxOptions | None = None
+             ) -> dict[str, Summary]:
     """Serve each reference agent and evaluate it; the summaries by agent."""
     summaries: dict[str, Summary] = {}
     for kind in kinds:
         with start_reference_agent(kind) as server:
             evaluation, agent = demo_manifests(kind, server.url, max_concurrent_rows)
             summaries[kind] = run_evaluation(evaluation, output_dir / kind, progress,
-                                             agents=[agent])
+                                             agents=[agent], sandbox=sandbox)
     return summaries

@@ -1,7 +1,8 @@
 """The embedded engine: an Evaluation run on this machine, no cluster.
 
 plan -> for each item (maxConcurrentRows at a time): get the patch, write the
-work folder, run the test step in the process sandbox, grade -> results.jsonl,
+work folder, run the test step in its sandbox (Docker or a process, see
+`local/sandboxes.py`), grade -> results.jsonl,
 then summary.json and report.md. The steps are the ones a Kubernetes Job runs
 (`proctor runner ...`); only the way they are started differs.
 """
@@ -30,12 +31,12 @@ from proctor import __version__, dataset, exits
 from proctor.a2a.client import AgentProblem, fetch_card
 from proctor.exits import DiskFull, ExitCode, Interrupted, NotRun, is_disk_full
 from proctor.local.resume import Todo, resume_message, resume_plan
+from proctor.local.sandboxes import Sandboxes, SandboxOptions, assign
 from proctor.model import ErrorKind, Instance, Outcome, RunResult, Summary, Timings, WorkItem
 from proctor.patches import check_patch
 from proctor.predictions import Predictions, load_predictions, patch_for
 from proctor.prepare import Refusal, agent_label, check_runnable, load_selection, plan_items
 from proctor.results import ResultsFolder, write_outputs
-from proctor.runner import sandbox
 from proctor.runner.grade import grade_work_dir
 from proctor.runner.solve import AgentTarget, read_solve, solve_error, solve_step, write_prompt
 from proctor.runner.workdir import WorkDir, write_json, write_patch, write_task, write_test_step
@@ -74,6 +75,8 @@ class RunContext:
     def label(self) -> str:
         """Whom the results belong to: the agent, or the predictions file's model."""
         return self.predictions.model if self.predictions else agent_label(self.evaluation)
+    sandboxes: Sandboxes | None = None
+    """The sandbox that runs each row's tests."""
 
     @property
     def shares_filesystem(self) -> bool:
@@ -110,7 +113,8 @@ def agent_target(evaluation: Evaluation, agents: Sequence[AgentUnderTest]) -> Ag
     return AgentTarget(endpoint=spec.endpoint, timeout_s=spec.request_timeout_seconds)
 
 
-def prepare(evaluation: Evaluation, agents: Sequence[AgentUnderTest] = ()
+def prepare(evaluation: Evaluation, agents: Sequence[AgentUnderTest] = (),
+            sandbox: SandboxOptions | None = None
             ) -> tuple[RunContext, dataset.Selection, list[WorkItem]]:
     """Load the rows and plan the items; refuse early what cannot run here."""
     spec = evaluation.spec
@@ -121,14 +125,16 @@ def prepare(evaluation: Evaluation, agents: Sequence[AgentUnderTest] = ()
         limit = next(a.spec.max_concurrent_tasks for a in agents if a.name == spec.agent_ref.name)
         slots = threading.Semaphore(limit)
     selection = load_selection(evaluation)
-    refused = [r for r in map(sandbox.needs_image, selection.instances) if r]
+    sandboxes, refused = assign(sandbox or SandboxOptions(), evaluation, selection.instances)
     if refused:
         more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
         raise EngineError(refused[0] + more)
     predictions = (load_predictions(spec.predictions.path, selection.dataset_ids)
                    if spec.predictions.source == "file" and spec.predictions.path else None)
     items = plan_items(evaluation, selection)
-    return RunContext(evaluation, selection.by_id, predictions, agent, slots), selection, items
+    ctx = RunContext(evaluation, selection.by_id, predictions, agent, slots,
+                     sandboxes=sandboxes)
+    return ctx, selection, items
 
 
 def preflight(ctx: RunContext) -> None:
@@ -157,7 +163,7 @@ def _obtain_patch(ctx: RunContext, instance: Instance, work: WorkDir,
         repo_dir = None
         if ctx.shares_filesystem:
             tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="proctor-agent-")))
-            sandbox.checkout(instance, tmp / "repo")
+            ctx.sandboxes.of(instance).checkout(instance, tmp / "repo")
             repo_dir = str(tmp / "repo")
         if ctx.agent_slots:
             stack.enter_context(ctx.agent_slots)
@@ -167,7 +173,7 @@ def _obtain_patch(ctx: RunContext, instance: Instance, work: WorkDir,
 
 def execute_item(ctx: RunContext, item: WorkItem, work: WorkDir,
                  kept_patch: str | None = None, attempts: int = 1) -> RunResult:
-    """One item from patch to grade, in the process sandbox."""
+    """One item from patch to grade, in the row's sandbox."""
     started, clock = _now(), time.perf_counter()
     instance = ctx.instances[item.instance_id]
     write_task(work, instance, item)
@@ -176,7 +182,8 @@ def execute_item(ctx: RunContext, item: WorkItem, work: WorkDir,
     write_test_step(work, instance, limit, test_without_patch=ctx.source == "empty")
     # When the agent failed there is nothing to test: the item is an agent error.
     agent_failed = solve_error(read_solve(work)) is not None
-    run = None if agent_failed else sandbox.run_test_step(work, instance, limit, ctx.stop)
+    run = None if agent_failed else ctx.sandboxes.of(instance).run_test_step(
+        work, instance, limit, ctx.stop)
     graded_at = time.perf_counter()
     result = grade_work_dir(work, include_hints=ctx.evaluation.spec.dataset.include_hints,
                             predictions=ctx.source, attempts=attempts,
@@ -242,6 +249,8 @@ def _stop_in_flight(ctx: RunContext, pool: ThreadPoolExecutor, why: BaseExceptio
     """Stop every item in flight, start no other, and wait for the workers (which then
     take well under a second); a second Ctrl-C meanwhile exits at once."""
     ctx.stop.set()
+    if ctx.sandboxes:  # the containers of items in flight are killed and removed
+        ctx.sandboxes.stop_all()
     what = f"{running} item{'s' if running != 1 else ''} in flight"
     if isinstance(why, KeyboardInterrupt):
         print(f"proctor: interrupted: stopping {what} (test processes killed, agent requests "
@@ -312,10 +321,10 @@ def _kept_patch(ctx: RunContext, work: WorkDir, before: RunResult) -> str | None
 
 
 def run_evaluation(evaluation: Evaluation, output_dir: Path, progress: bool = True,
-                   agents: Sequence[AgentUnderTest] = (), retry_errors: bool = False
-                   ) -> Summary:
+                   agents: Sequence[AgentUnderTest] = (), retry_errors: bool = False,
+                   sandbox: SandboxOptions | None = None) -> Summary:
     """Run (or resume, or extend) an evaluation into `output_dir`; returns its summary."""
-    ctx, selection, items = prepare(evaluation, agents)
+    ctx, selection, items = prepare(evaluation, agents, sandbox)
     folder = ResultsFolder(output_dir)
     with folder.locked():
         folder.claim({"evaluation": evaluation.name,

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from proctor.local.engine import run_evaluation
+from proctor.local.sandboxes import SandboxOptions
 from proctor.model import Outcome, RunResult, Summary
 from proctor.prepare import load_selection
 from proctor.results import ResultsFolder
@@ -78,7 +79,7 @@ def find_problems(runs: dict[str, list[list[RunResult]]]) -> tuple[dict, dict]:
 
 
 def validate(evaluation: Evaluation, output_dir: Path, runs: int = 1,
-             progress: bool = True) -> Validation:
+             progress: bool = True, sandbox: SandboxOptions | None = None) -> Validation:
     """Run gold and empty predictions `runs` times each and report broken/flaky tasks."""
     found = Validation()
     # A reused folder may hold rows a smaller selection now leaves out: judge only these.
@@ -90,7 +91,8 @@ def validate(evaluation: Evaluation, output_dir: Path, runs: int = 1,
                 update={"predictions": PredictionsSpec(source=source), "repeats": 1})
             ev = evaluation.model_copy(update={"spec": spec, "name": f"{evaluation.name}-{source}"})
             label = source if runs == 1 else f"{source}-{n + 1}"
-            found.summaries[label] = run_evaluation(ev, output_dir / label, progress)
+            found.summaries[label] = run_evaluation(ev, output_dir / label, progress,
+                                                    sandbox=sandbox)
             results[source].append([r for r in ResultsFolder(output_dir / label).load()
                                     if r.instance_id in selected])
     found.broken, found.flaky = find_problems(results)

@@ -158,6 +158,9 @@ def grade_work_dir(work: WorkDir, legacy_log: bool = False, **fields: object) ->
     agent_error = solve_error(solve)
     if agent_error:
         return error(ErrorKind.AGENT, agent_error)
+    infra_error = work.read("infra_error")
+    if infra_error:
+        return error(ErrorKind.INFRA, infra_error.strip())
     sandbox_error = work.read("sandbox_error")
     if sandbox_error:
         return error(ErrorKind.SANDBOX, sandbox_error.strip())

@@ -8,8 +8,8 @@ network where the kernel lets us make a new network namespace.
 This is NOT a security boundary: the eval script runs as the calling user, can
 read what that user can read, and can write outside the checkout. It is meant for
 trusted, portable tasks (the bundled demo dataset, your own small repositories).
-Real SWE-bench rows need their image (conda, /testbed) and run on Kubernetes,
-one Job per item in the task's own image.
+Real SWE-bench rows need their image (conda, /testbed): on this machine they run in
+the Docker sandbox (`runner/docker_sandbox.py`), on Kubernetes one Job per item.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +38,9 @@ from proctor.runner.workdir import WorkDir
 _IMAGE_ONLY_MARKERS = ("/testbed", "conda activate", "/opt/miniconda3")
 _GRACE_SECONDS = 30  # past the script's own watchdog, before we kill it ourselves
 STOP_POLL_S = 0.2  # how often a running test step looks whether the run is stopping
+
+Builder = Callable[[Instance, Path], None]
+"""Makes a task's stripped tree at the given path (a clone, or a copy out of its image)."""
 
 
 class SandboxRefused(Exception):
@@ -60,8 +64,8 @@ def needs_image(instance: Instance) -> str | None:
     return (
         f"instance {instance.instance_id} needs its image {instance.image} (its eval script "
         f"uses {', '.join(found)}); the process sandbox runs only portable tasks such as the "
-        f"bundled demo dataset. Run it on Kubernetes (`proctor operator`), where each item "
-        f"is a Job in the task's own image."
+        f"bundled demo dataset. Run it in Docker (`proctor run --sandbox docker`) or on "
+        f"Kubernetes (`proctor operator`), where each item runs in the task's own image."
     )
 
 
@@ -96,17 +100,29 @@ def _clone_at_base(instance: Instance, dest: Path) -> None:
     """Clone the repository and strip it to base_commit: no refs, no later commits."""
     try:
         _git("clone", "-q", "--no-checkout", repo_source(instance), str(dest))
-        _git("-c", "advice.detachedHead=false", "checkout", "-q", "--detach",
-             instance.base_commit, cwd=dest)
-        refs = subprocess.run(["git", "for-each-ref", "--format=%(refname)"], cwd=dest,
-                              check=True, capture_output=True, text=True, env=_git_env())
-        for ref in refs.stdout.split():
-            _git("update-ref", "-d", ref, cwd=dest)
-        _git("remote", "remove", "origin", cwd=dest)
-        _git("reflog", "expire", "--expire=now", "--all", cwd=dest)
-        _git("gc", "-q", "--prune=now", cwd=dest)
     except subprocess.CalledProcessError as exc:
         raise RuntimeError(f"checkout of {instance.repo} at {instance.base_commit} failed: "
+                           f"{exc.stderr.strip()[-500:]}") from exc
+    strip_to_commit(dest, instance.base_commit)
+
+
+def strip_to_commit(repo: Path, commit: str) -> None:
+    """Check out `commit` and leave the repository nothing newer: no refs, remotes,
+    reflog or unreachable objects (what an agent must not see)."""
+    try:
+        _git("-c", "advice.detachedHead=false", "checkout", "-q", "--detach", commit, cwd=repo)
+        refs = subprocess.run(["git", "for-each-ref", "--format=%(refname)"], cwd=repo,
+                              check=True, capture_output=True, text=True, env=_git_env())
+        for ref in refs.stdout.split():
+            _git("update-ref", "-d", ref, cwd=repo)
+        remotes = subprocess.run(["git", "remote"], cwd=repo, check=True, capture_output=True,
+                                 text=True, env=_git_env())
+        for remote in remotes.stdout.split():
+            _git("remote", "remove", remote, cwd=repo)
+        _git("reflog", "expire", "--expire=now", "--all", cwd=repo)
+        _git("gc", "-q", "--prune=now", cwd=repo)
+    except subprocess.CalledProcessError as exc:
+        raise RuntimeError(f"checkout of {commit} in {repo.name} failed: "
                            f"{exc.stderr.strip()[-500:]}") from exc
 
 
@@ -130,7 +146,8 @@ class CheckoutCache:
                 atexit.register(shutil.rmtree, self._root, ignore_errors=True)
             return self._root
 
-    def pristine(self, instance: Instance) -> Path:
+    def pristine(self, instance: Instance, build: Builder | None = None) -> Path:
+        """The stripped tree of this task, made once by `build` (default: a clone)."""
         key = (instance.repo, instance.base_commit)
         with self._guard:
             lock = self._locks.setdefault(key, threading.Lock())
@@ -139,7 +156,7 @@ class CheckoutCache:
             if not path.exists():
                 building = path.with_name(path.name + ".building")
                 shutil.rmtree(building, ignore_errors=True)
-                _clone_at_base(instance, building)
+                (build or _clone_at_base)(instance, building)
                 building.rename(path)
         return path
 
@@ -147,10 +164,13 @@ class CheckoutCache:
 _CACHE = CheckoutCache()
 
 
-def checkout(instance: Instance, dest: Path) -> None:
+def checkout(instance: Instance, dest: Path, build: Builder | None = None) -> None:
     """A fresh checkout of the task's repository at base_commit, holding nothing newer
-    (no branches, tags or later commits: what an agent gets as REPO_DIR)."""
-    shutil.copytree(_CACHE.pristine(instance), dest, symlinks=True)
+    (no branches, tags or later commits: what an agent gets as REPO_DIR).
+
+    `build` makes the first copy when cloning is not the way (the Docker sandbox takes
+    it from the image's /testbed)."""
+    shutil.copytree(_CACHE.pristine(instance, build), dest, symlinks=True)
 
 
 @functools.cache

@@ -19,7 +19,8 @@ pod, `<output-dir>/items/<instance>/<variant>/<repeat>` on one machine):
     eval_exit           the eval script's exit status
     eval_clock          start and end of the eval script (bash EPOCHREALTIME)
     timed_out           present when the eval script passed its limit
-    sandbox_error       why the test step itself broke, if it did (process sandbox)
+    sandbox_error       why the test step itself broke, if it did (one machine)
+    infra_error         why the test step could not start: its image is missing (Docker)
     result.json         the graded RunResult
 """
 
@@ -100,7 +101,7 @@ def write_test_step(work: WorkDir, instance: Instance, time_limit: int,
     else:
         marker.unlink(missing_ok=True)
     for stale in ("apply.log", "apply_method", "test_output.txt", "eval_exit", "eval_clock",
-                  "timed_out", "sandbox_error", "result.json"):
+                  "timed_out", "sandbox_error", "infra_error", "result.json"):
         (work / stale).unlink(missing_ok=True)
 
 
