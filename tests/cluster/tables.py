@@ -1,0 +1,135 @@
+"""Server-side tables (``Accept: application/json;as=Table;v=v1;g=meta.k8s.io``), as
+``kubectl get`` asks for them.
+
+A custom resource's columns are its CRD's additionalPrinterColumns (after Name; a ``date``
+column shows an age, as the apiserver writes it); a built-in kind without a printer here
+gets the apiserver's default columns, Name and Created At. ``includeObject`` (None,
+Metadata: the default, or Object) says what each row carries besides its cells.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from cluster.resources import ResourceType
+
+Obj = dict[str, Any]
+_STEP = re.compile(r'\.([\w-]+)|\[(\d+|\*)\]|\[\?\(@\.([\w.-]+)\s*==\s*["\']([^"\']*)["\']\)\]')
+_NAME = {"name": "Name", "type": "string", "format": "name", "priority": 0,
+         "description": "Name must be unique within a namespace. Is required when creating "
+                        "resources, although some resources may allow a client to request "
+                        "the generation of an appropriate name automatically."}
+_CREATED = {"name": "Created At", "type": "date", "format": "", "priority": 0,
+            "description": "CreationTimestamp is a timestamp representing the server time "
+                           "when this object was created."}
+
+
+def wants_table(accept: str | None) -> bool:
+    """Whether the Accept header asks for a Table first (kubectl get: as=Table, then JSON)."""
+    first = (accept or "").split(",")[0]
+    return "as=Table" in first.replace(" ", "")
+
+
+def json_path(obj: Any, path: str) -> list[Any]:
+    """The values a printer column's JSONPath finds (``.a.b``, ``[0]``, ``[*]``,
+    ``[?(@.type=="Ready")]``), as the apiserver's jsonpath finds them."""
+    path = path.strip().removeprefix("{").removesuffix("}").removeprefix("$")
+    found, at = [obj], 0
+    while at < len(path):
+        m = _STEP.match(path, at)
+        if m is None:
+            return []  # not a path this subset knows: no value, as for a missing field
+        at = m.end()
+        key, index, field, value = m.groups()
+        nxt: list[Any] = []
+        for item in found:
+            if key is not None and isinstance(item, Mapping) and key in item:
+                nxt.append(item[key])
+            elif index == "*" and isinstance(item, list):
+                nxt.extend(item)
+            elif index is not None and index != "*" and isinstance(item, list) \
+                    and int(index) < len(item):
+                nxt.append(item[int(index)])
+            elif field is not None and isinstance(item, list):
+                nxt.extend(e for e in item if str(_get(e, field)) == value)
+        found = nxt
+    return found
+
+
+def _get(obj: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        obj = obj.get(part) if isinstance(obj, Mapping) else None
+    return obj
+
+
+def age(timestamp: str, now: datetime.datetime | None = None) -> str:
+    """The time since a timestamp, roughly as the apiserver prints ages (``5s``, ``3m``)."""
+    try:
+        then = datetime.datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(
+            tzinfo=datetime.UTC)
+    except (TypeError, ValueError):
+        return "<invalid>"
+    seconds = int(((now or datetime.datetime.now(datetime.UTC)) - then).total_seconds())
+    if seconds < 0:
+        return "<invalid>"
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 3 * 3600:
+        return f"{seconds // 60}m"
+    return f"{seconds // 3600}h" if seconds < 48 * 3600 else f"{seconds // 86400}d"
+
+
+def _cell(column: Mapping[str, Any], obj: Obj) -> Any:
+    values = json_path(obj, column.get("jsonPath", ""))
+    if not values:
+        return None
+    kind = column.get("type", "string")
+    if kind == "date":
+        return age(values[0])
+    if kind in ("integer", "number", "boolean") and len(values) == 1:
+        return values[0]
+    return ",".join(v if isinstance(v, str) else _text(v) for v in values)
+
+
+def _text(value: Any) -> str:
+    import json
+
+    return json.dumps(value, separators=(",", ":")) if isinstance(value, dict | list) \
+        else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def columns(rt: ResourceType) -> list[Obj]:
+    """The table's column definitions for a kind."""
+    if not rt.custom:
+        return [_NAME, _CREATED]
+    if not rt.printer_columns:
+        return [_NAME, {**_CREATED, "name": "Age"}]
+    return [_NAME, *({"name": c["name"], "type": c.get("type", "string"),
+                      "format": c.get("format", ""), "description": c.get("description", ""),
+                      "priority": c.get("priority", 0)} for c in rt.printer_columns)]
+
+
+def _row(rt: ResourceType, obj: Obj, include: str) -> Obj:
+    meta = obj.get("metadata") or {}
+    if not rt.custom or not rt.printer_columns:
+        cells = [meta.get("name"), age(meta.get("creationTimestamp", ""))]
+    else:
+        cells = [meta.get("name"), *(_cell(c, obj) for c in rt.printer_columns)]
+    row: Obj = {"cells": cells}
+    if include == "Object":
+        row["object"] = obj
+    elif include != "None":
+        row["object"] = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                         "metadata": meta}
+    return row
+
+
+def table(rt: ResourceType, objects: Iterable[Obj], include: str | None = None,
+          list_meta: Mapping[str, Any] | None = None) -> Obj:
+    """A Table of ``objects`` (one or a list's items)."""
+    return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": dict(list_meta or {}),
+            "columnDefinitions": columns(rt),
+            "rows": [_row(rt, o, include or "Metadata") for o in objects]}
