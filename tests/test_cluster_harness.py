@@ -792,3 +792,38 @@ def test_kopf_lists_watches_and_patches_custom_resources(test_cluster: Cluster,
     assert [(e.involved_object.name, e.source.component) for e in seen] == [("seen", "kopf")]
     namespaces = test_cluster.calls("GET", "/api/v1/namespaces?watch=true")
     assert namespaces and all(code == 200 for _, _, code in namespaces)  # kopf's observer
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a test cluster run as root can switch users")
+def test_each_container_runs_as_its_run_as_user(test_cluster: Cluster, k8s_namespace: str,
+                                                kube_client: Any) -> None:
+    """A step run as another user cannot write over what a root step wrote, but can write in
+    the emptyDir both share (the kubelet makes it world-writable)."""
+    mount = [{"name": "work", "mountPath": "/work"}]
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "users"}, "spec": {
+        "backoffLimit": 0, "template": {"spec": {
+            "restartPolicy": "Never", "volumes": [{"name": "work", "emptyDir": {}}],
+            "securityContext": {"runAsUser": 1000, "runAsGroup": 3000},
+            "initContainers": [{"name": "as-root", "image": "busybox", "volumeMounts": mount,
+                                "securityContext": {"runAsUser": 0, "runAsGroup": 0},
+                                "command": ["sh", "-c", "id -u > /work/root && echo a > "
+                                                        "/work/owned"]}],
+            "containers": [{"name": "as-user", "image": "busybox", "volumeMounts": mount,
+                            "command": ["sh", "-c", "echo $(id -u):$(id -g); echo b > "
+                                                    "/work/mine && echo c >> /work/owned"]}],
+        }}}}
+    batch = kubernetes.client.BatchV1Api(kube_client)
+    core = kubernetes.client.CoreV1Api(kube_client)
+    batch.create_namespaced_job(k8s_namespace, job)
+
+    def ended() -> Any:
+        status = batch.read_namespaced_job("users", k8s_namespace).status
+        return status.failed or status.succeeded
+    test_cluster.wait_for(ended, 60, message="the Job never ended")
+    pod = core.list_namespaced_pod(k8s_namespace, label_selector="job-name=users").items[0]
+    (terminated,) = [s.state.terminated for s in pod.status.container_statuses]
+    log = core.read_namespaced_pod_log(pod.metadata.name, k8s_namespace, container="as-user")
+    assert log.splitlines()[0] == "1000:3000"
+    assert "owned: Permission denied" in log and "mine: Permission" not in log, log
+    assert terminated.exit_code != 0
+    assert batch.read_namespaced_job("users", k8s_namespace).status.failed == 1

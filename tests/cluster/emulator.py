@@ -467,6 +467,8 @@ class Cluster:
             register_proctor_crds(self.store)
         self._own_dir = workdir is None
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="proctor-cluster-"))
+        if self._own_dir:  # its pods' folders are reached by steps that run as other users
+            self.workdir.chmod(0o755)
         self.kubeconfig = self.workdir / "kubeconfig"
         self.kubelet: Kubelet | None = Kubelet(self.store, self.workdir / "nodes",
                                                **kubelet_options) if kubelet else None
