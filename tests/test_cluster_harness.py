@@ -827,3 +827,73 @@ def test_each_container_runs_as_its_run_as_user(test_cluster: Cluster, k8s_names
     assert "owned: Permission denied" in log and "mine: Permission" not in log, log
     assert terminated.exit_code != 0
     assert batch.read_namespaced_job("users", k8s_namespace).status.failed == 1
+
+
+def _http(cluster: Cluster, path: str, method: str = "GET", body: Any = None,
+          accept: str = "application/json") -> tuple[int, Any]:
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(
+        cluster.url + path, method=method, data=None if body is None else json.dumps(
+            body).encode(), headers={"Accept": accept, "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            text = answer.read().decode()
+            status = answer.status
+    except urllib.error.HTTPError as error:
+        text, status = error.read().decode(), error.code
+    lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+    return status, lines[0] if len(lines) == 1 else lines
+
+
+def test_discovery_and_openapi_are_what_kubectl_reads(test_cluster: Cluster) -> None:
+    assert _http(test_cluster, "/api")[1]["versions"] == ["v1"]
+    core = _http(test_cluster, "/api/v1")[1]
+    assert core["groupVersion"] == "v1"
+    by_name = {r["name"]: r for r in core["resources"]}
+    assert by_name["configmaps"]["shortNames"] == ["cm"]
+    assert "shortNames" not in by_name["pods/status"] and by_name["pods/log"]["verbs"] == [
+        "get"]
+    groups = {g["name"]: g for g in _http(test_cluster, "/apis")[1]["groups"]}
+    assert groups["proctor.dev"]["preferredVersion"]["groupVersion"] == "proctor.dev/v1alpha1"
+    proctor = _http(test_cluster, "/apis/proctor.dev/v1alpha1")[1]
+    assert {"evaluations", "evaluations/status"} <= {r["name"] for r in proctor["resources"]}
+    index = _http(test_cluster, "/openapi/v3")[1]["paths"]
+    document = _http(test_cluster, index["apis/proctor.dev/v1alpha1"]["serverRelativeURL"])[1]
+    schema = document["components"]["schemas"]["dev.proctor.v1alpha1.Evaluation"]
+    assert schema["x-kubernetes-group-version-kind"] == [
+        {"group": "proctor.dev", "version": "v1alpha1", "kind": "Evaluation"}]
+    assert "dataset" in schema["properties"]["spec"]["properties"]
+    patch = document["paths"][
+        "/apis/proctor.dev/v1alpha1/namespaces/{namespace}/evaluations/{name}"]["patch"]
+    assert "fieldValidation" in [p["name"] for p in patch["parameters"]]
+
+
+def test_tables_watch_lists_and_strict_field_validation(test_cluster: Cluster,
+                                                        k8s_namespace: str) -> None:
+    path = f"/apis/proctor.dev/v1alpha1/namespaces/{k8s_namespace}/evaluations"
+    body = {"apiVersion": "proctor.dev/v1alpha1", "kind": "Evaluation",
+            "metadata": {"name": "demo"}, "spec": {"predictions": {"source": "gold"},
+                                                   "dataset": {"name": "proctor-demo",
+                                                               "maxRow": 3}}}
+    status, refused = _http(test_cluster, path + "?fieldValidation=Strict", "POST", body)
+    assert (status, refused["reason"]) == (400, "BadRequest")
+    assert 'unknown field "spec.dataset.maxRow"' in refused["message"]
+    status, created = _http(test_cluster, path + "?fieldValidation=Ignore", "POST", body)
+    assert status == 201 and "maxRow" not in created["spec"]["dataset"]  # pruned
+
+    table = _http(test_cluster, path, accept="application/json;as=Table;v=v1;g=meta.k8s.io,"
+                                             "application/json")[1]
+    names = [c["name"] for c in table["columnDefinitions"]]
+    assert names[0] == "Name" and "Dataset" in names and names[-1] == "Age"
+    (row,) = table["rows"]
+    assert row["cells"][0] == "demo" and row["cells"][names.index("Dataset")] == "proctor-demo"
+    assert row["object"]["kind"] == "PartialObjectMetadata"
+
+    watch = "&".join(["?watch=true", "sendInitialEvents=true", "allowWatchBookmarks=true",
+                      "resourceVersionMatch=NotOlderThan", "timeoutSeconds=1"])
+    events = _http(test_cluster, path + watch)[1]
+    assert [e["type"] for e in events] == ["ADDED", "BOOKMARK"]
+    assert events[1]["object"]["metadata"]["annotations"] == {
+        "k8s.io/initial-events-end": "true"}
