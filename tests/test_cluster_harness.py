@@ -897,3 +897,25 @@ def test_tables_watch_lists_and_strict_field_validation(test_cluster: Cluster,
     assert [e["type"] for e in events] == ["ADDED", "BOOKMARK"]
     assert events[1]["object"]["metadata"]["annotations"] == {
         "k8s.io/initial-events-end": "true"}
+
+
+def test_pods_and_jobs_print_as_kubectl_shows_real_ones() -> None:
+    """The pod and Job printers (READY, STATUS; STATUS, COMPLETIONS) on real objects."""
+    from cluster import tables
+    from cluster.resources import BUILTINS
+
+    by_plural = {rt.plural: rt for rt in BUILTINS if not rt.group or rt.group == "batch"}
+    shown = {p["metadata"]["name"]: tables.table(by_plural["pods"], [p])["rows"][0]["cells"][1:3]
+             for p in REAL_PODS}
+    assert shown == {"gpu-job-xkbmx": ["1/1", "Running"],
+                     "node-debugger-10.0.12.244-2x8vm": ["0/1", "Completed"],
+                     "oom-kill-job3-gbb89": ["0/1", "OOMKilled"],
+                     "logfill-6ccfcf9c9c-mgf77": ["0/1", "Error"],  # evicted: its step's end
+                     "imagepull-fail-victim": ["0/1", "ImagePullBackOff"],
+                     "no-image-deployment-849c4c4958-rxqmt": ["0/1", "ErrImagePull"],
+                     "hello-run-rj8z2-pod": ["0/1", "Completed"]}
+    jobs = tables.table(by_plural["jobs"], [COMPLETE_JOB, FAILED_JOB])
+    assert [c["name"] for c in jobs["columnDefinitions"]] == [
+        "Name", "Status", "Completions", "Duration", "Age"]
+    assert jobs["rows"][0]["cells"][1:4] == ["Complete", "6/6", "84s"]
+    assert jobs["rows"][1]["cells"][1:3] == ["Failed", "0/6"]

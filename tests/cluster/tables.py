@@ -2,8 +2,9 @@
 ``kubectl get`` asks for them.
 
 A custom resource's columns are its CRD's additionalPrinterColumns (after Name; a ``date``
-column shows an age, as the apiserver writes it); a built-in kind without a printer here
-gets the apiserver's default columns, Name and Created At. ``includeObject`` (None,
+column shows an age, as the apiserver writes it). Pods, Jobs and Events get the main
+columns of the apiserver's printers for them (``PRINTERS``); other built-in kinds the
+default ones, Name and Created At. ``includeObject`` (None,
 Metadata: the default, or Object) says what each row carries besides its cells.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import datetime
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from cluster.resources import ResourceType
@@ -101,10 +102,125 @@ def _text(value: Any) -> str:
         else str(value).lower() if isinstance(value, bool) else str(value)
 
 
+# --- Printers of built-in kinds (the main columns of the apiserver's) -----------------------
+
+
+def _ended(prefix: str, ended: Obj) -> str:
+    if ended.get("reason"):
+        return prefix + ended["reason"]
+    if ended.get("signal"):
+        return f"{prefix}Signal:{ended['signal']}"
+    return f"{prefix}ExitCode:{ended.get('exitCode')}"
+
+
+def _pod_status(pod: Obj) -> str:
+    """STATUS as kubectl shows a pod's (its printPod): the init step it is at, else the state
+    of its first container that is waiting or ended, else its phase."""
+    status, spec = pod.get("status") or {}, pod.get("spec") or {}
+    sidecars = {c["name"] for c in spec.get("initContainers") or []
+                if c.get("restartPolicy") == "Always"}
+    reason = status.get("reason") or status.get("phase") or "Unknown"
+    inits = status.get("initContainerStatuses") or []
+    for index, init in enumerate(inits):
+        state = init.get("state") or {}
+        ended = state.get("terminated")
+        if (ended and ended.get("exitCode") == 0) or (init["name"] in sidecars
+                                                      and init.get("started")):
+            continue
+        waiting = (state.get("waiting") or {}).get("reason")
+        if ended:
+            reason = _ended("Init:", ended)
+        elif waiting and waiting != "PodInitializing":
+            reason = f"Init:{waiting}"
+        else:
+            reason = f"Init:{index}/{len(spec.get('initContainers') or inits)}"
+        break
+    else:
+        for container in status.get("containerStatuses") or []:
+            state = container.get("state") or {}
+            if (state.get("waiting") or {}).get("reason"):
+                reason = state["waiting"]["reason"]
+                break
+            if state.get("terminated"):
+                reason = _ended("", state["terminated"])
+                break
+    if (pod.get("metadata") or {}).get("deletionTimestamp") and status.get("phase") not in (
+            "Succeeded", "Failed"):
+        return "Terminating"
+    return reason
+
+
+def _ready(pod: Obj) -> str:
+    containers = (pod.get("status") or {}).get("containerStatuses") or []
+    total = len((pod.get("spec") or {}).get("containers") or [])
+    return f"{sum(bool(c.get('ready')) for c in containers)}/{total}"
+
+
+def _job_status(job: Obj) -> str:
+    true = {c.get("type") for c in (job.get("status") or {}).get("conditions") or []
+            if c.get("status") == "True"}
+    for kind in ("Failed", "Complete", "FailureTarget", "SuccessCriteriaMet", "Suspended"):
+        if kind in true:
+            return kind
+    return "Terminating" if (job.get("metadata") or {}).get("deletionTimestamp") else "Running"
+
+
+def _duration(job: Obj) -> str | None:
+    status = job.get("status") or {}
+    if not status.get("startTime"):
+        return None
+    end = status.get("completionTime")
+    now = datetime.datetime.strptime(end, "%Y-%m-%dT%H:%M:%SZ").replace(
+        tzinfo=datetime.UTC) if end else None
+    return age(status["startTime"], now)
+
+
+def _last_seen(event: Obj) -> str:
+    """lastTimestamp, else eventTime (a MicroTime) to the second."""
+    seen = event.get("lastTimestamp") or event.get("eventTime") or ""
+    return seen[:19] + "Z" if seen else ""
+
+
+def _column(name: str, kind: str = "string", priority: int = 0) -> Obj:
+    return {"name": name, "type": kind, "format": "", "description": "", "priority": priority}
+
+
+def _name(obj: Obj) -> Any:
+    return obj["metadata"].get("name")
+
+
+Cell = Callable[[Obj], Any]
+PRINTERS: dict[tuple[str, str], list[tuple[Obj, Cell]]] = {
+    ("", "pods"): [
+        (_NAME, _name), (_column("Ready"), _ready), (_column("Status"), _pod_status),
+        (_column("Restarts", "integer"), lambda p: sum(
+            c.get("restartCount", 0) for c in (p.get("status") or {}).get(
+                "containerStatuses") or [])),
+        (_column("Age"), lambda p: age(p["metadata"].get("creationTimestamp", ""))),
+        (_column("IP", priority=1), lambda p: (p.get("status") or {}).get("podIP", "<none>")),
+        (_column("Node", priority=1), lambda p: (p.get("spec") or {}).get("nodeName",
+                                                                          "<none>"))],
+    ("batch", "jobs"): [
+        (_NAME, _name), (_column("Status"), _job_status),
+        (_column("Completions"), lambda j: f"{(j.get('status') or {}).get('succeeded', 0)}/"
+                                           f"{(j.get('spec') or {}).get('completions', 1)}"),
+        (_column("Duration"), _duration),
+        (_column("Age"), lambda j: age(j["metadata"].get("creationTimestamp", "")))],
+    ("", "events"): [
+        (_column("Last Seen"), lambda e: age(_last_seen(e))),
+        (_column("Type"), lambda e: e.get("type")), (_column("Reason"), lambda e: e.get("reason")),
+        (_column("Object"), lambda e: f"{(e.get('involvedObject') or {}).get('kind', '').lower()}"
+                                      f"/{(e.get('involvedObject') or {}).get('name', '')}"),
+        (_column("Message"), lambda e: e.get("message")),
+        ({**_NAME, "priority": 1}, _name)],
+}
+
+
 def columns(rt: ResourceType) -> list[Obj]:
     """The table's column definitions for a kind."""
     if not rt.custom:
-        return [_NAME, _CREATED]
+        printer = PRINTERS.get((rt.group, rt.plural))
+        return [column for column, _ in printer] if printer else [_NAME, _CREATED]
     if not rt.printer_columns:
         return [_NAME, {**_CREATED, "name": "Age"}]
     return [_NAME, *({"name": c["name"], "type": c.get("type", "string"),
@@ -114,7 +230,10 @@ def columns(rt: ResourceType) -> list[Obj]:
 
 def _row(rt: ResourceType, obj: Obj, include: str) -> Obj:
     meta = obj.get("metadata") or {}
-    if not rt.custom or not rt.printer_columns:
+    printer = None if rt.custom else PRINTERS.get((rt.group, rt.plural))
+    if printer:
+        cells = [cell(obj) for _, cell in printer]
+    elif not rt.custom or not rt.printer_columns:
         cells = [meta.get("name"), age(meta.get("creationTimestamp", ""))]
     else:
         cells = [meta.get("name"), *(_cell(c, obj) for c in rt.printer_columns)]
