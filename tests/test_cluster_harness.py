@@ -882,6 +882,11 @@ def test_tables_watch_lists_and_strict_field_validation(test_cluster: Cluster,
     assert 'unknown field "spec.dataset.maxRow"' in refused["message"]
     status, created = _http(test_cluster, path + "?fieldValidation=Ignore", "POST", body)
     assert status == 201 and "maxRow" not in created["spec"]["dataset"]  # pruned
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
+                 "dta": {"a": "b"}}
+    status, refused = _http(test_cluster, f"/api/v1/namespaces/{k8s_namespace}/configmaps"
+                                          "?fieldValidation=Strict", "POST", configmap)
+    assert status == 400 and refused["message"].endswith('unknown field "dta"')
 
     table = _http(test_cluster, path, accept="application/json;as=Table;v=v1;g=meta.k8s.io,"
                                              "application/json")[1]

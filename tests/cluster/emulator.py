@@ -260,7 +260,7 @@ class ClusterEmulator(kmock.KubernetesScaffold):
             return _json({"apiVersion": rt.api_version, "kind": f"{rt.kind}List",
                           "metadata": meta, "items": items})
         body = await self._body(raw)
-        if rt.custom and method in ("POST", "PUT", "PATCH") and sub is None:
+        if method in ("POST", "PUT", "PATCH") and sub is None:
             self._check_fields(rt, body, query.get("fieldValidation"), raw.headers)
         if method == "POST" and not name:
             if query.get("dryRun"):
@@ -278,14 +278,21 @@ class ClusterEmulator(kmock.KubernetesScaffold):
     @staticmethod
     def _check_fields(rt: Any, body: Any, validation: str | None,
                       headers: Mapping[str, str]) -> None:
-        """``fieldValidation=Strict``: a body naming a field the CRD's schema does not know
+        """``fieldValidation=Strict``: a body naming a field its kind's schema does not know
         is refused (400), as the apiserver's strict decoding does; a JSON patch's paths are
-        not looked into. Warn and Ignore (and no value) prune it silently."""
-        if validation != "Strict" or not isinstance(body, dict) or not rt.schema \
+        not looked into. Warn and Ignore (and no value) drop it silently."""
+        if validation != "Strict" or not isinstance(body, dict) \
                 or "json-patch" in (headers.get("Content-Type") or ""):
             return
-        unknown = unknown_fields({k: v for k, v in body.items()
-                                  if k not in ("apiVersion", "kind", "metadata")}, rt.schema)
+        if rt.custom:
+            unknown = unknown_fields({k: v for k, v in body.items()
+                                      if k not in ("apiVersion", "kind", "metadata")},
+                                     rt.schema) if rt.schema else []
+        else:
+            from cluster.admission import unknown_builtin_fields
+
+            unknown = unknown_builtin_fields({"apiVersion": rt.api_version, "kind": rt.kind,
+                                              **body})
         if unknown:
             raise ApiError.bad_request(
                 f"{rt.kind} in version \"{rt.version}\" cannot be handled as a {rt.kind}: "
