@@ -34,7 +34,7 @@ _OBJECT_META = {"type": "object", "description": (
     "sig-architecture/api-conventions.md#metadata")}
 
 
-def _served(types: Iterable[ResourceType]) -> list[ResourceType]:
+def _sorted(types: Iterable[ResourceType]) -> list[ResourceType]:
     """In a stable order: by group, version and plural."""
     return sorted(types, key=lambda rt: (rt.group, rt.version, rt.plural))
 
@@ -53,7 +53,7 @@ def _group(name: str, versions: list[str]) -> Obj:
 def _versions(types: Iterable[ResourceType]) -> dict[str, list[str]]:
     """Group -> its versions (the first is preferred), core left out."""
     found: dict[str, list[str]] = {}
-    for rt in _served(types):
+    for rt in _sorted(types):
         if rt.group and rt.version not in found.setdefault(rt.group, []):
             found[rt.group].append(rt.version)
     return found
@@ -75,7 +75,7 @@ def api_group(types: Iterable[ResourceType], name: str) -> Obj | None:
 def resource_list(types: Iterable[ResourceType], group: str, version: str) -> Obj | None:
     """``/api/v1`` or ``/apis/<group>/<version>`` (None: not served)."""
     resources = []
-    for rt in _served(types):
+    for rt in _sorted(types):
         if (rt.group, rt.version) != (group, version):
             continue
         resources.append({"name": rt.plural, "singularName": rt.singular or rt.kind.lower(),
@@ -169,7 +169,7 @@ def _kind_schema(rt: ResourceType) -> Obj:
 
 def openapi_document(types: Iterable[ResourceType], group: str, version: str) -> Obj | None:
     """One group-version's OpenAPI v3 document (None: not served)."""
-    kinds = [rt for rt in _served(types) if (rt.group, rt.version) == (group, version)]
+    kinds = [rt for rt in _sorted(types) if (rt.group, rt.version) == (group, version)]
     if not kinds:
         return None
     paths: Obj = {}

@@ -280,7 +280,8 @@ class ClusterEmulator(kmock.KubernetesScaffold):
                       headers: Mapping[str, str]) -> None:
         """``fieldValidation=Strict``: a body naming a field its kind's schema does not know
         is refused (400), as the apiserver's strict decoding does; a JSON patch's paths are
-        not looked into. Warn and Ignore (and no value) drop it silently."""
+        not looked into. Warn and Ignore (and no value) let it through (a custom resource is
+        pruned to its schema)."""
         if validation != "Strict" or not isinstance(body, dict) \
                 or "json-patch" in (headers.get("Content-Type") or ""):
             return
