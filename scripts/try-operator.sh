@@ -3,12 +3,13 @@
 # server on loopback whose kubelet runs each pod's steps as local processes), a reference
 # agent on port 9009 (the one examples/agent.yaml names) and `proctor operator`, writes a
 # kubeconfig, and prints the kubectl commands to try. Ctrl-C stops everything.
-# Usage: bash scripts/try-operator.sh        (logs and the kubeconfig in out/try-operator/)
+# Usage: bash scripts/try-operator.sh     (logs and the kubeconfig in out/try-operator/, or in
+#                                         the folder TRY_OPERATOR_DIR names)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] && .venv/bin/python -c 'import kmock' 2>/dev/null \
   || bash scripts/setup.sh --test        # the test cluster needs the test extras
-work="$PWD/out/try-operator"
+work="${TRY_OPERATOR_DIR:-$PWD/out/try-operator}"
 mkdir -p "$work"
 rm -f "$work/kubeconfig"
 # kubectl: PROCTOR_KUBECTL, the one the tests fetch into .tools/, or the one on PATH.
