@@ -136,6 +136,7 @@ def test_discovery_serves_core_builtin_and_applied_crd_groups(kubectl: Kubectl) 
     assert "the server doesn't have" not in kubectl("get", "configmaps").stderr
     before = kubectl("api-resources", "-o", "name").stdout.split()
     assert {"configmaps", "pods", "jobs.batch", "events.events.k8s.io"} <= set(before)
+    assert "evaluations.proctor.dev" not in before  # not before its CRD is applied
     kubectl("apply", "-f", str(ROOT / "crds"))
     listed = kubectl("api-resources", "--api-group=proctor.dev").stdout
     row = next(r for r in _rows(listed) if r["NAME"] == "evaluations")
