@@ -4,15 +4,17 @@
 A custom resource's columns are its CRD's additionalPrinterColumns (after Name; a ``date``
 column shows an age, as the apiserver writes it). Pods, Jobs and Events get the main
 columns of the apiserver's printers for them (``PRINTERS``); other built-in kinds the
-default ones, Name and Created At. ``includeObject`` (None,
-Metadata: the default, or Object) says what each row carries besides its cells.
+default ones, Name and Created At. ``includeObject`` (None, Metadata: the default, or
+Object) says what each row carries besides its cells.
 """
 
 from __future__ import annotations
 
 import datetime
+import json
 import re
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from typing import Any
 
 from cluster.resources import ResourceType
@@ -96,8 +98,6 @@ def _cell(column: Mapping[str, Any], obj: Obj) -> Any:
 
 
 def _text(value: Any) -> str:
-    import json
-
     return json.dumps(value, separators=(",", ":")) if isinstance(value, dict | list) \
         else str(value).lower() if isinstance(value, bool) else str(value)
 
@@ -189,6 +189,10 @@ def _name(obj: Obj) -> Any:
     return obj["metadata"].get("name")
 
 
+def _created(obj: Obj) -> str:
+    return age(obj["metadata"].get("creationTimestamp", ""))
+
+
 Cell = Callable[[Obj], Any]
 PRINTERS: dict[tuple[str, str], list[tuple[Obj, Cell]]] = {
     ("", "pods"): [
@@ -196,7 +200,7 @@ PRINTERS: dict[tuple[str, str], list[tuple[Obj, Cell]]] = {
         (_column("Restarts", "integer"), lambda p: sum(
             c.get("restartCount", 0) for c in (p.get("status") or {}).get(
                 "containerStatuses") or [])),
-        (_column("Age"), lambda p: age(p["metadata"].get("creationTimestamp", ""))),
+        (_column("Age"), _created),
         (_column("IP", priority=1), lambda p: (p.get("status") or {}).get("podIP", "<none>")),
         (_column("Node", priority=1), lambda p: (p.get("spec") or {}).get("nodeName",
                                                                           "<none>"))],
@@ -205,7 +209,7 @@ PRINTERS: dict[tuple[str, str], list[tuple[Obj, Cell]]] = {
         (_column("Completions"), lambda j: f"{(j.get('status') or {}).get('succeeded', 0)}/"
                                            f"{(j.get('spec') or {}).get('completions', 1)}"),
         (_column("Duration"), _duration),
-        (_column("Age"), lambda j: age(j["metadata"].get("creationTimestamp", "")))],
+        (_column("Age"), _created)],
     ("", "events"): [
         (_column("Last Seen"), lambda e: age(_last_seen(e))),
         (_column("Type"), lambda e: e.get("type")), (_column("Reason"), lambda e: e.get("reason")),
@@ -216,39 +220,35 @@ PRINTERS: dict[tuple[str, str], list[tuple[Obj, Cell]]] = {
 }
 
 
-def columns(rt: ResourceType) -> list[Obj]:
-    """The table's column definitions for a kind."""
-    if not rt.custom:
-        printer = PRINTERS.get((rt.group, rt.plural))
-        return [column for column, _ in printer] if printer else [_NAME, _CREATED]
-    if not rt.printer_columns:
-        return [_NAME, {**_CREATED, "name": "Age"}]
-    return [_NAME, *({"name": c["name"], "type": c.get("type", "string"),
-                      "format": c.get("format", ""), "description": c.get("description", ""),
-                      "priority": c.get("priority", 0)} for c in rt.printer_columns)]
+def printer(rt: ResourceType) -> list[tuple[Obj, Cell]]:
+    """A kind's columns, each with how its cell is read from an object."""
+    if not rt.custom and (rt.group, rt.plural) in PRINTERS:
+        return PRINTERS[(rt.group, rt.plural)]
+    if not rt.custom or not rt.printer_columns:
+        return [(_NAME, _name), ({**_CREATED, "name": "Age"} if rt.custom else _CREATED,
+                                 _created)]
+    return [(_NAME, _name), *(({"name": c["name"], "type": c.get("type", "string"),
+                                "format": c.get("format", ""),
+                                "description": c.get("description", ""),
+                                "priority": c.get("priority", 0)}, partial(_cell, c))
+                              for c in rt.printer_columns)]
 
 
-def _row(rt: ResourceType, obj: Obj, include: str) -> Obj:
-    meta = obj.get("metadata") or {}
-    printer = None if rt.custom else PRINTERS.get((rt.group, rt.plural))
-    if printer:
-        cells = [cell(obj) for _, cell in printer]
-    elif not rt.custom or not rt.printer_columns:
-        cells = [meta.get("name"), age(meta.get("creationTimestamp", ""))]
-    else:
-        cells = [meta.get("name"), *(_cell(c, obj) for c in rt.printer_columns)]
-    row: Obj = {"cells": cells}
+def _row(cells: list[Cell], obj: Obj, include: str) -> Obj:
+    row: Obj = {"cells": [cell(obj) for cell in cells]}
     if include == "Object":
         row["object"] = obj
     elif include != "None":
         row["object"] = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
-                         "metadata": meta}
+                         "metadata": obj.get("metadata") or {}}
     return row
 
 
 def table(rt: ResourceType, objects: Iterable[Obj], include: str | None = None,
           list_meta: Mapping[str, Any] | None = None) -> Obj:
     """A Table of ``objects`` (one or a list's items)."""
+    columns = printer(rt)
+    cells = [cell for _, cell in columns]
     return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": dict(list_meta or {}),
-            "columnDefinitions": columns(rt),
-            "rows": [_row(rt, o, include or "Metadata") for o in objects]}
+            "columnDefinitions": [column for column, _ in columns],
+            "rows": [_row(cells, o, include or "Metadata") for o in objects]}
