@@ -1,6 +1,6 @@
 """Discovery and OpenAPI v3 as the apiserver serves them, from the kinds the store knows.
 
-Pure functions of the served ``ResourceType`` s (CRDs add theirs once created):
+Pure functions of the kinds served (CRDs add theirs once created):
 
 * legacy discovery: ``/api`` (APIVersions), ``/api/v1`` (groupVersion ``v1``), ``/apis``
   (APIGroupList), ``/apis/<group>`` and ``/apis/<group>/<version>`` (APIResourceList, with
