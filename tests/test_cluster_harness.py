@@ -799,18 +799,18 @@ def test_each_container_runs_as_its_run_as_user(test_cluster: Cluster, k8s_names
                                                 kube_client: Any) -> None:
     """A step run as another user cannot write over what a root step wrote, but can write in
     the emptyDir both share (the kubelet makes it world-writable)."""
-    mount = [{"name": "work", "mountPath": "/work"}]
+    mount = [{"name": "work", "mountPath": "/shared"}]
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "users"}, "spec": {
         "backoffLimit": 0, "template": {"spec": {
             "restartPolicy": "Never", "volumes": [{"name": "work", "emptyDir": {}}],
             "securityContext": {"runAsUser": 1000, "runAsGroup": 3000},
             "initContainers": [{"name": "as-root", "image": "busybox", "volumeMounts": mount,
                                 "securityContext": {"runAsUser": 0, "runAsGroup": 0},
-                                "command": ["sh", "-c", "id -u > /work/root && echo a > "
-                                                        "/work/owned"]}],
+                                "command": ["sh", "-c", "id -u > /shared/root && echo a > "
+                                                        "/shared/owned"]}],
             "containers": [{"name": "as-user", "image": "busybox", "volumeMounts": mount,
                             "command": ["sh", "-c", "echo $(id -u):$(id -g); echo b > "
-                                                    "/work/mine && echo c >> /work/owned"]}],
+                                                    "/shared/mine && echo c >> /shared/owned"]}],
         }}}}
     batch = kubernetes.client.BatchV1Api(kube_client)
     core = kubernetes.client.CoreV1Api(kube_client)
