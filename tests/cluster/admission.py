@@ -227,11 +227,13 @@ def default_builtin(rt: ResourceType, obj: Obj, old: Obj | None) -> Obj:
 
 
 @functools.cache
-def _builtin_validator(api_version: str, kind: str) -> tuple[Any, Any] | None:
+def _builtin_validator(api_version: str, kind: str, strict: bool = False
+                       ) -> tuple[Any, Any] | None:
     """kubernetes-validate's schema for a kind, loaded once (its `validate` reads and
     decodes the whole definitions file on every call), as two validators of the same
     schema: jsonschema_rs (compiled, fifty times faster) answers whether an object is
-    valid; jsonschema words the error, the way kubernetes-validate does, when it is not."""
+    valid; jsonschema words the error, the way kubernetes-validate does, when it is not.
+    ``strict``: its variant that refuses unknown fields."""
     import jsonschema
     import jsonschema_rs
     from kubernetes_validate import utils
@@ -239,7 +241,7 @@ def _builtin_validator(api_version: str, kind: str) -> tuple[Any, Any] | None:
 
     version = [v for v in utils.all_versions()
                if utils.major_minor(v) <= utils.major_minor(KUBERNETES_VERSION)][-1]
-    folder = f"kubernetes-json-schema/v{version}-local"
+    folder = f"kubernetes-json-schema/v{version}-local" + ("-strict" if strict else "")
     group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
     try:
         schema = utils.schema_contents(f"{folder}/{kind.lower()}-{group_version}.json", version)
@@ -264,6 +266,23 @@ def _schema_causes(obj: Obj) -> list[tuple[str, str]]:
         return []
     path = ".".join(str(p) for p in error.absolute_path)
     return [(path, error.message)]
+
+
+def unknown_builtin_fields(obj: Obj) -> list[str]:
+    """The fields of a built-in object (or of a patch of one) that its kind's schema does
+    not know, by their path: what ``fieldValidation=Strict`` refuses. A strategic merge
+    patch's directives (``$patch``, ``$setElementOrder/...``) are not fields."""
+    validators = _builtin_validator(obj.get("apiVersion", ""), obj.get("kind", ""), True)
+    if validators is None or validators[0].is_valid(obj):
+        return []
+    found = []
+    for error in validators[1].iter_errors(obj):
+        if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+            base = ".".join(str(p) for p in error.absolute_path)
+            known = set(error.schema.get("properties") or {})
+            found += [f"{base}.{key}" if base else key for key in error.instance
+                      if key not in known and not key.startswith("$")]
+    return found
 
 
 _POD_MUTABLE = ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds")

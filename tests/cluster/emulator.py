@@ -1,10 +1,13 @@
 """A Kubernetes API server over real HTTP, built on kmock, close enough for kopf and the
 official ``kubernetes`` client (see ``store`` for the semantics).
 
-``ClusterEmulator`` is a ``kmock.KubernetesScaffold``: kmock serves discovery (``/api``,
-``/apis``, ``/apis/<group>/<version>``) and ``/version`` from the kinds the store knows;
-every resource path is served here from ``Store``, because kmock's own emulator lacks what
-the operator needs (see the module ``cluster`` docstring for the list of its quirks).
+``ClusterEmulator`` is a ``kmock.KubernetesScaffold``: kmock serves ``/version`` and renders
+errors; discovery and OpenAPI v3 are served from the kinds the store knows (``discovery``),
+and every resource path from ``Store``, because kmock's own emulator lacks what kubectl and
+the operator need (see the module ``cluster`` docstring for the list of its quirks). A
+resource read asked for as a Table gets one (``tables``); a watch with
+``sendInitialEvents=true`` ends its initial events with the bookmark that says so; a write
+with ``fieldValidation=Strict`` naming a field its schema does not know is refused (400).
 
 ``Cluster`` runs it on a free loopback port in a thread of its own, with a kubelet (Job
 controller, scheduler, kubelet: ``cluster.kubelet``), and writes a kubeconfig for it.
@@ -23,6 +26,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +37,9 @@ import orjson
 import yaml
 from aiohttp.web_request import BaseRequest
 
+from cluster import discovery, tables
 from cluster.errors import ApiError
+from cluster.resources import unknown_fields
 from cluster.store import Store
 
 log = logging.getLogger("cluster.emulator")
@@ -82,6 +88,13 @@ def _line(event: Any) -> bytes:
     encodes every object it serves; the standard library's encoder took a fifth of its CPU
     in the operator's benchmark."""
     return orjson.dumps(event, option=orjson.OPT_APPEND_NEWLINE)
+
+
+def _table_line(rt: Any, include: str | None, event: Any) -> bytes:
+    """A watch event whose object is shown as a one-row Table."""
+    if event.get("type") in ("ERROR", "BOOKMARK"):
+        return _line(event)
+    return _line({**event, "object": tables.table(rt, [event["object"]], include)})
 
 
 class _Mailbox:
@@ -137,32 +150,15 @@ class ClusterEmulator(kmock.KubernetesScaffold):
     _refusals: list[list[Any]] = attrs.field(factory=list, init=False)
     _refusals_lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
 
-    def __attrs_post_init__(self) -> None:
-        super().__attrs_post_init__()
-        self._sync_discovery()
-        self.store.on_types_changed.append(self._sync_discovery)
-
-    def _sync_discovery(self) -> None:
-        """Tell kmock's discovery about every kind the store serves (CRDs come and go)."""
-        wanted = {}
-        for rt in self.store.types:
-            wanted[kmock.resource(rt.group, rt.version, rt.plural)] = kmock.ResourceInfo(
-                kind=rt.kind, namespaced=rt.namespaced, singular=rt.singular or rt.kind.lower(),
-                verbs=set(("get", "list", "watch", "create", "update", "patch", "delete",
-                           "deletecollection")), shortnames=set(rt.short_names),
-                categories=set(rt.categories), subresources=set(rt.subresources))
-        for key in list(self.resources):
-            if key not in wanted:
-                del self.resources[key]
-        for key, info in wanted.items():
-            self.resources[key] = info
-
     async def _serve_server_version(self, request: Any) -> dict[str, str]:
         return dict(SERVER_VERSION)
 
     async def __call__(self, raw: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
         if raw.path in ("/healthz", "/livez", "/readyz"):
             return aiohttp.web.Response(text="ok")
+        document = self._document(raw.path)
+        if document is not None:
+            return _json(document)
         route = parse_route(raw.path)
         if route is None:
             return await super().__call__(raw)
@@ -178,6 +174,17 @@ class ClusterEmulator(kmock.KubernetesScaffold):
         if not raw.get(_LOGGED):
             self._log_call(raw, response.status)
         return response
+
+    def _document(self, path: str) -> dict[str, Any] | None:
+        """The discovery or OpenAPI document at ``path``, if it is one (resource paths are
+        longer: they are told apart without a look at the kinds)."""
+        if path == "/":
+            return {"paths": discovery.served_paths(self.store.types)}
+        if path.startswith("/openapi/"):
+            return discovery.serve_openapi(self.store.types, path)
+        if path.startswith("/api") and path.rstrip("/").count("/") <= 3:
+            return discovery.serve_discovery(self.store.types, path)
+        return None
 
     def refuse(self, method: str, contains: str, times: int = 1, body_contains: str = ""
                ) -> None:
@@ -207,11 +214,15 @@ class ClusterEmulator(kmock.KubernetesScaffold):
     # --- Serving ----------------------------------------------------------------------------
 
     async def _body(self, raw: aiohttp.web.BaseRequest) -> Any:
+        content_type = raw.headers.get("Content-Type") or ""
+        if "protobuf" in content_type or "cbor" in content_type:
+            raise ApiError(415, "UnsupportedMediaType", f"the test cluster reads JSON and YAML "
+                                                        f"bodies, not {content_type}")
         text = await raw.text()
         if not text:
             return None
         try:
-            if "yaml" in (raw.headers.get("Content-Type") or ""):
+            if "yaml" in content_type:
                 return yaml.safe_load(text)
             return orjson.loads(text)
         except (ValueError, yaml.YAMLError) as exc:
@@ -233,8 +244,11 @@ class ClusterEmulator(kmock.KubernetesScaffold):
                 return self._serve_log(rt, ns, name or "", query)
             if query.get("watch") in ("true", "1"):
                 return await self._serve_watch(raw, rt, ns, name)
+            as_table = tables.wants_table(raw.headers.get("Accept"))
             if name:
-                return _json(store.get(rt, ns, name))
+                obj = store.get(rt, ns, name)
+                return _json(tables.table(rt, [obj], query.get("includeObject"))
+                             if as_table else obj)
             limit = int(query["limit"]) if query.get("limit") else None
             items, rv, token = store.list(rt, ns, query.get("labelSelector"),
                                           query.get("fieldSelector"), limit,
@@ -242,12 +256,16 @@ class ClusterEmulator(kmock.KubernetesScaffold):
             meta: dict[str, Any] = {"resourceVersion": rv}
             if token:
                 meta["continue"] = token
+            if as_table:
+                return _json(tables.table(rt, items, query.get("includeObject"), meta))
             if not rt.custom:  # built-in lists leave kind and apiVersion out of their items
                 items = [{k: v for k, v in i.items() if k not in ("kind", "apiVersion")}
                          for i in items]
             return _json({"apiVersion": rt.api_version, "kind": f"{rt.kind}List",
                           "metadata": meta, "items": items})
         body = await self._body(raw)
+        if method in ("POST", "PUT", "PATCH") and sub is None:
+            self._check_fields(rt, body, query.get("fieldValidation"), raw.headers)
         if method == "POST" and not name:
             if query.get("dryRun"):
                 raise ApiError.bad_request("the emulator does not serve dry runs")
@@ -260,6 +278,30 @@ class ClusterEmulator(kmock.KubernetesScaffold):
         if method == "DELETE":
             return self._serve_delete(rt, ns, name, body or {}, query)
         raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed on {raw.path}")
+
+    @staticmethod
+    def _check_fields(rt: Any, body: Any, validation: str | None,
+                      headers: Mapping[str, str]) -> None:
+        """``fieldValidation=Strict``: a body naming a field its kind's schema does not know
+        is refused (400), as the apiserver's strict decoding does; a JSON patch's paths are
+        not looked into. Warn and Ignore (and no value) let it through (a custom resource is
+        pruned to its schema)."""
+        if validation != "Strict" or not isinstance(body, dict) \
+                or "json-patch" in (headers.get("Content-Type") or ""):
+            return
+        if rt.custom:
+            unknown = unknown_fields({k: v for k, v in body.items()
+                                      if k not in ("apiVersion", "kind", "metadata")},
+                                     rt.schema) if rt.schema else []
+        else:
+            from cluster.admission import unknown_builtin_fields
+
+            unknown = unknown_builtin_fields({"apiVersion": rt.api_version, "kind": rt.kind,
+                                              **body})
+        if unknown:
+            raise ApiError.bad_request(
+                f"{rt.kind} in version \"{rt.version}\" cannot be handled as a {rt.kind}: "
+                "strict decoding error: " + ", ".join(f'unknown field "{f}"' for f in unknown))
 
     def _serve_delete(self, rt: Any, ns: str | None, name: str | None,
                       options: Mapping[str, Any], query: Mapping[str, str]
@@ -334,10 +376,13 @@ class ClusterEmulator(kmock.KubernetesScaffold):
             field_selector = f"{field_selector},{name_part}" if field_selector else name_part
         response = aiohttp.web.StreamResponse()
         response.content_type = "application/json"
+        # A watch-list (client-go's informers, kubectl wait and delete): the current objects,
+        # then a bookmark saying they are all there, then the changes.
+        initial = query.get("sendInitialEvents") == "true"
         try:
             watcher, first = self.store.watch(rt, ns, None, query.get("labelSelector"),
-                                              field_selector, query.get("resourceVersion"),
-                                              send)
+                                              field_selector, None if initial else
+                                              query.get("resourceVersion"), send)
         except ApiError as exc:
             if exc.code != 410:
                 raise
@@ -346,6 +391,14 @@ class ClusterEmulator(kmock.KubernetesScaffold):
             await response.write(_line({"type": "ERROR", "object": exc.status()}))
             await response.write_eof()
             return response
+        if initial:
+            first.append({"type": "BOOKMARK", "object": {
+                "kind": rt.kind, "apiVersion": rt.api_version, "metadata": {
+                    "resourceVersion": str(self.store.resource_version),
+                    "annotations": {"k8s.io/initial-events-end": "true"}}}})
+        line = _line
+        if tables.wants_table(raw.headers.get("Accept")):  # kubectl get --watch
+            line = partial(_table_line, rt, query.get("includeObject"))
         self._closing.append(lambda: send(None))
         timeout = float(query["timeoutSeconds"]) if query.get("timeoutSeconds") else None
         deadline = None if timeout is None else loop.time() + timeout
@@ -354,7 +407,7 @@ class ClusterEmulator(kmock.KubernetesScaffold):
             self._log_call(raw, response.status)  # a watch is logged once it is open
             raw[_LOGGED] = True
             if first:
-                await response.write(b"".join(map(_line, first)))
+                await response.write(b"".join(map(line, first)))
             while True:
                 left = None if deadline is None else deadline - loop.time()
                 if left is not None and left <= 0:
@@ -369,7 +422,7 @@ class ClusterEmulator(kmock.KubernetesScaffold):
                 if ended:
                     events = events[:events.index(None)]
                 if events:
-                    await response.write(b"".join(map(_line, events)))
+                    await response.write(b"".join(map(line, events)))
                 if ended:
                     break
             await response.write_eof()
@@ -426,6 +479,8 @@ class Cluster:
             register_proctor_crds(self.store)
         self._own_dir = workdir is None
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="proctor-cluster-"))
+        if self._own_dir:  # its pods' folders are reached by steps that run as other users
+            self.workdir.chmod(0o755)
         self.kubeconfig = self.workdir / "kubeconfig"
         self.kubelet: Kubelet | None = Kubelet(self.store, self.workdir / "nodes",
                                                **kubelet_options) if kubelet else None

@@ -6,7 +6,12 @@ volume mount (emptyDirs are folders, projected/configMap/secret/downwardAPI volu
 materialised from the stored objects), ``/testbed`` (a checkout of the task at its base
 commit, made with ``proctor.runner.sandbox.checkout``, for containers of the task's image)
 and the termination message path. ``proctor ...`` runs as ``<python> -m proctor.cli ...``.
-A container's stdout and stderr are its log (the pod log endpoint serves it).
+A container's stdout and stderr are its log (the pod log endpoint serves it). When the test
+cluster runs as root, a container runs as its ``runAsUser`` / ``runAsGroup`` (its
+securityContext over the pod's; the group defaults to 0, the fsGroup and supplementalGroups
+are added), emptyDirs are world-writable (group-owned by the fsGroup) and the termination
+message file is writable by all, as the kubelet makes them: a step that cannot write beside
+another fails here as it would there.
 
 A pod's life (`PodRun.life`) is a generator of the waits between its steps (seconds), so that
 whoever drives it chooses how to wait: a thread of its own (`run`, for pods that run real
@@ -49,6 +54,21 @@ MESSAGE_MAX = 4096
 FALLBACK_MAX, FALLBACK_LINES = 2048, 80
 POD_MESSAGES_MAX = 12 * 1024
 TESTBED = "/testbed"
+
+
+def run_as(pod_spec: Mapping[str, Any], container: Mapping[str, Any]
+           ) -> tuple[int, int, list[int]] | None:
+    """(uid, gid, supplementary groups) a container asks to run as, or None: the image's
+    user (here, the test cluster's)."""
+    pod = pod_spec.get("securityContext") or {}
+    own = container.get("securityContext") or {}
+    uid, gid = own.get("runAsUser", pod.get("runAsUser")), own.get("runAsGroup",
+                                                                     pod.get("runAsGroup"))
+    if uid is None and gid is None:
+        return None
+    groups = [*(pod.get("supplementalGroups") or []),
+              *([pod["fsGroup"]] if pod.get("fsGroup") is not None else [])]
+    return (os.geteuid() if uid is None else int(uid)), int(gid or 0), [int(g) for g in groups]
 
 
 class PodGone(Exception):
@@ -314,6 +334,10 @@ class PodRun:
         path = self.dir / "volumes" / volume["name"]
         if not any(k in volume for k in ("projected", "configMap", "secret", "downwardAPI")):
             path.mkdir(parents=True, exist_ok=True)  # emptyDir (and anything else: a folder)
+            fs_group = (self.spec.get("securityContext") or {}).get("fsGroup")
+            if os.geteuid() == 0 and fs_group is not None:
+                os.chown(path, -1, int(fs_group))
+            path.chmod(0o2777 if fs_group is not None else 0o777)
             return path
         files: dict[str, bytes] = {}
         sources = (volume.get("projected") or {}).get("sources") or [
@@ -460,6 +484,7 @@ class PodRun:
         message_file = self.dir / "termination" / name
         message_file.parent.mkdir(parents=True, exist_ok=True)
         message_file.write_bytes(b"")
+        message_file.chmod(0o666)
         try:
             if sim is not None:
                 code, reason = yield from self._simulate(container, sim, log, message_file)
@@ -652,8 +677,19 @@ class PodRun:
         with open(log, "ab") as out:
             self._proc = subprocess.Popen([executable, *argv[1:]], env=env, cwd=cwd,
                                           stdout=out, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL, start_new_session=True)
+                                          stdin=subprocess.DEVNULL, start_new_session=True,
+                                          **self._identity(container, env))
             return self._wait(self._proc, name, strike)
+
+    def _identity(self, container: Obj, env: Mapping[str, str]) -> dict[str, Any]:
+        """Popen's user and groups for a container that asks for them (only root can switch;
+        else it runs as the test cluster does). Its HOME, a folder of the harness, is its."""
+        wanted = run_as(self.spec, container)
+        if wanted is None or os.geteuid() != 0:
+            return {}
+        uid, gid, groups = wanted
+        os.chown(env["HOME"], uid, gid)
+        return {"user": uid, "group": gid, "extra_groups": groups}
 
     def _fault(self, kind: str, step: str | None) -> Fault | None:
         """The fault of ``kind`` striking this pod now (none once it is being stopped)."""
@@ -770,7 +806,8 @@ class PodRun:
                 [self._rewrite(a, paths) for a in argv],
                 env={k: self._rewrite(v, paths) for k, v in env.items()},
                 cwd=env["HOME"], stdout=out, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True)
+                stdin=subprocess.DEVNULL, start_new_session=True,
+                **self._identity(container, env))
         self._sidecars.append(proc)
         self.event("Normal", "Started", f"Started container {name}", name, True)
         self._set(container, True, shapes.running(container, cid, started))

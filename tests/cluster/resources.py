@@ -32,6 +32,9 @@ class ResourceType:
     custom: bool = False
     schema: Mapping[str, Any] | None = field(default=None, compare=False, hash=False)
     """openAPIV3Schema of a custom resource."""
+    printer_columns: tuple[Mapping[str, Any], ...] = field(default=(), compare=False,
+                                                           hash=False)
+    """additionalPrinterColumns of a custom resource (its server-side table)."""
     storage: tuple[str, str] | None = None
     """(group, plural) whose objects this kind shows in another form (events.k8s.io)."""
     to_storage: Callable[[dict[str, Any]], dict[str, Any]] | None = field(
@@ -131,7 +134,8 @@ def crd_types(crd: Mapping[str, Any]) -> list[ResourceType]:
             subresources=frozenset(subresources), singular=names.get("singular") or
             names["kind"].lower(), short_names=tuple(names.get("shortNames") or ()),
             categories=tuple(names.get("categories") or ()), generation=True, custom=True,
-            schema=copy.deepcopy((version.get("schema") or {}).get("openAPIV3Schema"))))
+            schema=copy.deepcopy((version.get("schema") or {}).get("openAPIV3Schema")),
+            printer_columns=tuple(copy.deepcopy(version.get("additionalPrinterColumns") or []))))
     return types
 
 
@@ -168,3 +172,27 @@ def prune_object(obj: dict[str, Any], schema: Mapping[str, Any] | None) -> dict[
     kept = {k: obj[k] for k in ("apiVersion", "kind", "metadata") if k in obj}
     rest = {k: v for k, v in obj.items() if k not in kept}
     return {**kept, **prune(rest, schema)}
+
+
+def unknown_fields(value: Any, schema: Mapping[str, Any] | None, path: str = "") -> list[str]:
+    """The fields ``prune`` would drop, by their path (``spec.dataset.nmae``): what
+    ``fieldValidation=Strict`` refuses."""
+    if schema is None or schema.get("x-kubernetes-preserve-unknown-fields"):
+        return []
+    found: list[str] = []
+    if isinstance(value, dict):
+        properties = schema.get("properties")
+        additional = schema.get("additionalProperties")
+        for key, item in value.items():
+            where = f"{path}.{key}" if path else key
+            if properties and key in properties:
+                found += unknown_fields(item, properties[key], where)
+            elif isinstance(additional, Mapping):
+                found += unknown_fields(item, additional, where)
+            elif additional is not True and (properties is not None or additional is not None
+                                             or schema.get("type") == "object"):
+                found.append(where)
+    elif isinstance(value, list) and isinstance(schema.get("items"), Mapping):
+        for index, item in enumerate(value):
+            found += unknown_fields(item, schema["items"], f"{path}[{index}]")
+    return found
