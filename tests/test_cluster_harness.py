@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import json
+import os
 import re
 import sys
 import threading
