@@ -113,7 +113,8 @@ def cmd_runner_solve(args: argparse.Namespace) -> int:
         write_patch(work, Path(args.patch_file).read_text() if args.patch_file else "")
     elif args.endpoint:
         header = _auth_header(os.environ)
-        result = solve_step(work, AgentTarget(args.endpoint, args.timeout, header),
+        target = AgentTarget(args.endpoint, args.timeout, header, task_data=args.task_data)
+        result = solve_step(work, target,
                             include_hints=not args.no_hints, repo_dir=args.repo_dir)
         print(f"solve: {result.summary}", file=sys.stderr)
     else:
@@ -227,6 +228,8 @@ def build_parser() -> argparse.ArgumentParser:
     solve.add_argument("--timeout", type=float, default=1800, help="seconds to wait for it")
     solve.add_argument("--repo-dir", help="the agent's checkout, sent as REPO_DIR")
     solve.add_argument("--no-hints", action="store_true", help="do not send hints_text")
+    solve.add_argument("--task-data", action="store_true",
+                       help="also send the data part naming the task (AgentUnderTest taskData)")
     solve.add_argument("--patch-file", help="use this patch instead of asking ('' = none)")
     solve.add_argument("--time-limit", type=int, default=1800, help="eval script limit, s")
     solve.add_argument("--without-patch", action="store_true",

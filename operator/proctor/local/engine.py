@@ -13,9 +13,9 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlparse
@@ -24,14 +24,16 @@ from tqdm import tqdm
 
 from proctor import __version__, dataset
 from proctor.model import ErrorKind, Instance, Outcome, RunResult, Summary, Timings, WorkItem
+from proctor.plan import Variant
 from proctor.predictions import load_predictions, patch_for
-from proctor.prepare import Refusal, check_runnable, load_selection, plan_items
+from proctor.prepare import Refusal, check_runnable, load_selection, plan_items, prompt_variants
 from proctor.results import ResultsFolder, write_outputs
 from proctor.runner import sandbox
 from proctor.runner.grade import grade_work_dir
 from proctor.runner.solve import AgentTarget, read_solve, solve_error, solve_step, write_prompt
 from proctor.runner.workdir import WorkDir, write_json, write_patch, write_task, write_test_step
 from proctor.spec import AgentUnderTest, Evaluation
+from proctor.variants import write_variants
 
 _LOOPBACK = ("localhost", "127.0.0.1", "::1")
 
@@ -53,6 +55,15 @@ class RunContext:
     agent: AgentTarget | None = None
     agent_slots: threading.Semaphore | None = None
     """The agent's maxConcurrentTasks, across everything this process runs."""
+    variants: Mapping[str, Sequence[Variant]] = field(default_factory=dict)
+    """Each task's reworded problem statements, by instance id (promptSensitivity)."""
+
+    def problem_text(self, item: WorkItem) -> str:
+        """The problem text the item asks: the original, or its variant's rewording."""
+        for variant in self.variants.get(item.instance_id, ()):
+            if variant.variant_id == item.variant_id:
+                return variant.text
+        return self.instances[item.instance_id].problem_statement
 
     @property
     def shares_filesystem(self) -> bool:
@@ -86,7 +97,8 @@ def agent_target(evaluation: Evaluation, agents: Sequence[AgentUnderTest]) -> Ag
     if spec.auth:
         raise EngineError(f"AgentUnderTest {name!r} reads its credentials from a Kubernetes "
                           f"Secret, which `proctor run` cannot read; use it on a cluster")
-    return AgentTarget(endpoint=spec.endpoint, timeout_s=spec.request_timeout_seconds)
+    return AgentTarget(endpoint=spec.endpoint, timeout_s=spec.request_timeout_seconds,
+                       task_data=spec.task_data)
 
 
 def prepare(evaluation: Evaluation, agents: Sequence[AgentUnderTest] = ()
@@ -106,16 +118,19 @@ def prepare(evaluation: Evaluation, agents: Sequence[AgentUnderTest] = ()
         raise EngineError(refused[0] + more)
     predictions = (load_predictions(spec.predictions.path)
                    if spec.predictions.source == "file" and spec.predictions.path else None)
-    items = plan_items(evaluation, selection)
-    return RunContext(evaluation, selection.by_id, predictions, agent, slots), selection, items
+    variants = prompt_variants(evaluation, selection)
+    items = plan_items(evaluation, selection, variants)
+    ctx = RunContext(evaluation, selection.by_id, predictions, agent, slots, variants)
+    return ctx, selection, items
 
 
-def _obtain_patch(ctx: RunContext, instance: Instance, work: WorkDir) -> float | None:
+def _obtain_patch(ctx: RunContext, instance: Instance, work: WorkDir,
+                  problem_text: str) -> float | None:
     """Write the item's patch into its work folder; the agent's time when one was asked."""
     if ctx.agent is None:
         write_patch(work, patch_for(ctx.source, instance, ctx.predictions))
         return None
-    write_prompt(work, instance.problem_statement)
+    write_prompt(work, problem_text)
     with contextlib.ExitStack() as stack:
         repo_dir = None
         if ctx.shares_filesystem:
@@ -133,7 +148,7 @@ def execute_item(ctx: RunContext, item: WorkItem, work: WorkDir) -> RunResult:
     started, clock = _now(), time.perf_counter()
     instance = ctx.instances[item.instance_id]
     write_task(work, instance, item)
-    solve_seconds = _obtain_patch(ctx, instance, work)
+    solve_seconds = _obtain_patch(ctx, instance, work, ctx.problem_text(item))
     limit = ctx.evaluation.spec.timeouts.test_seconds
     write_test_step(work, instance, limit, test_without_patch=ctx.source == "empty")
     # When the agent failed there is nothing to test: the item is an agent error.
@@ -197,6 +212,8 @@ def run_evaluation(evaluation: Evaluation, output_dir: Path, progress: bool = Tr
     folder = ResultsFolder(output_dir)
     folder.claim({"evaluation": evaluation.name, "dataset_fingerprint": selection.fingerprint,
                   "spec": evaluation.spec.model_dump(mode="json", by_alias=True)})
+    if ctx.variants:
+        write_variants(folder.root, selection.instances, ctx.variants)
     done = {r.item_id for r in folder.load()}
     todo = [i for i in items if i.id not in done]
     try:
