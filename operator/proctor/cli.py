@@ -46,15 +46,44 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _reliability_demo(args: argparse.Namespace) -> int:
+    from proctor.analysis.markdown import summary_table
+    from proctor.local.demo import run_reliability_demo
+
+    out = Path(args.output_dir or "proctor-results/demo-reliability")
+    found = run_reliability_demo(out, max_concurrent_rows=args.max_concurrent_rows,
+                                 progress=not args.quiet)
+    print("\n".join(summary_table(found.figures)))
+    print(f"\nResults in {out}/<agent>/; analysis in {out}/analysis/ (sensitivity_report.md)")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from proctor.local.demo import run_demo
     from proctor.report import leaderboard
 
-    out = Path(args.output_dir)
+    if args.reliability:
+        return _reliability_demo(args)
+    out = Path(args.output_dir or "proctor-results/demo")
     summaries = run_demo(out, max_concurrent_rows=args.max_concurrent_rows,
                          progress=not args.quiet)
     print("\n".join(leaderboard(summaries)))
     print(f"\nResults in {out}/<agent>/ (summary.json, report.md, results.jsonl)")
+    return 0
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from proctor.analysis import AnalysisError, analyze
+    from proctor.analysis.markdown import summary_table
+
+    out = Path(args.output_dir)
+    try:
+        found = analyze([Path(f) for f in args.results], out, score=args.score,
+                        seed=args.seed, resamples=args.resamples)
+    except AnalysisError as exc:
+        raise UsageError(str(exc)) from exc
+    print("\n".join(summary_table(found.figures)))
+    print(f"\nAnalysis in {out}/ (sensitivity_report.md, CSVs, PNGs)")
     return 0
 
 
@@ -183,11 +212,28 @@ def build_parser() -> argparse.ArgumentParser:
 
     dem = sub.add_parser("demo", help="serve the reference agents on loopback and evaluate "
                                       "each over A2A on the demo dataset")
-    dem.add_argument("--output-dir", default="proctor-results/demo",
-                     help="results folder, one subfolder per agent (resumed if present)")
+    dem.add_argument("--output-dir", default=None,
+                     help="results folder, one subfolder per agent (resumed if present); "
+                          "default proctor-results/demo (or demo-reliability)")
+    dem.add_argument("--reliability", action="store_true",
+                     help="oracle and sensitive with 3 template variants, 3 repeats and a "
+                          "fixed seed, then `proctor analyze` of both")
     dem.add_argument("--max-concurrent-rows", type=int, default=2)
     dem.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     dem.set_defaults(func=cmd_demo)
+
+    ana = sub.add_parser("analyze", help="prompt sensitivity and reliability figures of one "
+                                         "or more results folders (one per agent)")
+    ana.add_argument("results", nargs="+", help="results folders (proctor run, demo, "
+                                                "results pull)")
+    ana.add_argument("--output-dir", required=True, help="where the CSVs, PNGs and "
+                                                         "sensitivity_report.md go")
+    ana.add_argument("--score", choices=("resolved", "f2p"), default="resolved",
+                     help="an item's score: 1 if resolved else 0, or the share of its "
+                          "FAIL_TO_PASS tests that pass")
+    ana.add_argument("--seed", type=int, default=20261124, help="the bootstrap's seed")
+    ana.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
+    ana.set_defaults(func=cmd_analyze)
 
     val = sub.add_parser("validate", help="run gold and empty predictions to find broken "
                                           "and flaky tasks of the Evaluation's dataset")
