@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
+import orjson
 
 from proctor.reliability import scores_array
 from proctor.variants import read_variants
@@ -61,8 +62,8 @@ def read_results(folder: Path) -> list[dict]:
             if not raw.endswith(b"\n"):
                 break  # torn by a kill mid-write; the run redoes that item on resume
             try:
-                line = json.loads(raw)
-            except json.JSONDecodeError:
+                line = orjson.loads(raw)
+            except orjson.JSONDecodeError:
                 continue
             latest[line.get("item_id", str(len(latest)))] = line
     return list(latest.values())
