@@ -86,3 +86,16 @@ def test_a2a_message_has_text_then_data_part():
     assert get_text_parts(a2a.parts) == [msg.text]
     assert get_data_parts(a2a.parts) == [msg.data]
     assert a2a.message_id and a2a.context_id
+
+
+@pytest.mark.parametrize("task_data", [False, True])
+def test_task_data_reaches_the_solve_step_of_a_cluster_job(task_data):
+    from proctor.k8s.manifests import solve_command
+    from proctor.manifest import parse_resource
+
+    evaluation = parse_resource({"apiVersion": "proctor.dev/v1alpha1", "kind": "Evaluation",
+                                 "metadata": {"name": "ev"}, "spec": {"agentRef": {"name": "a"}}})
+    agent = parse_resource({"apiVersion": "proctor.dev/v1alpha1", "kind": "AgentUnderTest",
+                            "metadata": {"name": "a"},
+                            "spec": {"endpoint": "http://a:9009/", "taskData": task_data}})
+    assert ("--task-data" in solve_command(evaluation, agent)) == task_data
