@@ -124,3 +124,16 @@ def test_a_folder_without_results_is_a_one_line_error(tmp_path, capsys):
     assert main(["analyze", str(tmp_path / "empty"), "--output-dir", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("proctor: error:") and "no results.jsonl" in err and "\n" not in err
+
+
+def test_a_plain_run_without_variants_or_repeats_still_analyses(tmp_path):
+    folder = write_folder(tmp_path / "a", "agent-a", {"t1": {"original": "R"},
+                                                      "t2": {"original": "E"}})
+    out = tmp_path / "analysis"
+    assert main(["analyze", str(folder), "--output-dir", str(out), "--resamples", "50"]) == 0
+    row = read_csv(out / "agent_level_sensitivity.csv")[0]
+    assert (row["num_tasks"], row["S_prompt"], row["error_items"]) == ("0", "nan", "1")
+    assert read_csv(out / "task_level_sensitivity.csv") == []
+    assert all((out / name).exists() for name in ("sensitivity_comparison.png",
+                                                  "most_sensitive_tasks.png"))
+    assert "No task's score changed" in (out / "sensitivity_report.md").read_text()

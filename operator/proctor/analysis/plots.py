@@ -12,32 +12,42 @@ from proctor.reliability import AgentFigures
 TaskRow = Sequence[object]  # a task_level_sensitivity.csv row (see tables.task_rows)
 
 
-def _errors(value: float, interval: tuple[float, float]) -> list[float]:
-    lo, hi = interval
-    if not all(map(math.isfinite, (value, lo, hi))):
-        return [0.0, 0.0]
-    return [max(0.0, value - lo), max(0.0, hi - value)]
+def _error_bars(figs: Sequence[AgentFigures], name: str) -> list[list[float]]:
+    """matplotlib's yerr (below, above) of each agent's figure `name` from its interval."""
+    below, above = [], []
+    for f in figs:
+        value, (lo, hi) = getattr(f, name), f.intervals.get(name, (math.nan, math.nan))
+        ok = all(map(math.isfinite, (value, lo, hi)))
+        below.append(max(0.0, value - lo) if ok else 0.0)
+        above.append(max(0.0, hi - value) if ok else 0.0)
+    return [below, above]
+
+
+def _finish(fig: Figure, ax, title: str, xlabel: str, ylabel: str,
+            legend: dict | None = None) -> Figure:
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(**(legend or {}))
+    fig.tight_layout()
+    return fig
+
+
+def _bar_values(values: Sequence[float]) -> list[float]:
+    return [0 if math.isnan(v) else v for v in values]
 
 
 def sensitivity_comparison(figs: Sequence[AgentFigures]) -> Figure:
     """S_prompt per agent, with its 95% interval (the seed's bar chart, plus intervals)."""
     fig = Figure(figsize=(max(5, 1.2 * len(figs) + 3), 4))
     ax = fig.add_subplot()
-    names = [f.agent for f in figs]
-    values = [f.S_prompt for f in figs]
-    errs = [_errors(f.S_prompt, f.intervals.get("S_prompt", (math.nan, math.nan)))
-            for f in figs]
-    ax.bar(names, [0 if math.isnan(v) else v for v in values],
-           yerr=[[e[0] for e in errs], [e[1] for e in errs]], capsize=4, color="tab:blue",
+    ax.bar([f.agent for f in figs], _bar_values([f.S_prompt for f in figs]),
+           yerr=_error_bars(figs, "S_prompt"), capsize=4, color="tab:blue",
            label="S_prompt (95% bootstrap interval)")
     ax.axhline(0.75, color="grey", linestyle="--", label="floor for 0/1 scores (0.75)")
     ax.set_ylim(0.7, 1.01)
-    ax.set_title("Prompt robustness by agent")
-    ax.set_xlabel("Agent")
-    ax.set_ylabel("S_prompt = 1 - mean variance")
-    ax.legend(loc="lower right")
-    fig.tight_layout()
-    return fig
+    return _finish(fig, ax, "Prompt robustness by agent", "Agent",
+                   "S_prompt = 1 - mean variance", {"loc": "lower right"})
 
 
 def task_sensitivity_distribution(rows: Sequence[TaskRow]) -> Figure:
@@ -49,17 +59,12 @@ def task_sensitivity_distribution(rows: Sequence[TaskRow]) -> Figure:
         mine = [r for r in rows if r[5] == agent]
         left.hist([float(r[1]) for r in mine], bins=10, range=(0, 0.25), alpha=0.6, label=agent)
         right.hist([float(r[3]) for r in mine], bins=10, range=(0, 1), alpha=0.6, label=agent)
-    left.set_title("Per-task variance across variants")
-    left.set_xlabel("Population variance of the variant scores")
-    left.set_ylabel("Tasks")
-    right.set_title("Per-task min-max gap")
-    right.set_xlabel("Best minus worst variant score")
-    right.set_ylabel("Tasks")
-    for ax in (left, right):
-        ax.legend(title="Agent") if agents else ax.legend([], [], title="no tasks")
     fig.suptitle("Task sensitivity distribution")
-    fig.tight_layout()
-    return fig
+    legend = {"title": "Agent"} if agents else {"handles": [], "title": "no tasks"}
+    _finish(fig, left, "Per-task variance across variants",
+            "Population variance of the variant scores", "Tasks", legend)
+    return _finish(fig, right, "Per-task min-max gap", "Best minus worst variant score",
+                   "Tasks", legend)
 
 
 def most_sensitive_tasks(rows: Sequence[TaskRow], top: int = 15) -> Figure:
@@ -70,12 +75,9 @@ def most_sensitive_tasks(rows: Sequence[TaskRow], top: int = 15) -> Figure:
     labels = [f"{r[0]} ({r[5]})" for r in ranked]
     ax.barh(labels[::-1], [float(r[1]) for r in ranked][::-1], color="tab:red",
             label="variance across variants")
-    ax.set_title(f"Most prompt-sensitive tasks (top {len(ranked)})")
-    ax.set_xlabel("Population variance of the variant scores")
-    ax.set_ylabel("Task (agent)")
-    ax.legend(loc="lower right")
-    fig.tight_layout()
-    return fig
+    return _finish(fig, ax, f"Most prompt-sensitive tasks (top {len(ranked)})",
+                   "Population variance of the variant scores", "Task (agent)",
+                   {"loc": "lower right"})
 
 
 def accuracy_original_vs_variants(figs: Sequence[AgentFigures]) -> Figure:
@@ -84,19 +86,11 @@ def accuracy_original_vs_variants(figs: Sequence[AgentFigures]) -> Figure:
     fig = Figure(figsize=(max(5, 1.5 * len(figs) + 3), 4))
     ax = fig.add_subplot()
     xs = range(len(figs))
-    orig = [f.resolved_rate for f in figs]
-    var = [f.accuracy_variants for f in figs]
-    errs = [_errors(f.resolved_rate, f.intervals.get("resolved_rate", (math.nan, math.nan)))
-            for f in figs]
-    ax.bar([x - 0.2 for x in xs], [0 if math.isnan(v) else v for v in orig], width=0.4,
-           yerr=[[e[0] for e in errs], [e[1] for e in errs]], capsize=4, label="original")
-    ax.bar([x + 0.2 for x in xs], [0 if math.isnan(v) else v for v in var], width=0.4,
-           label="variants")
+    ax.bar([x - 0.2 for x in xs], _bar_values([f.resolved_rate for f in figs]), width=0.4,
+           yerr=_error_bars(figs, "resolved_rate"), capsize=4, label="original")
+    ax.bar([x + 0.2 for x in xs], _bar_values([f.accuracy_variants for f in figs]),
+           width=0.4, label="variants")
     ax.set_xticks(list(xs), [f.agent for f in figs])
     ax.set_ylim(0, 1.05)
-    ax.set_title("Accuracy on original prompts vs variants")
-    ax.set_xlabel("Agent")
-    ax.set_ylabel("Accuracy (errors left out)")
-    ax.legend()
-    fig.tight_layout()
-    return fig
+    return _finish(fig, ax, "Accuracy on original prompts vs variants", "Agent",
+                   "Accuracy (errors left out)")
