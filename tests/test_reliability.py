@@ -38,7 +38,7 @@ def test_seed_formula_with_one_repeat():
     assert (fig.accuracy_original, fig.accuracy_variants) == pytest.approx((1, 0.75))
     assert fig.R_prompt == fig.R_prompt_unclamped == pytest.approx(0.75)
     assert fig.accuracy_gap == pytest.approx(0.25)
-    assert fig.resolved_rate == 1
+    assert fig.resolved_rate_excl_errors == 1
     assert math.isnan(fig.C_out) and math.isnan(fig.sigma2_run) and not fig.pass_at_k
 
 
@@ -83,7 +83,7 @@ def test_one_variant_leaves_every_task_out_of_sensitivity():
     fig, _ = agent_figures("a", arr([[[1]], [[0]]]), resamples=50)
     assert fig.num_tasks == 0 and fig.tasks_left_out["sensitivity"] == 2
     assert math.isnan(fig.S_prompt) and math.isnan(fig.R_prompt)
-    assert fig.resolved_rate == 0.5
+    assert fig.resolved_rate_excl_errors == 0.5
 
 
 def test_equal_scores_are_perfectly_robust_and_zero_accuracy_gives_nan_r_prompt():
@@ -101,7 +101,7 @@ def test_r_prompt_clamps_at_one_and_keeps_the_unclamped_value():
 def test_no_tasks_and_every_item_in_error():
     empty, _, _ = scores_array([])
     fig, _ = agent_figures("a", empty, resamples=50)
-    assert fig.tasks == 0 and math.isnan(fig.S_prompt) and math.isnan(fig.resolved_rate)
+    assert fig.tasks == 0 and math.isnan(fig.S_prompt) and math.isnan(fig.resolved_rate_excl_errors)
     assert all(math.isnan(lo) for lo, _ in fig.intervals.values())
     fig, _ = agent_figures("a", np.full((2, 2, 2), np.nan), errors=8, resamples=50)
     assert fig.num_tasks == 0 and fig.tasks_left_out["sensitivity"] == 2
@@ -122,7 +122,7 @@ def test_intervals_are_seeded_and_bracket_the_estimate():
     a, _ = agent_figures("a", scores, seed=7, resamples=500)
     b, _ = agent_figures("a", scores, seed=7, resamples=500)
     assert a.intervals == b.intervals
-    for name in ("resolved_rate", "S_prompt", "R_prompt", "C_out", "accuracy_gap"):
+    for name in ("resolved_rate_excl_errors", "S_prompt", "R_prompt", "C_out", "accuracy_gap"):
         lo, hi = a.intervals[name]
         point = getattr(a, "R_prompt_unclamped" if name == "R_prompt" else name)
         assert lo <= point <= hi and lo < hi, name

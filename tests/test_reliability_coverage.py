@@ -19,7 +19,7 @@ from proctor.reliability import bootstrap_intervals, contributions, figures_from
 
 TASKS, PROMPTS, REPEATS, ERROR = 200, 4, 3, 0.05
 RUNS, RESAMPLES = 1000, 1000
-FIGURES = ("resolved_rate", "S_prompt", "R_prompt", "C_out")
+FIGURES = ("resolved_rate_excl_errors", "S_prompt", "R_prompt", "C_out")
 
 
 def simulate(rng: np.random.Generator, tasks: int) -> np.ndarray:

@@ -77,9 +77,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from proctor.analysis.markdown import summary_table
 
     out = Path(args.output_dir)
+    chosen = {k: v for k, v in (("seed", args.seed), ("resamples", args.resamples)) if v}
     try:
-        found = analyze([Path(f) for f in args.results], out, score=args.score,
-                        seed=args.seed, resamples=args.resamples)
+        found = analyze([Path(f) for f in args.results], out, score=args.score, **chosen)
     except AnalysisError as exc:
         raise UsageError(str(exc)) from exc
     print("\n".join(summary_table(found.figures)))
@@ -231,8 +231,8 @@ def build_parser() -> argparse.ArgumentParser:
     ana.add_argument("--score", choices=("resolved", "f2p"), default="resolved",
                      help="an item's score: 1 if resolved else 0, or the share of its "
                           "FAIL_TO_PASS tests that pass")
-    ana.add_argument("--seed", type=int, default=20261124, help="the bootstrap's seed")
-    ana.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
+    ana.add_argument("--seed", type=int, help="the bootstrap's seed (default: a fixed one)")
+    ana.add_argument("--resamples", type=int, help="bootstrap resamples (default 2000)")
     ana.set_defaults(func=cmd_analyze)
 
     val = sub.add_parser("validate", help="run gold and empty predictions to find broken "

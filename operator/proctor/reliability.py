@@ -66,7 +66,7 @@ class AgentFigures:
     max_min_max_gap: float = math.nan
     num_tasks: int = 0
     S_prompt_seed: float = math.nan
-    resolved_rate: float = math.nan
+    resolved_rate_excl_errors: float = math.nan
     """Mean over tasks of the original prompt's non-error score (errors left out)."""
     accuracy_original: float = math.nan
     accuracy_variants: float = math.nan
@@ -171,7 +171,7 @@ def figures_from_sums(s: np.ndarray) -> dict[str, np.ndarray]:
     acc_o, acc_v = ratio("orig_sum", "orig_n"), ratio("var_sum", "var_n")
     with np.errstate(invalid="ignore", divide="ignore"):
         r = np.where(acc_o > 0, acc_v / np.where(acc_o > 0, acc_o, 1), np.nan)
-    return {"resolved_rate": ratio("task_rate", "rate_valid"),
+    return {"resolved_rate_excl_errors": ratio("task_rate", "rate_valid"),
             "S_prompt": 1 - ratio("variance", "sens_valid"), "R_prompt": r,
             "C_out": ratio("cout", "cout_valid"), "accuracy_gap": ratio("gap", "gap_valid")}
 
@@ -274,8 +274,8 @@ def agent_figures(agent: str, scores: np.ndarray, *, resources: dict[str, np.nda
     fig.S_prompt_seed = _seed_reading(scores)
     contrib = contributions(per)
     point = {name: float(x) for name, x in figures_from_sums(contrib.sum(0)).items()}
-    fig.resolved_rate, fig.C_out, fig.accuracy_gap = (point["resolved_rate"], point["C_out"],
-                                                      point["accuracy_gap"])
+    fig.resolved_rate_excl_errors = point["resolved_rate_excl_errors"]
+    fig.C_out, fig.accuracy_gap = point["C_out"], point["accuracy_gap"]
     s = contrib.sum(0)
     fig.accuracy_original = s[_C["orig_sum"]] / s[_C["orig_n"]] if s[_C["orig_n"]] else math.nan
     fig.accuracy_variants = s[_C["var_sum"]] / s[_C["var_n"]] if s[_C["var_n"]] else math.nan
@@ -293,11 +293,8 @@ def agent_figures(agent: str, scores: np.ndarray, *, resources: dict[str, np.nda
         fig.C_res = {name: c for name, arr in (resources or {}).items()
                      if math.isfinite(c := resource_consistency(arr))}
     else:
-        fig.C_out = math.nan
         fig.notes.append("repeats = 1: C_out, pass^k, sigma2_run and sigma2_prompt need 2+")
     fig.intervals = bootstrap_intervals(contrib, seed, resamples)
-    if k < 2:
-        fig.intervals["C_out"] = (math.nan, math.nan)
     return fig, per
 
 

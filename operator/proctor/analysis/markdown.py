@@ -43,12 +43,12 @@ def _ci(f: AgentFigures, name: str) -> str:
 
 
 def summary_table(figs: Sequence[AgentFigures]) -> list[str]:
-    lines = ["| Agent | Tasks | Resolved rate | S_prompt | R_prompt | Gap | C_out | "
+    lines = ["| Agent | Tasks | Resolved (errors out) | S_prompt | R_prompt | Gap | C_out | "
              "σ²_prompt | σ²_run | Errors left out |", "|" + "---|" * 10]
     for f in figs:
         lines.append(
-            f"| {f.agent} | {f.num_tasks}/{f.tasks} | {_num(f.resolved_rate)}"
-            f"{_ci(f, 'resolved_rate')} | {_num(f.S_prompt)}{_ci(f, 'S_prompt')} | "
+            f"| {f.agent} | {f.num_tasks}/{f.tasks} | {_num(f.resolved_rate_excl_errors)}"
+            f"{_ci(f, 'resolved_rate_excl_errors')} | {_num(f.S_prompt)}{_ci(f, 'S_prompt')} | "
             f"{_num(f.R_prompt)}{_ci(f, 'R_prompt')} | {_num(f.accuracy_gap)}"
             f"{_ci(f, 'accuracy_gap')} | {_num(f.C_out)}{_ci(f, 'C_out')} | "
             f"{_num(f.sigma2_prompt)} | {_num(f.sigma2_run)} | {f.error_items} |")

@@ -86,8 +86,9 @@ def accuracy_original_vs_variants(figs: Sequence[AgentFigures]) -> Figure:
     fig = Figure(figsize=(max(5, 1.5 * len(figs) + 3), 4))
     ax = fig.add_subplot()
     xs = range(len(figs))
-    ax.bar([x - 0.2 for x in xs], _bar_values([f.resolved_rate for f in figs]), width=0.4,
-           yerr=_error_bars(figs, "resolved_rate"), capsize=4, label="original")
+    ax.bar([x - 0.2 for x in xs], _bar_values([f.resolved_rate_excl_errors for f in figs]),
+           width=0.4, yerr=_error_bars(figs, "resolved_rate_excl_errors"), capsize=4,
+           label="original")
     ax.bar([x + 0.2 for x in xs], _bar_values([f.accuracy_variants for f in figs]),
            width=0.4, label="variants")
     ax.set_xticks(list(xs), [f.agent for f in figs])

@@ -14,14 +14,14 @@ from proctor.reliability import AgentFigures, Comparison
 
 SEED_AGENT_COLUMNS = ["agent", "S_prompt", "mean_variance", "std_variance",
                       "mean_min_max_gap", "max_min_max_gap", "num_tasks"]
-OUR_AGENT_COLUMNS = ["S_prompt_seed", "resolved_rate", "accuracy_original",
+OUR_AGENT_COLUMNS = ["S_prompt_seed", "resolved_rate_excl_errors", "accuracy_original",
                      "accuracy_variants", "R_prompt", "R_prompt_unclamped", "accuracy_gap",
                      "sigma2_prompt", "sigma2_run", "C_out", "tasks", "variants", "repeats",
                      "items", "error_items"]
 SEED_TASK_COLUMNS = ["task_id", "variance", "mean_score", "min_max_gap", "S_task"]
 OUR_TASK_COLUMNS = ["agent", "num_variants", "original_score", "sigma2_run", "sigma2_prompt"]
 # The figures with a bootstrap interval.
-INTERVAL_FIGURES = ("resolved_rate", "S_prompt", "R_prompt", "C_out", "accuracy_gap")
+INTERVAL_FIGURES = ("resolved_rate_excl_errors", "S_prompt", "R_prompt", "C_out", "accuracy_gap")
 
 
 def write_csv(path: Path, header: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
@@ -60,9 +60,9 @@ def metric_rows(f: AgentFigures) -> list[list[object]]:
     """reliability_metrics.csv: agent, metric, value, ci_low, ci_high (long form)."""
     rows: list[list[object]] = [
         [f.agent, name, getattr(f, name), *_interval(f, name)]
-        for name in ("resolved_rate", "accuracy_original", "accuracy_variants", "S_prompt",
-                     "S_prompt_seed", "R_prompt", "R_prompt_unclamped", "accuracy_gap",
-                     "C_out", "sigma2_prompt", "sigma2_run")]
+        for name in ("resolved_rate_excl_errors", "accuracy_original", "accuracy_variants",
+                     "S_prompt", "S_prompt_seed", "R_prompt", "R_prompt_unclamped",
+                     "accuracy_gap", "C_out", "sigma2_prompt", "sigma2_run")]
     rows += [[f.agent, f"pass@{k}", v, math.nan, math.nan] for k, v in f.pass_at_k.items()]
     rows += [[f.agent, f"pass^{k}", v, math.nan, math.nan] for k, v in f.pass_hat_k.items()]
     rows += [[f.agent, f"C_res_{k}", v, math.nan, math.nan] for k, v in f.C_res.items()]
