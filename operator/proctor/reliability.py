@@ -33,7 +33,8 @@ DEFAULT_SEED = 20261124
 
 # Per-task contributions; each bootstrapped figure is sum(numerator) / sum(denominator).
 _CONTRIB = ("orig_sum", "orig_n", "var_sum", "var_n", "variance", "sens_valid",
-            "cout", "cout_valid", "gap", "gap_valid", "task_rate", "rate_valid")
+            "cout", "cout_valid", "gap", "gap_valid", "task_rate", "rate_valid",
+            "sigma2_run", "run_valid", "sigma2_prompt", "prompt_valid")
 _C = {name: i for i, name in enumerate(_CONTRIB)}
 
 
@@ -158,6 +159,9 @@ def contributions(per_task: dict[str, np.ndarray]) -> np.ndarray:
             "gap": filled("gap", "gap_valid"), "gap_valid": per_task["gap_valid"],
             "task_rate": np.where(per_task["orig_n"] > 0, per_task["original_score"], 0.0),
             "rate_valid": per_task["orig_n"] > 0}
+    for name, valid in (("sigma2_run", "run_valid"), ("sigma2_prompt", "prompt_valid")):
+        ok = np.isfinite(per_task[name])
+        cols[name], cols[valid] = np.where(ok, per_task[name], 0.0), ok
     return np.column_stack([np.asarray(cols[n], dtype=float) for n in _CONTRIB])
 
 
@@ -173,7 +177,9 @@ def figures_from_sums(s: np.ndarray) -> dict[str, np.ndarray]:
         r = np.where(acc_o > 0, acc_v / np.where(acc_o > 0, acc_o, 1), np.nan)
     return {"resolved_rate_excl_errors": ratio("task_rate", "rate_valid"),
             "S_prompt": 1 - ratio("variance", "sens_valid"), "R_prompt": r,
-            "C_out": ratio("cout", "cout_valid"), "accuracy_gap": ratio("gap", "gap_valid")}
+            "C_out": ratio("cout", "cout_valid"), "accuracy_gap": ratio("gap", "gap_valid"),
+            "sigma2_run": ratio("sigma2_run", "run_valid"),
+            "sigma2_prompt": ratio("sigma2_prompt", "prompt_valid")}
 
 
 def resample_weights(seed: int, tasks: int, resamples: int) -> np.ndarray:
@@ -276,6 +282,7 @@ def agent_figures(agent: str, scores: np.ndarray, *, resources: dict[str, np.nda
     point = {name: float(x) for name, x in figures_from_sums(contrib.sum(0)).items()}
     fig.resolved_rate_excl_errors = point["resolved_rate_excl_errors"]
     fig.C_out, fig.accuracy_gap = point["C_out"], point["accuracy_gap"]
+    fig.sigma2_run, fig.sigma2_prompt = point["sigma2_run"], point["sigma2_prompt"]
     s = contrib.sum(0)
     fig.accuracy_original = s[_C["orig_sum"]] / s[_C["orig_n"]] if s[_C["orig_n"]] else math.nan
     fig.accuracy_variants = s[_C["var_sum"]] / s[_C["var_n"]] if s[_C["var_n"]] else math.nan
@@ -286,8 +293,6 @@ def agent_figures(agent: str, scores: np.ndarray, *, resources: dict[str, np.nda
         fig.notes.append("R_prompt is NaN: the accuracy on original prompts is 0")
     fig.tasks_left_out["C_out"] = int(t - per["cout_valid"].sum())
     if k >= 2:
-        fig.sigma2_run = _mean_finite(per["sigma2_run"])
-        fig.sigma2_prompt = _mean_finite(per["sigma2_prompt"])
         fig.tasks_left_out["sigma2_prompt"] = int(np.sum(np.isnan(per["sigma2_prompt"])))
         _pass_figures(scores[:, 0, :], fig)
         fig.C_res = {name: c for name, arr in (resources or {}).items()
@@ -296,11 +301,6 @@ def agent_figures(agent: str, scores: np.ndarray, *, resources: dict[str, np.nda
         fig.notes.append("repeats = 1: C_out, pass^k, sigma2_run and sigma2_prompt need 2+")
     fig.intervals = bootstrap_intervals(contrib, seed, resamples)
     return fig, per
-
-
-def _mean_finite(a: np.ndarray) -> float:
-    finite = a[np.isfinite(a)]
-    return float(finite.mean()) if len(finite) else math.nan
 
 
 # --- Two agents on the same tasks --------------------------------------------------------

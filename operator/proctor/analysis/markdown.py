@@ -51,7 +51,8 @@ def summary_table(figs: Sequence[AgentFigures]) -> list[str]:
             f"{_ci(f, 'resolved_rate_excl_errors')} | {_num(f.S_prompt)}{_ci(f, 'S_prompt')} | "
             f"{_num(f.R_prompt)}{_ci(f, 'R_prompt')} | {_num(f.accuracy_gap)}"
             f"{_ci(f, 'accuracy_gap')} | {_num(f.C_out)}{_ci(f, 'C_out')} | "
-            f"{_num(f.sigma2_prompt)} | {_num(f.sigma2_run)} | {f.error_items} |")
+            f"{_num(f.sigma2_prompt)}{_ci(f, 'sigma2_prompt')} | "
+            f"{_num(f.sigma2_run)}{_ci(f, 'sigma2_run')} | {f.error_items} |")
     return lines
 
 

@@ -20,8 +20,6 @@ OUR_AGENT_COLUMNS = ["S_prompt_seed", "resolved_rate_excl_errors", "accuracy_ori
                      "items", "error_items"]
 SEED_TASK_COLUMNS = ["task_id", "variance", "mean_score", "min_max_gap", "S_task"]
 OUR_TASK_COLUMNS = ["agent", "num_variants", "original_score", "sigma2_run", "sigma2_prompt"]
-# The figures with a bootstrap interval.
-INTERVAL_FIGURES = ("resolved_rate_excl_errors", "S_prompt", "R_prompt", "C_out", "accuracy_gap")
 
 
 def write_csv(path: Path, header: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
