@@ -260,6 +260,33 @@ def resource_consistency(values: np.ndarray) -> float:
     return float(np.mean(np.exp(-cv)))
 
 
+def _sensitivity(fig: AgentFigures, per: dict[str, np.ndarray]) -> None:
+    """The seed's figures, over the tasks with 2 or more scored variants."""
+    sens = per["sens_valid"]
+    fig.num_tasks = int(sens.sum())
+    fig.tasks_left_out["sensitivity"] = int(fig.tasks - fig.num_tasks)
+    if fig.num_tasks:
+        var, gaps = per["variance"][sens], per["min_max_gap"][sens]
+        fig.mean_variance, fig.std_variance = float(var.mean()), float(var.std())
+        fig.S_prompt = 1 - fig.mean_variance
+        fig.mean_min_max_gap, fig.max_min_max_gap = float(gaps.mean()), float(gaps.max())
+
+
+def _pooled(fig: AgentFigures, contrib: np.ndarray) -> None:
+    """The figures that are ratios of per-task sums (those the bootstrap resamples)."""
+    s = contrib.sum(0)
+    point = {name: float(x) for name, x in figures_from_sums(s).items()}
+    fig.resolved_rate_excl_errors = point["resolved_rate_excl_errors"]
+    fig.C_out, fig.accuracy_gap = point["C_out"], point["accuracy_gap"]
+    fig.sigma2_run, fig.sigma2_prompt = point["sigma2_run"], point["sigma2_prompt"]
+    fig.accuracy_original = s[_C["orig_sum"]] / s[_C["orig_n"]] if s[_C["orig_n"]] else math.nan
+    fig.accuracy_variants = s[_C["var_sum"]] / s[_C["var_n"]] if s[_C["var_n"]] else math.nan
+    fig.R_prompt_unclamped = point["R_prompt"]
+    fig.R_prompt = min(1.0, point["R_prompt"]) if math.isfinite(point["R_prompt"]) else math.nan
+    if fig.variants > 1 and not fig.accuracy_original:
+        fig.notes.append("R_prompt is NaN: the accuracy on original prompts is 0")
+
+
 def agent_figures(agent: str, scores: np.ndarray, *, resources: dict[str, np.ndarray] | None
                   = None, errors: int = 0, seed: int = DEFAULT_SEED,
                   resamples: int = DEFAULT_RESAMPLES) -> tuple[AgentFigures, dict]:
@@ -268,29 +295,10 @@ def agent_figures(agent: str, scores: np.ndarray, *, resources: dict[str, np.nda
     per = task_figures(scores)
     fig = AgentFigures(agent=agent, tasks=t, variants=v, repeats=k, error_items=errors,
                        items=int(np.sum(~np.isnan(scores))) + errors)
-    sens = per["sens_valid"]
-    fig.num_tasks = int(sens.sum())
-    fig.tasks_left_out["sensitivity"] = int(t - fig.num_tasks)
-    if fig.num_tasks:
-        var = per["variance"][sens]
-        gaps = per["min_max_gap"][sens]
-        fig.mean_variance, fig.std_variance = float(var.mean()), float(var.std())
-        fig.S_prompt = 1 - fig.mean_variance
-        fig.mean_min_max_gap, fig.max_min_max_gap = float(gaps.mean()), float(gaps.max())
+    _sensitivity(fig, per)
     fig.S_prompt_seed = _seed_reading(scores)
     contrib = contributions(per)
-    point = {name: float(x) for name, x in figures_from_sums(contrib.sum(0)).items()}
-    fig.resolved_rate_excl_errors = point["resolved_rate_excl_errors"]
-    fig.C_out, fig.accuracy_gap = point["C_out"], point["accuracy_gap"]
-    fig.sigma2_run, fig.sigma2_prompt = point["sigma2_run"], point["sigma2_prompt"]
-    s = contrib.sum(0)
-    fig.accuracy_original = s[_C["orig_sum"]] / s[_C["orig_n"]] if s[_C["orig_n"]] else math.nan
-    fig.accuracy_variants = s[_C["var_sum"]] / s[_C["var_n"]] if s[_C["var_n"]] else math.nan
-    fig.R_prompt_unclamped = point["R_prompt"]
-    fig.R_prompt = min(1.0, fig.R_prompt_unclamped) if math.isfinite(point["R_prompt"]) \
-        else math.nan
-    if v > 1 and not fig.accuracy_original:
-        fig.notes.append("R_prompt is NaN: the accuracy on original prompts is 0")
+    _pooled(fig, contrib)
     fig.tasks_left_out["C_out"] = int(t - per["cout_valid"].sum())
     if k >= 2:
         fig.tasks_left_out["sigma2_prompt"] = int(np.sum(np.isnan(per["sigma2_prompt"])))
