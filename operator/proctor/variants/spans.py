@@ -80,7 +80,7 @@ def _raw_blocks(text: str) -> list[tuple[str, bool]]:
             out.append(("\n".join(lines[i:j + 1]), True))
             i = j + 1
         elif not line.strip():
-            out.append((line, True))  # blank: merges with protected neighbours below
+            out.append((line, True))
             i += 1
         else:
             j = i
@@ -94,28 +94,18 @@ def _raw_blocks(text: str) -> list[tuple[str, bool]]:
 
 def blocks(text: str) -> list[Block]:
     """The text as prose paragraphs and protected blocks, in order (blank lines between
-    blocks are dropped; those inside a protected run are kept)."""
-    merged: list[list] = []
-    for chunk, protected in _raw_blocks(text):
-        blank = not chunk.strip() and "```" not in chunk
-        if blank:
-            if merged and merged[-1][1] and merged[-1][2]:
-                merged[-1][0].append(chunk)  # inside a protected run
-            else:
-                merged.append([[chunk], False, False])
-            continue
-        if protected and merged and merged[-1][1]:
-            merged[-1][0].append(chunk)
-            merged[-1][2] = True
-        else:
-            merged.append([[chunk], protected, True])
+    blocks are dropped; those between protected blocks join them into one)."""
     out: list[Block] = []
-    for parts, protected, has_text in merged:
-        if not has_text:
+    blanks: list[str] = []
+    for chunk, protected in _raw_blocks(text):
+        if not chunk.strip():  # a blank line (a fenced block never is)
+            blanks.append(chunk)
             continue
-        while protected and parts and not parts[-1].strip() and "```" not in parts[-1]:
-            parts.pop()  # a protected run ends at its last non-blank line
-        out.append(Block("\n".join(parts), protected))
+        if protected and out and out[-1].protected:
+            out[-1] = Block("\n".join([out[-1].text, *blanks, chunk]), True)
+        else:
+            out.append(Block(chunk, protected))
+        blanks = []
     return out
 
 
