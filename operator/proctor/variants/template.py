@@ -24,7 +24,7 @@ _FORMAL = [
     (r"\bwanna\b", "want to"), (r"\ba lot of\b", "many"), (r"\bkind of\b", "somewhat"),
     (r"\bseems\b", "appears"), (r"\bseem\b", "appear"), (r"\bbug\b", "defect"),
     (r"\bbugs\b", "defects"), (r"\bbig\b", "large"), (r"\bHi\b", "Hello"),
-    (r"\bThanks\b", "Thank you"), (r"\bOK\b", "acceptable"), (r"\bfix\b", "correct"),
+    (r"\bThanks\b", "Thank you"),
 ]
 _TERSE = [
     (r"^(?:Hi|Hello|Hey)(?: (?:all|everyone|there|folks))?[,!.]\s*", ""),
