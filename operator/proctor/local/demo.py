@@ -15,16 +15,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from proctor import demo
 from proctor.agents.kinds import LOOKS_UP
 from proctor.agents.server import start_reference_agent
-from proctor.analysis import Analysis, analyze
 from proctor.local.engine import run_evaluation
 from proctor.manifest import parse_resource
 from proctor.model import Summary
 from proctor.spec import AgentUnderTest, Evaluation
+
+if TYPE_CHECKING:
+    from proctor.analysis import Analysis
 
 DEMO_KINDS = ("oracle", "noop", "editor", "mixed")
 RELIABILITY_KINDS = ("oracle", "sensitive")
@@ -70,6 +72,8 @@ def run_demo(output_dir: Path, kinds: Sequence[str] = DEMO_KINDS, max_concurrent
 def run_reliability_demo(output_dir: Path, max_concurrent_rows: int = 2,
                          progress: bool = True, seed: int = RELIABILITY_SEED) -> Analysis:
     """The oracle and the sensitive agent with variants and repeats, then their analysis."""
+    from proctor.analysis import analyze  # numpy and matplotlib: only when analysing
+
     run_demo(output_dir, RELIABILITY_KINDS, max_concurrent_rows, progress, RELIABILITY_SPEC,
              seed)
     return analyze([output_dir / kind for kind in RELIABILITY_KINDS], output_dir / "analysis")
