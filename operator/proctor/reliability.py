@@ -176,6 +176,7 @@ def figures_from_sums(s: np.ndarray) -> dict[str, np.ndarray]:
     with np.errstate(invalid="ignore", divide="ignore"):
         r = np.where(acc_o > 0, acc_v / np.where(acc_o > 0, acc_o, 1), np.nan)
     return {"resolved_rate_excl_errors": ratio("task_rate", "rate_valid"),
+            "accuracy_original": acc_o, "accuracy_variants": acc_v,
             "S_prompt": 1 - ratio("variance", "sens_valid"), "R_prompt": r,
             "C_out": ratio("cout", "cout_valid"), "accuracy_gap": ratio("gap", "gap_valid"),
             "sigma2_run": ratio("sigma2_run", "run_valid"),
@@ -279,8 +280,8 @@ def _pooled(fig: AgentFigures, contrib: np.ndarray) -> None:
     fig.resolved_rate_excl_errors = point["resolved_rate_excl_errors"]
     fig.C_out, fig.accuracy_gap = point["C_out"], point["accuracy_gap"]
     fig.sigma2_run, fig.sigma2_prompt = point["sigma2_run"], point["sigma2_prompt"]
-    fig.accuracy_original = s[_C["orig_sum"]] / s[_C["orig_n"]] if s[_C["orig_n"]] else math.nan
-    fig.accuracy_variants = s[_C["var_sum"]] / s[_C["var_n"]] if s[_C["var_n"]] else math.nan
+    fig.accuracy_original = point["accuracy_original"]
+    fig.accuracy_variants = point["accuracy_variants"]
     fig.R_prompt_unclamped = point["R_prompt"]
     fig.R_prompt = min(1.0, point["R_prompt"]) if math.isfinite(point["R_prompt"]) else math.nan
     if fig.variants > 1 and not fig.accuracy_original:

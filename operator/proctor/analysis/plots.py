@@ -81,16 +81,15 @@ def most_sensitive_tasks(rows: Sequence[TaskRow], top: int = 15) -> Figure:
 
 
 def accuracy_original_vs_variants(figs: Sequence[AgentFigures]) -> Figure:
-    """Per agent, the resolved rate on original prompts (with its bootstrap interval) and
-    the pooled accuracy on variants."""
+    """Per agent, the pooled accuracy on original prompts and on variants (R_prompt is
+    their ratio), each with its 95% bootstrap interval."""
     fig = Figure(figsize=(max(5, 1.5 * len(figs) + 3), 4))
     ax = fig.add_subplot()
     xs = range(len(figs))
-    ax.bar([x - 0.2 for x in xs], _bar_values([f.resolved_rate_excl_errors for f in figs]),
-           width=0.4, yerr=_error_bars(figs, "resolved_rate_excl_errors"), capsize=4,
-           label="original")
-    ax.bar([x + 0.2 for x in xs], _bar_values([f.accuracy_variants for f in figs]),
-           width=0.4, label="variants")
+    for shift, name, label in ((-0.2, "accuracy_original", "original prompts"),
+                               (0.2, "accuracy_variants", "variants")):
+        ax.bar([x + shift for x in xs], _bar_values([getattr(f, name) for f in figs]),
+               width=0.4, yerr=_error_bars(figs, name), capsize=4, label=label)
     ax.set_xticks(list(xs), [f.agent for f in figs])
     ax.set_ylim(0, 1.05)
     return _finish(fig, ax, "Accuracy on original prompts vs variants", "Agent",
