@@ -48,18 +48,27 @@ def test_no_hints_section_when_off_or_empty(instance, include):
         assert instance.hints_text.strip()[:40] not in msg.text
 
 
-def test_data_part_fields():
+def test_nothing_names_the_instance_by_default():
     msg = build_message(WITH_HINTS, WITH_HINTS.problem_statement, "original", True, "/r")
+    assert msg.data == {}
+    assert WITH_HINTS.instance_id not in msg.text
+    assert [p.WhichOneof("content") for p in to_a2a_message(msg).parts] == ["text"]
+
+
+def test_task_data_part_fields():
+    msg = build_message(WITH_HINTS, WITH_HINTS.problem_statement, "original", True, "/r",
+                        task_data=True)
     assert msg.data == {"instance_id": WITH_HINTS.instance_id, "repo": "proctor-demo/datekit",
-                        "base_commit": WITH_HINTS.base_commit, "image": WITH_HINTS.image,
-                        "variant_id": "original", "repo_dir": "/r"}
-    remote = build_message(WITH_HINTS, WITH_HINTS.problem_statement, "original", True, None)
+                        "base_commit": WITH_HINTS.base_commit, "variant_id": "original",
+                        "repo_dir": "/r"}
+    remote = build_message(WITH_HINTS, WITH_HINTS.problem_statement, "original", True, None,
+                           task_data=True)
     assert "repo_dir" not in remote.data
 
 
 def test_variant_replaces_the_problem_text_and_never_leaks_the_original():
     reworded = "Leap years are wrong for years like 1900; please fix the century rule."
-    msg = build_message(WITHOUT_HINTS, reworded, "v2", True, None)
+    msg = build_message(WITHOUT_HINTS, reworded, "v2", True, None, task_data=True)
     assert "Problem Statement:\n" + reworded in msg.text
     original_lines = [ln for ln in WITHOUT_HINTS.problem_statement.splitlines() if len(ln) > 20]
     assert original_lines and not any(line in msg.text for line in original_lines)
@@ -70,9 +79,23 @@ def test_variant_replaces_the_problem_text_and_never_leaks_the_original():
 
 
 def test_a2a_message_has_text_then_data_part():
-    msg = build_message(WITH_HINTS, WITH_HINTS.problem_statement, "original", False, None)
+    msg = build_message(WITH_HINTS, WITH_HINTS.problem_statement, "original", False, None,
+                        task_data=True)
     a2a = to_a2a_message(msg)
     assert [p.WhichOneof("content") for p in a2a.parts] == ["text", "data"]
     assert get_text_parts(a2a.parts) == [msg.text]
     assert get_data_parts(a2a.parts) == [msg.data]
     assert a2a.message_id and a2a.context_id
+
+
+@pytest.mark.parametrize("task_data", [False, True])
+def test_task_data_reaches_the_solve_step_of_a_cluster_job(task_data):
+    from proctor.k8s.manifests import solve_command
+    from proctor.manifest import parse_resource
+
+    evaluation = parse_resource({"apiVersion": "proctor.dev/v1alpha1", "kind": "Evaluation",
+                                 "metadata": {"name": "ev"}, "spec": {"agentRef": {"name": "a"}}})
+    agent = parse_resource({"apiVersion": "proctor.dev/v1alpha1", "kind": "AgentUnderTest",
+                            "metadata": {"name": "a"},
+                            "spec": {"endpoint": "http://a:9009/", "taskData": task_data}})
+    assert ("--task-data" in solve_command(evaluation, agent)) == task_data

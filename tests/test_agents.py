@@ -20,12 +20,14 @@ from a2a03 import support
 from proctor import demo
 from proctor.a2a.client import SolveResult, solve
 from proctor.a2a.message import TaskMessage, build_message
-from proctor.agents.kinds import mixed_recipes
+from proctor.agents.answers import TaskRequest
+from proctor.agents.kinds import Tasks, mixed_recipes, solver_for, wording_chance
 from proctor.agents.server import start_reference_agent
 from proctor.model import ErrorKind, Instance, Outcome, WorkItem
 from proctor.runner import sandbox
 from proctor.runner.grade import grade_work_dir
 from proctor.runner.workdir import WorkDir, write_patch, write_task, write_test_step
+from proctor.variants.template import reword, style_ids
 
 INSTANCES = [Instance.model_validate(row) for row in demo.load_rows()]
 BY_ID = {i.instance_id: i for i in INSTANCES}
@@ -219,3 +221,54 @@ def test_add_agent_parser_builds_the_agent_command():
     assert args.dataset == ["a.jsonl", "b.jsonl"] and args.func is cmd_agent_serve
     with pytest.raises(SystemExit):
         parser.parse_args(["agent", "serve", "--kind", "genius"])
+
+
+def _request(instance: Instance, text: str, variant: str = "original") -> TaskRequest:
+    msg = build_message(instance, text, variant, True, None, task_data=True)
+    return TaskRequest(msg.text, msg.data)
+
+
+def test_sensitive_chance_depends_on_the_wording_only():
+    instance = INSTANCES[0]
+    assert wording_chance(instance.problem_statement, instance.problem_statement,
+                          instance.instance_id) == 0.75
+    chances = {vid: wording_chance(instance.problem_statement, reword(
+        instance.problem_statement, vid), instance.instance_id) for vid in style_ids()}
+    assert all(0.1 <= c <= 0.9 for c in chances.values()) and len(set(chances.values())) > 1
+    again = wording_chance(instance.problem_statement,
+                           reword(instance.problem_statement, "terse"), instance.instance_id)
+    assert again == chances["terse"]
+
+
+def test_sensitive_without_a_seed_solves_exactly_the_likely_wordings():
+    solve = solver_for("sensitive", Tasks.load())
+    for instance in INSTANCES[:4]:
+        for vid in ("formal", "terse", "steps"):
+            text = reword(instance.problem_statement, vid)
+            chance = wording_chance(instance.problem_statement, text, instance.instance_id)
+            answer = solve(_request(instance, text, vid))
+            assert (answer.patch == instance.patch) == (chance >= 0.5)
+            assert answer.patch in ("", instance.patch)
+
+
+def test_sensitive_with_a_seed_draws_each_answer_reproducibly():
+    instance = INSTANCES[1]
+    text = reword(instance.problem_statement, "formal")
+
+    def draws(seed: int) -> list[bool]:
+        solve = solver_for("sensitive", Tasks.load(), seed=seed)
+        return [bool(solve(_request(instance, text, "formal")).patch) for _ in range(40)]
+
+    first = draws(3)
+    assert first == draws(3) and first != draws(4)
+    chance = wording_chance(instance.problem_statement, text, instance.instance_id)
+    assert abs(sum(first) / 40 - chance) < 0.3 and 0 < sum(first) < 40
+
+
+def test_sensitive_cannot_tell_a_reworded_task_without_task_data():
+    instance = INSTANCES[2]
+    with start_reference_agent("sensitive") as server:
+        text = reword(instance.problem_statement, "steps")
+        msg = build_message(instance, text, "steps", True, None)  # no data part
+        result = ask(server.url, msg)
+    assert (result.patch, result.state) == ("", "rejected")

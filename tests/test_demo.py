@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 
 from proctor import demo
@@ -31,3 +32,24 @@ def test_demo_leaderboard_and_results(tmp_path, capsys):
     assert sorted(r.split()[0] for r in rows) == sorted(outcomes)
     assert rows[-1].split()[0] == "noop"
     assert max(len(line) for line in rows) <= 100
+
+
+def test_reliability_demo_gives_the_expected_figures(tmp_path, capsys):
+    """Oracle: perfectly robust and consistent; sensitive: sways with wording and repeats."""
+    assert main(["demo", "--reliability", "-q", "--output-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "| oracle |" in out and "| sensitive |" in out
+    with open(tmp_path / "analysis" / "agent_level_sensitivity.csv", newline="") as fh:
+        rows = {r["agent"]: r for r in csv.DictReader(fh)}
+    oracle, sensitive = rows["oracle"], rows["sensitive"]
+    tasks = len(demo.load_rows())
+    for row in (oracle, sensitive):
+        assert (row["tasks"], row["variants"], row["repeats"]) == (str(tasks), "4", "3")
+        assert row["error_items"] == "0"
+    assert float(oracle["S_prompt"]) == 1 and float(oracle["C_out"]) == 1
+    assert float(sensitive["S_prompt"]) < 1 and float(sensitive["C_out"]) < 1
+    assert float(sensitive["sigma2_prompt"]) > 0 and float(sensitive["sigma2_run"]) > 0
+    assert (tmp_path / "analysis" / "sensitivity_report.md").exists()
+    variants = [json.loads(line) for line in
+                (tmp_path / "sensitive" / "variants.jsonl").read_text().splitlines()]
+    assert {v["variant_id"] for v in variants} == {"original", "formal", "terse", "steps"}

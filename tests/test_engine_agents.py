@@ -14,6 +14,7 @@ from proctor.manifest import parse_manifests
 from proctor.model import Outcome
 from proctor.prepare import Refusal
 from proctor.results import ResultsFolder
+from proctor.variants import read_variants
 
 
 def manifests(endpoint: str, rows: int = 3, **agent_spec: str) -> str:
@@ -86,12 +87,12 @@ def test_the_evaluation_needs_its_agent_manifest(tmp_path):
         run_evaluation(docs[0], tmp_path, progress=False, agents=[])
 
 
-def test_prompt_sensitivity_is_refused_until_it_is_run(tmp_path):
+def test_llm_prompt_variants_are_refused_until_they_are_built(tmp_path):
     text = manifests("http://127.0.0.1:1/").replace(
         "  maxConcurrentRows: 2\n",
-        "  maxConcurrentRows: 2\n  promptSensitivity: {enabled: true}\n")
+        "  maxConcurrentRows: 2\n  promptSensitivity: {enabled: true, strategy: llm}\n")
     docs = parse_manifests(text)
-    with pytest.raises(Refusal, match="promptSensitivity is not run yet"):
+    with pytest.raises(Refusal, match="strategy llm is not run yet"):
         run_evaluation(docs[0], tmp_path, progress=False, agents=docs[1:])
     assert not any(tmp_path.iterdir())  # refused before anything was written
 
@@ -101,3 +102,35 @@ def test_service_agents_need_a_cluster(tmp_path):
     docs = parse_manifests(text)
     with pytest.raises(EngineError, match="needs a cluster"):
         run_evaluation(docs[0], tmp_path, progress=False, agents=docs[1:])
+
+
+def _sensitivity(text: str, repeats: int = 2) -> str:
+    return text.replace("  maxConcurrentRows: 2\n",
+                        f"  maxConcurrentRows: 2\n  repeats: {repeats}\n"
+                        "  promptSensitivity: {enabled: true, strategy: template, "
+                        "numVariations: 3}\n")
+
+
+@pytest.mark.parametrize("task_data", [False, True])
+def test_template_variants_and_repeats_run_on_one_machine(tmp_path, task_data):
+    """Each variant's text reaches the agent in place of the problem statement; only with
+    taskData can the oracle tell which task a reworded text is, and a resume runs nothing."""
+    with start_reference_agent("oracle") as server:
+        extra = {"taskData": "true"} if task_data else {}
+        docs = parse_manifests(_sensitivity(manifests(server.url, rows=1, **extra)))
+        out = tmp_path / "o"
+        run_evaluation(docs[0], out, progress=False, agents=docs[1:])
+        results = ResultsFolder(out).load()
+        assert sorted((r.variant_id, r.repeat) for r in results) == sorted(
+            (v, k) for v in ("original", "formal", "terse", "steps") for k in (0, 1))
+        resolved = {r.variant_id for r in results if r.outcome == Outcome.RESOLVED}
+        assert resolved == ({"original", "formal", "terse", "steps"} if task_data
+                            else {"original"})
+        recorded = read_variants(out)
+        for r in results:
+            prompt = (out / "items" / r.instance_id / r.variant_id / str(r.repeat) /
+                      "prompt.txt").read_text()
+            assert prompt == recorded[(r.instance_id, r.variant_id)]["text"]
+        run_evaluation(docs[0], out, progress=False, agents=docs[1:])
+        assert len(ResultsFolder(out).load()) == 8
+        assert (out / "results.jsonl").read_text().count("\n") == 8  # no repeat ran twice

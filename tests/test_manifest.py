@@ -182,7 +182,7 @@ def test_examples_say_what_they_are_for() -> None:
     assert agent.spec.endpoint == "http://127.0.0.1:9009/"
     assert evaluation.spec.agent_ref is not None and evaluation.spec.agent_ref.name == agent.name
     assert evaluation.spec.repeats == 3
-    assert not evaluation.spec.prompt_sensitivity.enabled  # refused by both engines yet
+    assert not evaluation.spec.prompt_sensitivity.enabled  # refused on a cluster yet
 
 
 def test_several_documents_and_a_namespace() -> None:

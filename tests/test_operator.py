@@ -48,12 +48,15 @@ class CountingAgent:
 
     def __init__(self, kind: str):
         self.calls: collections.Counter[str] = collections.Counter()
-        solve = solver_for(kind, Tasks.load())
+        tasks = Tasks.load()
+        solve = solver_for(kind, tasks)
         lock = threading.Lock()
 
         def counted(request: TaskRequest):
+            # The message names no instance (no taskData): the task is found by its text.
+            row = tasks.find(request)
             with lock:
-                self.calls[request.instance_id or "?"] += 1
+                self.calls[str(row["instance_id"]) if row else "?"] += 1
             return solve(request)
 
         self.server = start_in_thread(

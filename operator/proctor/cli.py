@@ -64,11 +64,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     return exits.for_summaries([summary])
 
 
+def _reliability_demo(args: argparse.Namespace) -> int:
+    from proctor.analysis.markdown import summary_table
+    from proctor.local.demo import run_reliability_demo
+
+    out = Path(args.output_dir or "proctor-results/demo-reliability")
+    found = run_reliability_demo(out, max_concurrent_rows=args.max_concurrent_rows,
+                                 progress=not args.quiet, sandbox=_sandbox_options(args))
+    print("\n".join(summary_table(found.figures)))
+    print(f"\nResults in {out}/<agent>/; analysis in {out}/analysis/ (sensitivity_report.md)")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from proctor.local.demo import run_demo
     from proctor.report import leaderboard
 
-    out = Path(args.output_dir)
+    if args.reliability:
+        return _reliability_demo(args)
+    out = Path(args.output_dir or "proctor-results/demo")
     summaries = run_demo(out, max_concurrent_rows=args.max_concurrent_rows,
                          progress=not args.quiet, sandbox=_sandbox_options(args))
     print("\n".join(leaderboard(summaries)))
@@ -76,6 +90,21 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(f"\nResults in {out}/<agent>/ (summary.json, report.md with every column, "
           f"results.jsonl)")
     return exits.for_summaries(summaries.values())
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from proctor.analysis import AnalysisError, analyze
+    from proctor.analysis.markdown import summary_table
+
+    out = Path(args.output_dir)
+    chosen = {k: v for k, v in (("seed", args.seed), ("resamples", args.resamples)) if v}
+    try:
+        found = analyze([Path(f) for f in args.results], out, score=args.score, **chosen)
+    except AnalysisError as exc:
+        raise UsageError(str(exc)) from exc
+    print("\n".join(summary_table(found.figures)))
+    print(f"\nAnalysis in {out}/ (sensitivity_report.md, CSVs, PNGs)")
+    return 0
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -149,7 +178,8 @@ def cmd_runner_solve(args: argparse.Namespace) -> int:
         write_patch(work, Path(args.patch_file).read_text() if args.patch_file else "")
     elif args.endpoint:
         header = _auth_header(os.environ)
-        result = solve_step(work, AgentTarget(args.endpoint, args.timeout, header),
+        target = AgentTarget(args.endpoint, args.timeout, header, task_data=args.task_data)
+        result = solve_step(work, target,
                             include_hints=not args.no_hints, repo_dir=args.repo_dir)
         print(f"solve: {result.summary}", file=sys.stderr)
     else:
@@ -258,12 +288,29 @@ def build_parser() -> argparse.ArgumentParser:
 
     dem = sub.add_parser("demo", help="serve the reference agents on loopback and evaluate "
                                       "each over A2A on the demo dataset")
-    dem.add_argument("--output-dir", default="proctor-results/demo",
-                     help="results folder, one subfolder per agent (resumed if present)")
+    dem.add_argument("--output-dir", default=None,
+                     help="results folder, one subfolder per agent (resumed if present); "
+                          "default proctor-results/demo (or demo-reliability)")
+    dem.add_argument("--reliability", action="store_true",
+                     help="oracle and sensitive with 3 template variants, 3 repeats and a "
+                          "fixed seed, then `proctor analyze` of both")
     dem.add_argument("--max-concurrent-rows", type=int, default=2)
     dem.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     _add_sandbox_options(dem, default="process")
     dem.set_defaults(func=cmd_demo)
+
+    ana = sub.add_parser("analyze", help="prompt sensitivity and reliability figures of one "
+                                         "or more results folders (one per agent)")
+    ana.add_argument("results", nargs="+", help="results folders (proctor run, demo, "
+                                                "results pull)")
+    ana.add_argument("--output-dir", required=True, help="where the CSVs, PNGs and "
+                                                         "sensitivity_report.md go")
+    ana.add_argument("--score", choices=("resolved", "f2p"), default="resolved",
+                     help="an item's score: 1 if resolved else 0, or the share of its "
+                          "FAIL_TO_PASS tests that pass")
+    ana.add_argument("--seed", type=int, help="the bootstrap's seed (default: a fixed one)")
+    ana.add_argument("--resamples", type=int, help="bootstrap resamples (default 2000)")
+    ana.set_defaults(func=cmd_analyze)
 
     val = sub.add_parser("validate", help="run gold and empty predictions to find broken "
                                           "and flaky tasks of the Evaluation's dataset")
@@ -324,6 +371,8 @@ def build_parser() -> argparse.ArgumentParser:
     solve.add_argument("--timeout", type=float, default=1800, help="seconds to wait for it")
     solve.add_argument("--repo-dir", help="the agent's checkout, sent as REPO_DIR")
     solve.add_argument("--no-hints", action="store_true", help="do not send hints_text")
+    solve.add_argument("--task-data", action="store_true",
+                       help="also send the data part naming the task (AgentUnderTest taskData)")
     solve.add_argument("--patch-file", help="use this patch instead of asking ('' = none)")
     solve.add_argument("--time-limit", type=int, default=1800, help="eval script limit, s")
     solve.add_argument("--without-patch", action="store_true",

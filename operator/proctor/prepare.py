@@ -13,8 +13,9 @@ from pathlib import Path
 
 from proctor import dataset
 from proctor.model import WorkItem
-from proctor.plan import PlanInputs, plan
-from proctor.spec import PROMPT_SENSITIVITY_UNBUILT, Evaluation
+from proctor.plan import PlanInputs, Variant, plan
+from proctor.spec import PROMPT_SENSITIVITY_LLM, PROMPT_SENSITIVITY_ON_CLUSTER, Evaluation
+from proctor.variants import MAX_VARIATIONS, variants_for
 
 
 class Refusal(ValueError):
@@ -39,11 +40,34 @@ def agent_label(evaluation: Evaluation) -> str:
 def check_runnable(evaluation: Evaluation, on_cluster: bool) -> None:
     """Refuse what this version of Proctor does not run, before any row is read."""
     spec = evaluation.spec
-    if spec.prompt_sensitivity.enabled:
-        raise Refusal("PromptSensitivityUnsupported", PROMPT_SENSITIVITY_UNBUILT)
+    _check_prompt_sensitivity(evaluation, on_cluster)
     if on_cluster and spec.predictions.source == "file":
         raise Refusal("PredictionsUnsupported", "predictions.source file reads a local "
                       "file, which the operator cannot; use it with `proctor run`")
+
+
+def _check_prompt_sensitivity(evaluation: Evaluation, on_cluster: bool) -> None:
+    sensitivity = evaluation.spec.prompt_sensitivity
+    if not sensitivity.enabled:
+        return
+    if on_cluster:
+        raise Refusal("PromptSensitivityUnsupported", PROMPT_SENSITIVITY_ON_CLUSTER)
+    if sensitivity.strategy != "template":
+        raise Refusal("PromptSensitivityUnsupported", PROMPT_SENSITIVITY_LLM)
+    if sensitivity.num_variations > MAX_VARIATIONS:
+        raise Refusal("PromptSensitivityUnsupported",
+                      f"promptSensitivity.numVariations is {sensitivity.num_variations}, but "
+                      f"the template strategy writes at most {MAX_VARIATIONS} distinct "
+                      f"variants per task; ask for {MAX_VARIATIONS} or fewer")
+
+
+def prompt_variants(evaluation: Evaluation, selection: dataset.Selection
+                    ) -> dict[str, list[Variant]]:
+    """Each task's reworded problem statements (none unless promptSensitivity is on)."""
+    sensitivity = evaluation.spec.prompt_sensitivity
+    if not sensitivity.enabled:
+        return {}
+    return variants_for(selection.instances, sensitivity.num_variations)
 
 
 def load_selection(evaluation: Evaluation) -> dataset.Selection:
@@ -55,8 +79,9 @@ def load_selection(evaluation: Evaluation) -> dataset.Selection:
         raise Refusal("DatasetUnusable", str(exc)) from exc
 
 
-def plan_items(evaluation: Evaluation, selection: dataset.Selection) -> list[WorkItem]:
-    """Every item of the evaluation, in order (pure).
+def plan_items(evaluation: Evaluation, selection: dataset.Selection,
+               variants: dict[str, list[Variant]] | None = None) -> list[WorkItem]:
+    """Every item of the evaluation, in order (pure): task x (original + variants) x repeat.
 
     An item's id hashes its own row, not the selection: more rows (maxRows,
     instanceIds) leave the ids of the rows already run as they were.
@@ -65,4 +90,4 @@ def plan_items(evaluation: Evaluation, selection: dataset.Selection) -> list[Wor
     inputs = PlanInputs(dataset=spec.dataset.name, revision=spec.dataset.revision,
                         agent=agent_label(evaluation), repeats=spec.repeats,
                         include_hints=spec.dataset.include_hints)
-    return plan(inputs, selection.instances)
+    return plan(inputs, selection.instances, variants)

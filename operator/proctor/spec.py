@@ -91,6 +91,8 @@ class AgentUnderTestSpec(_Spec):
     """Seconds one task may take the agent before it is abandoned."""
     max_concurrent_tasks: int = 8
     """Most tasks in flight on this agent at once, over every Evaluation that uses it."""
+    task_data: bool = False
+    """Also send a data part naming the task (instance_id, repo, base_commit, variant_id)."""
 
 
 # --- Evaluation -----------------------------------------------------------------------------
@@ -120,11 +122,16 @@ class DatasetSpec(_Spec):
     """Send the row's hints_text to the agent."""
 
 
-PROMPT_SENSITIVITY_UNBUILT = (
-    "promptSensitivity is not run yet: this version of Proctor asks each task's original "
-    "problem statement only, so it would report no sensitivity at all; leave "
-    "promptSensitivity out (or set enabled: false)")
-"""The refusal of both engines, until reworded variants are written and run."""
+PROMPT_SENSITIVITY_ON_CLUSTER = (
+    "promptSensitivity is not run yet on a cluster: the operator asks each task's original "
+    "problem statement only, so it would report no sensitivity at all; run the Evaluation "
+    "on one machine (`proctor run`, strategy template), or leave promptSensitivity out")
+"""The operator's refusal, until it plans and runs variants."""
+
+PROMPT_SENSITIVITY_LLM = (
+    "promptSensitivity strategy llm is not run yet: use strategy: template (deterministic "
+    "rewordings), or leave promptSensitivity out")
+"""Both engines' refusal of LLM-written variants, until they are built."""
 
 
 class PromptSensitivitySpec(_Spec):

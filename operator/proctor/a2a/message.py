@@ -4,11 +4,13 @@ The text keeps the layout agents built for the Agentbeats SWE Verified scenario
 already parse: `REPO_DIR:<path>` when the agent shares a filesystem with the task
 (the embedded engine, the sidecar mode), otherwise the repository URL and base
 commit, then a `Problem Statement:` section and, when hints are sent and exist,
-a `Hints:` section. A data part carries the same task as structured fields.
+a `Hints:` section. Nothing in it names the instance: agent frameworks hand every
+part to their model, and an instance id invites recall of the known fix.
 
-A prompt variant replaces only the problem text: the data part names the
-variant by id and never carries the original wording, so an agent cannot undo
-a rewording by reading the structured fields.
+Only an agent whose AgentUnderTest sets `taskData: true` also gets a data part
+with the task's instance_id, repo, base_commit and variant_id. A prompt variant
+replaces only the problem text: the data part names the variant by id and never
+carries the original wording, so an agent cannot undo a rewording from it.
 """
 
 from __future__ import annotations
@@ -42,22 +44,24 @@ def _location_lines(instance: Instance, repo_dir: str | None) -> list[str]:
 
 
 def build_message(instance: Instance, problem_text: str, variant_id: str, include_hints: bool,
-                  repo_dir: str | None) -> TaskMessage:
+                  repo_dir: str | None, task_data: bool = False) -> TaskMessage:
     """The message for one work item.
 
     `problem_text` is the (possibly reworded) problem statement; `repo_dir` is the
-    checkout's path when the agent shares the task's filesystem, None otherwise.
+    checkout's path when the agent shares the task's filesystem, None otherwise;
+    `task_data` adds the data part (AgentUnderTest.spec.taskData).
     """
     sections = ["\n".join(_location_lines(instance, repo_dir)),
                 f"{PROBLEM_HEADER}\n{problem_text.strip()}"]
     hints = instance.hints_text.strip() if include_hints else ""
     if hints:
         sections.append(f"{HINTS_HEADER}\n{hints}")
-    data = {"instance_id": instance.instance_id, "repo": instance.repo,
-            "base_commit": instance.base_commit, "image": instance.image,
-            "variant_id": variant_id}
-    if repo_dir:
-        data["repo_dir"] = repo_dir
+    data = {}
+    if task_data:
+        data = {"instance_id": instance.instance_id, "repo": instance.repo,
+                "base_commit": instance.base_commit, "variant_id": variant_id}
+        if repo_dir:
+            data["repo_dir"] = repo_dir
     return TaskMessage(text="\n\n".join(sections) + "\n", data=data)
 
 

@@ -21,7 +21,7 @@ def cmd_agent_serve(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     serve(args.kind, host=args.host, port=args.port, card_url=args.card_url,
-          dataset_files=args.dataset or ())
+          dataset_files=args.dataset or (), seed=args.seed)
     return 0
 
 
@@ -30,7 +30,7 @@ def _add_serve(commands: argparse._SubParsersAction) -> None:
     serve.add_argument("--kind", choices=KINDS, required=True,
                        help="oracle: the gold patch; noop: no patch; editor: edits REPO_DIR "
                             "and answers with its git diff; mixed: every outcome on the demo "
-                            "tasks")
+                            "tasks; sensitive: solves with a chance set by the wording")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
     serve.add_argument("--port", type=int, default=9009, help="port to listen on")
     serve.add_argument("--card-url", default=None,
@@ -38,13 +38,15 @@ def _add_serve(commands: argparse._SubParsersAction) -> None:
     serve.add_argument("--dataset", action="append", metavar="PATH",
                        help="a dataset file (.json/.jsonl/.parquet) whose tasks the agent "
                             "knows besides the demo tasks; repeatable")
+    serve.add_argument("--seed", type=int, default=None,
+                       help="sensitive: draw each answer (seeded), so repeats may differ")
     serve.set_defaults(func=cmd_agent_serve)
 
 
 def add_agent_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add `agent serve` to a parser's subcommands; returns the `agent` parser."""
     agent = subparsers.add_parser("agent", help="run a reference A2A agent (oracle, noop, "
-                                                "editor, mixed)")
+                                                "editor, mixed, sensitive)")
     _add_serve(agent.add_subparsers(dest="agent_command", required=True))
     return agent
 

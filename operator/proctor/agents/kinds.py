@@ -5,7 +5,10 @@
 * `editor` edits the checkout at REPO_DIR (it applies the gold patch there, as a
   real agent would edit files) and answers with `git diff` of it in a fence;
 * `mixed` answers the demo tasks so that, across the demo dataset, every
-  non-error outcome appears, in every answer shape (see `mixed_patches.json`).
+  non-error outcome appears, in every answer shape (see `mixed_patches.json`);
+* `sensitive` answers with the gold patch with a chance that depends on the wording
+  of the problem text (see `wording_chance`); given a seed, each answer is also a
+  draw, so repeats of the same text may differ.
 
 They know the tasks from the bundled demo dataset and from any dataset files
 they are given; a task is found by the data part's `instance_id`, or else by
@@ -14,10 +17,14 @@ its problem statement (for orchestrators that send text only).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import random
 import subprocess
 import tempfile
+import threading
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -28,7 +35,10 @@ from typing import Any
 from proctor import demo
 from proctor.agents.answers import Answer, TaskRequest, usage_for
 
-KINDS = ("oracle", "noop", "editor", "mixed")
+KINDS = ("oracle", "noop", "editor", "mixed", "sensitive")
+LOOKS_UP = ("oracle", "editor", "mixed", "sensitive")
+"""The kinds that find the task they are asked: with a reworded text, only by the data part
+(AgentUnderTest taskData)."""
 Solver = Callable[[TaskRequest], Answer]
 
 
@@ -159,12 +169,50 @@ def mixed(tasks: Tasks) -> Solver:
     return solve
 
 
+ORIGINAL_CHANCE = 0.75
+"""The sensitive agent's chance of solving a task asked in its original words."""
+
+
+def wording_chance(original: str, text: str, instance_id: str) -> float:
+    """The sensitive agent's chance of solving a task asked in `text`: 0.75 in the original
+    words, else between 0.1 and 0.9, fixed by a hash of the wording."""
+    if text.strip() == original.strip():
+        return ORIGINAL_CHANCE
+    digest = hashlib.sha256(f"{instance_id}\0{text.strip()}".encode()).digest()
+    return 0.1 + 0.8 * int.from_bytes(digest[:4], "big") / 2 ** 32
+
+
+def sensitive(tasks: Tasks, seed: int | None = None) -> Solver:
+    """Solves with `wording_chance`: without a seed, whenever the chance is 0.5 or more;
+    with one, by a draw per answer, seeded by (seed, wording, how often it was asked)."""
+    asked: Counter[str] = Counter()
+    lock = threading.Lock()
+
+    def solve(request: TaskRequest) -> Answer:
+        row = tasks.find(request)
+        if row is None:
+            return _unknown(request)
+        chance = wording_chance(str(row.get("problem_statement") or ""), request.problem_text,
+                                str(row["instance_id"]))
+        if seed is None:
+            solved = chance >= 0.5
+        else:
+            key = hashlib.sha256(request.problem_text.encode()).hexdigest()
+            with lock:
+                nth, asked[key] = asked[key], asked[key] + 1
+            solved = random.Random(f"{seed}:{key}:{nth}").random() < chance
+        patch = str(row.get("patch") or "") if solved else ""
+        return Answer(text="Here is the fix." if solved else "I could not find a fix.",
+                      patch=patch, form="data", usage=usage_for(request, patch))
+    return solve
+
+
 _FACTORIES: dict[str, Callable[[Tasks], Solver]] = {
-    "oracle": oracle, "noop": noop, "editor": editor, "mixed": mixed}
+    "oracle": oracle, "noop": noop, "editor": editor, "mixed": mixed, "sensitive": sensitive}
 
 
-def solver_for(kind: str, tasks: Tasks) -> Solver:
-    """The answer function of a reference agent kind."""
+def solver_for(kind: str, tasks: Tasks, seed: int | None = None) -> Solver:
+    """The answer function of a reference agent kind (`seed` matters to `sensitive` only)."""
     if kind not in _FACTORIES:
         raise ValueError(f"unknown agent kind {kind!r}; choose one of {', '.join(KINDS)}")
-    return _FACTORIES[kind](tasks)
+    return sensitive(tasks, seed) if kind == "sensitive" else _FACTORIES[kind](tasks)

@@ -56,6 +56,7 @@ _DESCRIPTIONS = {
     "noop": "Answers every task without a patch.",
     "editor": "Edits the checkout at REPO_DIR and answers with its git diff.",
     "mixed": "Answers the demo tasks so that every outcome appears once or more.",
+    "sensitive": "Solves known tasks with a chance that depends on the wording.",
 }
 
 
@@ -137,9 +138,9 @@ def build_app(executor: AgentExecutor, card: AgentCard) -> Starlette:
 
 
 def reference_app(kind: str, card_url: str, dataset_files: Iterable[str] = (),
-                  streaming: bool = True) -> Starlette:
+                  streaming: bool = True, seed: int | None = None) -> Starlette:
     """The app of one reference agent kind."""
-    solver = solver_for(kind, Tasks.load(dataset_files))
+    solver = solver_for(kind, Tasks.load(dataset_files), seed)
     return build_app(SolverExecutor(solver), agent_card(kind, card_url, streaming))
 
 
@@ -150,12 +151,12 @@ def default_card_url(host: str, port: int) -> str:
 
 
 def serve(kind: str, host: str = "127.0.0.1", port: int = 9009, card_url: str | None = None,
-          dataset_files: Iterable[str] = ()) -> None:
+          dataset_files: Iterable[str] = (), seed: int | None = None) -> None:
     """Run a reference agent until interrupted (what `proctor agent serve` does)."""
     if kind not in KINDS:
         raise ValueError(f"unknown agent kind {kind!r}; choose one of {', '.join(KINDS)}")
     url = card_url or default_card_url(host, port)
-    app = reference_app(kind, url, dataset_files)
+    app = reference_app(kind, url, dataset_files, seed=seed)
     log.info("Serving the %s agent on %s:%s, card URL %s", kind, host, port, url)
     uvicorn.run(app, host=host, port=port, log_level="warning")
 
@@ -214,7 +215,7 @@ def start_in_thread(app_for_url: Callable[[str], ASGIApp],
 
 
 def start_reference_agent(kind: str, dataset_files: Iterable[str] = (),
-                          streaming: bool = True) -> RunningServer:
+                          streaming: bool = True, seed: int | None = None) -> RunningServer:
     """A reference agent on a free loopback port, in this process."""
     files = tuple(dataset_files)
-    return start_in_thread(lambda url: reference_app(kind, url, files, streaming))
+    return start_in_thread(lambda url: reference_app(kind, url, files, streaming, seed))

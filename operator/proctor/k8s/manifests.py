@@ -288,6 +288,8 @@ def solve_command(evaluation: Evaluation, agent: AgentUnderTest | None,
                     "--timeout", str(agent.spec.request_timeout_seconds)]
         if agent.spec.sidecar:
             command += ["--repo-dir", REPO_DIR]
+        if agent.spec.task_data:
+            command.append("--task-data")
     elif kept_patch is not None or spec.predictions.source in ("gold", "file"):
         command += ["--patch-file", f"{TASK_DIR}/patch.diff"]
     else:  # empty predictions: no patch, and the tests run anyway (validation)

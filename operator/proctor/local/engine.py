@@ -18,7 +18,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -34,13 +34,22 @@ from proctor.local.resume import Todo, resume_message, resume_plan
 from proctor.local.sandboxes import Sandboxes, SandboxOptions, assign
 from proctor.model import ErrorKind, Instance, Outcome, RunResult, Summary, Timings, WorkItem
 from proctor.patches import check_patch
+from proctor.plan import Variant
 from proctor.predictions import Predictions, load_predictions, patch_for
-from proctor.prepare import Refusal, agent_label, check_runnable, load_selection, plan_items
+from proctor.prepare import (
+    Refusal,
+    agent_label,
+    check_runnable,
+    load_selection,
+    plan_items,
+    prompt_variants,
+)
 from proctor.results import ResultsFolder, write_outputs
 from proctor.runner.grade import grade_work_dir
 from proctor.runner.solve import AgentTarget, read_solve, solve_error, solve_step, write_prompt
 from proctor.runner.workdir import WorkDir, write_json, write_patch, write_task, write_test_step
 from proctor.spec import AgentUnderTest, Evaluation
+from proctor.variants import write_variants
 
 _LOOPBACK = ("localhost", "127.0.0.1", "::1")
 NO_SPACE = "No space left on device"  # how a full disk shows in a test step's error
@@ -77,6 +86,15 @@ class RunContext:
         return self.predictions.model if self.predictions else agent_label(self.evaluation)
     sandboxes: Sandboxes | None = None
     """The sandbox that runs each row's tests."""
+    variants: Mapping[str, Sequence[Variant]] = field(default_factory=dict)
+    """Each task's reworded problem statements, by instance id (promptSensitivity)."""
+
+    def problem_text(self, item: WorkItem) -> str:
+        """The problem text the item asks: the original, or its variant's rewording."""
+        for variant in self.variants.get(item.instance_id, ()):
+            if variant.variant_id == item.variant_id:
+                return variant.text
+        return self.instances[item.instance_id].problem_statement
 
     @property
     def shares_filesystem(self) -> bool:
@@ -110,7 +128,8 @@ def agent_target(evaluation: Evaluation, agents: Sequence[AgentUnderTest]) -> Ag
     if spec.auth:
         raise EngineError(f"AgentUnderTest {name!r} reads its credentials from a Kubernetes "
                           f"Secret, which `proctor run` cannot read; use it on a cluster")
-    return AgentTarget(endpoint=spec.endpoint, timeout_s=spec.request_timeout_seconds)
+    return AgentTarget(endpoint=spec.endpoint, timeout_s=spec.request_timeout_seconds,
+                       task_data=spec.task_data)
 
 
 def prepare(evaluation: Evaluation, agents: Sequence[AgentUnderTest] = (),
@@ -131,9 +150,10 @@ def prepare(evaluation: Evaluation, agents: Sequence[AgentUnderTest] = (),
         raise EngineError(refused[0] + more)
     predictions = (load_predictions(spec.predictions.path, selection.dataset_ids)
                    if spec.predictions.source == "file" and spec.predictions.path else None)
-    items = plan_items(evaluation, selection)
+    variants = prompt_variants(evaluation, selection)
+    items = plan_items(evaluation, selection, variants)
     ctx = RunContext(evaluation, selection.by_id, predictions, agent, slots,
-                     sandboxes=sandboxes)
+                     sandboxes=sandboxes, variants=variants)
     return ctx, selection, items
 
 
@@ -148,7 +168,7 @@ def preflight(ctx: RunContext) -> None:
                                f"its AgentUnderTest's endpoint)") from None
 
 
-def _obtain_patch(ctx: RunContext, instance: Instance, work: WorkDir,
+def _obtain_patch(ctx: RunContext, instance: Instance, work: WorkDir, problem_text: str,
                   kept_patch: str | None = None) -> float | None:
     """Write the item's patch into its work folder; the agent's time when one was asked."""
     if ctx.agent is None:
@@ -158,7 +178,7 @@ def _obtain_patch(ctx: RunContext, instance: Instance, work: WorkDir,
     if kept_patch is not None:  # obtained by an earlier attempt: the agent is not asked
         write_patch(work, kept_patch)
         return None
-    write_prompt(work, instance.problem_statement)
+    write_prompt(work, problem_text)
     with contextlib.ExitStack() as stack:
         repo_dir = None
         if ctx.shares_filesystem:
@@ -177,7 +197,7 @@ def execute_item(ctx: RunContext, item: WorkItem, work: WorkDir,
     started, clock = _now(), time.perf_counter()
     instance = ctx.instances[item.instance_id]
     write_task(work, instance, item)
-    solve_seconds = _obtain_patch(ctx, instance, work, kept_patch)
+    solve_seconds = _obtain_patch(ctx, instance, work, ctx.problem_text(item), kept_patch)
     limit = ctx.evaluation.spec.timeouts.test_seconds
     write_test_step(work, instance, limit, test_without_patch=ctx.source == "empty")
     # When the agent failed there is nothing to test: the item is an agent error.
@@ -330,6 +350,8 @@ def run_evaluation(evaluation: Evaluation, output_dir: Path, progress: bool = Tr
         folder.claim({"evaluation": evaluation.name,
                       "dataset_fingerprint": selection.fingerprint,
                       "spec": evaluation.spec.model_dump(mode="json", by_alias=True)})
+        if ctx.variants:
+            write_variants(folder.root, selection.instances, ctx.variants)
         previous = {r.item_id: r for r in folder.load()}
         plan = resume_plan(items, previous,
                            lambda item, r: _kept_patch(ctx, folder.work_dir(item), r),

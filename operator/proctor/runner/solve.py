@@ -33,6 +33,8 @@ class AgentTarget:
     timeout_s: float = 1800
     auth_header: tuple[str, str] | None = None
     streaming: bool = True
+    task_data: bool = False
+    """Send the data part naming the task (AgentUnderTest.spec.taskData)."""
 
 
 def write_prompt(work: WorkDir, problem_text: str) -> None:
@@ -50,7 +52,7 @@ def solve_step(work: WorkDir, agent: AgentTarget, include_hints: bool,
     instance, item = work.instance(), work.item()
     problem = work.read("prompt.txt")
     message = build_message(instance, instance.problem_statement if problem is None else problem,
-                            item.variant_id, include_hints, repo_dir)
+                            item.variant_id, include_hints, repo_dir, agent.task_data)
     result = solve_sync(agent.endpoint, message, timeout_s=agent.timeout_s,
                         auth_header=agent.auth_header, streaming=agent.streaming, stop=stop)
     write_patch(work, result.patch)

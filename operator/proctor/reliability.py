@@ -1,0 +1,382 @@
+"""Reliability figures: prompt sensitivity, consistency over repeats, intervals (pure).
+
+Input: one agent's scores as an array `scores[task, variant, repeat]` (variant 0 is the
+original prompt; NaN where an item is in error or was not run). A score is 1 if the
+item resolved, else 0, or the fraction of its FAIL_TO_PASS tests that passed. Items in
+error are left out of every figure here and counted; these figures are therefore named
+apart from summary.json's resolved rate, which counts errors as failures.
+
+Per task, over its scored variants (the original included; a variant's score is the
+mean over its non-error repeats): variance (population), mean_score, min_max_gap,
+S_task = 1 - variance. Per agent: S_prompt = 1 - mean variance (the seed harness's
+formula, exactly, when repeats = 1), S_prompt_seed (the seed's reading with repeats:
+the variance per repeat, then averaged), R_prompt (pooled accuracy on variants over
+pooled accuracy on originals, as HAL computes it), the paired original-minus-variants
+gap, and with repeats >= 2 the variance components, C_out, pass@k, pass^k and C_res.
+
+Every interval is a seeded percentile bootstrap over tasks. Each bootstrapped figure is
+a ratio of sums of per-task contributions (`_CONTRIB`), so one resample is one weighted
+sum and thousands of resamples are one matrix product.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+INTERVAL_LEVEL = 0.95
+DEFAULT_RESAMPLES = 2000
+DEFAULT_SEED = 20261124
+
+# Per-task contributions; each bootstrapped figure is sum(numerator) / sum(denominator).
+_CONTRIB = ("orig_sum", "orig_n", "var_sum", "var_n", "variance", "sens_valid",
+            "cout", "cout_valid", "gap", "gap_valid", "task_rate", "rate_valid",
+            "sigma2_run", "run_valid", "sigma2_prompt", "prompt_valid")
+_C = {name: i for i, name in enumerate(_CONTRIB)}
+
+
+@dataclass(frozen=True)
+class TaskFigures:
+    """One task's sensitivity, in the seed's columns first."""
+
+    task_id: str
+    variance: float
+    mean_score: float
+    min_max_gap: float
+    S_task: float
+    num_variants: int
+    """Variants with at least one non-error repeat (the original included)."""
+    original_score: float
+    """Mean score of the original prompt's non-error repeats (NaN if none)."""
+    sigma2_run: float
+    sigma2_prompt: float
+
+
+@dataclass
+class AgentFigures:
+    """One agent's reliability figures; NaN where a figure is undefined (see `notes`)."""
+
+    agent: str
+    S_prompt: float = math.nan
+    mean_variance: float = math.nan
+    std_variance: float = math.nan
+    mean_min_max_gap: float = math.nan
+    max_min_max_gap: float = math.nan
+    num_tasks: int = 0
+    S_prompt_seed: float = math.nan
+    resolved_rate_excl_errors: float = math.nan
+    """Mean over tasks of the original prompt's non-error score (errors left out)."""
+    accuracy_original: float = math.nan
+    accuracy_variants: float = math.nan
+    R_prompt: float = math.nan
+    R_prompt_unclamped: float = math.nan
+    accuracy_gap: float = math.nan
+    """Mean over tasks of original score minus mean variant score (positive: worse)."""
+    sigma2_prompt: float = math.nan
+    sigma2_run: float = math.nan
+    C_out: float = math.nan
+    pass_at_k: dict[int, float] = field(default_factory=dict)
+    pass_hat_k: dict[int, float] = field(default_factory=dict)
+    C_res: dict[str, float] = field(default_factory=dict)
+    intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
+    tasks: int = 0
+    variants: int = 0
+    repeats: int = 0
+    items: int = 0
+    error_items: int = 0
+    tasks_left_out: dict[str, int] = field(default_factory=dict)
+    """Tasks left out of a figure, by figure, because they had too few scores."""
+    notes: list[str] = field(default_factory=list)
+
+
+def _nan_stat(fn, a: np.ndarray, valid: np.ndarray, **kw) -> np.ndarray:
+    """fn over the axis after `valid`'s, where `valid`, NaN elsewhere (no empty slices)."""
+    out = np.full(valid.shape, np.nan)
+    if valid.any():
+        out[valid] = fn(a[valid], axis=1, **kw)
+    return out
+
+
+def task_figures(scores: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-task arrays (length = tasks) of every per-task quantity."""
+    n_tv = np.sum(~np.isnan(scores), axis=2)                    # (T, V) repeats scored
+    m_tv = _nan_stat(np.nanmean, scores, n_tv > 0)           # variant means
+    sv = np.sum(n_tv > 0, axis=1)                               # scored variants
+    sens = sv >= 2
+    out = {"n_tv": n_tv, "m_tv": m_tv, "scored_variants": sv, "sens_valid": sens,
+           "variance": _nan_stat(np.nanvar, m_tv, sens),
+           "mean_score": _nan_stat(np.nanmean, m_tv, sv > 0),
+           "min_max_gap": _nan_stat(np.nanmax, m_tv, sv > 0)
+           - _nan_stat(np.nanmin, m_tv, sv > 0)}
+    orig = scores[:, 0, :]
+    out["orig_n"] = np.sum(~np.isnan(orig), axis=1)
+    out["orig_sum"] = np.nansum(orig, axis=1)
+    rest = scores[:, 1:, :]
+    out["var_n"] = np.sum(~np.isnan(rest), axis=(1, 2))
+    out["var_sum"] = np.nansum(rest, axis=(1, 2))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out["original_score"] = np.where(out["orig_n"] > 0, out["orig_sum"] / out["orig_n"],
+                                         np.nan)
+    out["cout_valid"] = out["orig_n"] >= 2
+    out["cout"] = np.where(out["cout_valid"], (2 * out["original_score"] - 1) ** 2, np.nan)
+    var_mean = _nan_stat(np.nanmean, m_tv[:, 1:], np.sum(n_tv[:, 1:] > 0, axis=1) > 0) \
+        if m_tv.shape[1] > 1 else np.full(len(m_tv), np.nan)
+    out["gap"] = out["original_score"] - var_mean
+    out["gap_valid"] = ~np.isnan(out["gap"])
+    out.update(_components(scores, n_tv, m_tv, sens))
+    return out
+
+
+def _components(scores: np.ndarray, n_tv: np.ndarray, m_tv: np.ndarray,
+                sens: np.ndarray) -> dict[str, np.ndarray]:
+    """sigma2_run (within a prompt, over repeats) and sigma2_prompt (between prompts)."""
+    run_ok = n_tv >= 2
+    s2_tv = np.full(n_tv.shape, np.nan)
+    if run_ok.any():
+        s2_tv[run_ok] = np.nanvar(scores[run_ok], axis=1, ddof=1)
+    has_run = run_ok.any(axis=1)
+    s2_run = _nan_stat(np.nanmean, s2_tv, has_run)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        k_t = n_tv.sum(axis=1) / (n_tv > 0).sum(axis=1)  # repeats per scored variant
+    between = _nan_stat(np.nanvar, m_tv, sens, ddof=1)
+    ok = sens & has_run
+    s2_prompt = np.where(ok, np.maximum(0.0, between - s2_run / k_t), np.nan)
+    return {"sigma2_run": s2_run, "sigma2_prompt": s2_prompt}
+
+
+def contributions(per_task: dict[str, np.ndarray]) -> np.ndarray:
+    """The (tasks x _CONTRIB) matrix the bootstrap resamples."""
+    def filled(name: str, valid: str) -> np.ndarray:
+        return np.where(per_task[valid], per_task[name], 0.0)
+
+    cols = {"orig_sum": per_task["orig_sum"], "orig_n": per_task["orig_n"],
+            "var_sum": per_task["var_sum"], "var_n": per_task["var_n"],
+            "variance": filled("variance", "sens_valid"), "sens_valid": per_task["sens_valid"],
+            "cout": filled("cout", "cout_valid"), "cout_valid": per_task["cout_valid"],
+            "gap": filled("gap", "gap_valid"), "gap_valid": per_task["gap_valid"],
+            "task_rate": np.where(per_task["orig_n"] > 0, per_task["original_score"], 0.0),
+            "rate_valid": per_task["orig_n"] > 0}
+    for name, valid in (("sigma2_run", "run_valid"), ("sigma2_prompt", "prompt_valid")):
+        ok = np.isfinite(per_task[name])
+        cols[name], cols[valid] = np.where(ok, per_task[name], 0.0), ok
+    return np.column_stack([np.asarray(cols[n], dtype=float) for n in _CONTRIB])
+
+
+def figures_from_sums(s: np.ndarray) -> dict[str, np.ndarray]:
+    """The bootstrapped figures from column sums (any leading shape); NaN when 0/0."""
+    def ratio(num: str, den: str) -> np.ndarray:
+        n, d = s[..., _C[num]], s[..., _C[den]]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(d > 0, n / np.where(d > 0, d, 1), np.nan)
+
+    acc_o, acc_v = ratio("orig_sum", "orig_n"), ratio("var_sum", "var_n")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = np.where(acc_o > 0, acc_v / np.where(acc_o > 0, acc_o, 1), np.nan)
+    return {"resolved_rate_excl_errors": ratio("task_rate", "rate_valid"),
+            "accuracy_original": acc_o, "accuracy_variants": acc_v,
+            "S_prompt": 1 - ratio("variance", "sens_valid"), "R_prompt": r,
+            "C_out": ratio("cout", "cout_valid"), "accuracy_gap": ratio("gap", "gap_valid"),
+            "sigma2_run": ratio("sigma2_run", "run_valid"),
+            "sigma2_prompt": ratio("sigma2_prompt", "prompt_valid")}
+
+
+def resample_weights(seed: int, tasks: int, resamples: int) -> np.ndarray:
+    """How often each task is drawn in each resample (resamples x tasks), seeded: tasks
+    drawn with replacement, counted with one bincount (numpy's multinomial is far slower)."""
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, tasks, size=(resamples, tasks))
+    rows = np.arange(resamples)[:, None] * tasks
+    return np.bincount((draws + rows).ravel(), minlength=resamples * tasks).reshape(
+        resamples, tasks)
+
+
+def bootstrap_intervals(contrib: np.ndarray, seed: int = DEFAULT_SEED,
+                        resamples: int = DEFAULT_RESAMPLES,
+                        level: float = INTERVAL_LEVEL) -> dict[str, tuple[float, float]]:
+    """Percentile intervals of each figure, resampling tasks with replacement."""
+    t = len(contrib)
+    if t == 0:
+        return {name: (math.nan, math.nan) for name in figures_from_sums(contrib.sum(0))}
+    boot = figures_from_sums(resample_weights(seed, t, resamples) @ contrib)
+    lo, hi = 100 * (1 - level) / 2, 100 * (1 + level) / 2
+    out = {}
+    for name, values in boot.items():
+        finite = values[np.isfinite(values)]
+        out[name] = ((float(np.percentile(finite, lo)), float(np.percentile(finite, hi)))
+                     if len(finite) else (math.nan, math.nan))
+    return out
+
+
+def _seed_reading(scores: np.ndarray) -> float:
+    """The seed harness's S_prompt with repeats: per repeat, 1 - mean variance over tasks
+    of the scores across variants; then the mean over repeats."""
+    per_repeat = []
+    for r in range(scores.shape[2]):
+        x = scores[:, :, r]
+        ok = np.sum(~np.isnan(x), axis=1) >= 2
+        if ok.any():
+            per_repeat.append(float(np.mean(np.nanvar(x[ok], axis=1))))
+    return 1 - float(np.mean(per_repeat)) if per_repeat else math.nan
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Chance that at least one of k repeats drawn from n (c resolved) resolves."""
+    return 1 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float:
+    """Chance that all k repeats drawn from n (c resolved) resolve."""
+    return math.comb(c, k) / math.comb(n, k)
+
+
+def _pass_figures(orig: np.ndarray, fig: AgentFigures) -> None:
+    """pass@k and pass^k over the original prompt's repeats, k = 1..repeats."""
+    n = np.sum(~np.isnan(orig), axis=1).astype(int)
+    c = np.sum(orig == 1, axis=1).astype(int)
+    for k in range(1, orig.shape[1] + 1):
+        ok = n >= k
+        fig.tasks_left_out[f"pass@{k}"] = int(np.sum(~ok))
+        if ok.any():
+            pairs = list(zip(n[ok], c[ok], strict=True))
+            fig.pass_at_k[k] = float(np.mean([pass_at_k(a, b, k) for a, b in pairs]))
+            fig.pass_hat_k[k] = float(np.mean([pass_hat_k(a, b, k) for a, b in pairs]))
+
+
+def resource_consistency(values: np.ndarray) -> float:
+    """C_res = mean over (task, variant) of exp(-CV) across repeats (sample std / mean);
+    groups with fewer than 2 values or a zero mean are left out."""
+    n = np.sum(~np.isnan(values), axis=2)
+    ok = n >= 2
+    if not ok.any():
+        return math.nan
+    rows = values[ok]
+    mean = np.nanmean(rows, axis=1)
+    keep = mean > 0
+    if not keep.any():
+        return math.nan
+    cv = np.nanstd(rows[keep], axis=1, ddof=1) / mean[keep]
+    return float(np.mean(np.exp(-cv)))
+
+
+def _sensitivity(fig: AgentFigures, per: dict[str, np.ndarray]) -> None:
+    """The seed's figures, over the tasks with 2 or more scored variants."""
+    sens = per["sens_valid"]
+    fig.num_tasks = int(sens.sum())
+    fig.tasks_left_out["sensitivity"] = int(fig.tasks - fig.num_tasks)
+    if fig.num_tasks:
+        var, gaps = per["variance"][sens], per["min_max_gap"][sens]
+        fig.mean_variance, fig.std_variance = float(var.mean()), float(var.std())
+        fig.S_prompt = 1 - fig.mean_variance
+        fig.mean_min_max_gap, fig.max_min_max_gap = float(gaps.mean()), float(gaps.max())
+
+
+def _pooled(fig: AgentFigures, contrib: np.ndarray) -> None:
+    """The figures that are ratios of per-task sums (those the bootstrap resamples)."""
+    s = contrib.sum(0)
+    point = {name: float(x) for name, x in figures_from_sums(s).items()}
+    fig.resolved_rate_excl_errors = point["resolved_rate_excl_errors"]
+    fig.C_out, fig.accuracy_gap = point["C_out"], point["accuracy_gap"]
+    fig.sigma2_run, fig.sigma2_prompt = point["sigma2_run"], point["sigma2_prompt"]
+    fig.accuracy_original = point["accuracy_original"]
+    fig.accuracy_variants = point["accuracy_variants"]
+    fig.R_prompt_unclamped = point["R_prompt"]
+    fig.R_prompt = min(1.0, point["R_prompt"]) if math.isfinite(point["R_prompt"]) else math.nan
+    if fig.variants > 1 and not fig.accuracy_original:
+        fig.notes.append("R_prompt is NaN: the accuracy on original prompts is 0")
+
+
+def agent_figures(agent: str, scores: np.ndarray, *, resources: dict[str, np.ndarray] | None
+                  = None, errors: int = 0, seed: int = DEFAULT_SEED,
+                  resamples: int = DEFAULT_RESAMPLES) -> tuple[AgentFigures, dict]:
+    """Every figure of one agent, and the per-task arrays they came from."""
+    t, v, k = scores.shape
+    per = task_figures(scores)
+    fig = AgentFigures(agent=agent, tasks=t, variants=v, repeats=k, error_items=errors,
+                       items=int(np.sum(~np.isnan(scores))) + errors)
+    _sensitivity(fig, per)
+    fig.S_prompt_seed = _seed_reading(scores)
+    contrib = contributions(per)
+    _pooled(fig, contrib)
+    fig.tasks_left_out["C_out"] = int(t - per["cout_valid"].sum())
+    if k >= 2:
+        fig.tasks_left_out["sigma2_prompt"] = int(np.sum(np.isnan(per["sigma2_prompt"])))
+        _pass_figures(scores[:, 0, :], fig)
+        fig.C_res = {name: c for name, arr in (resources or {}).items()
+                     if math.isfinite(c := resource_consistency(arr))}
+    else:
+        fig.notes.append("repeats = 1: C_out, pass^k, sigma2_run and sigma2_prompt need 2+")
+    fig.intervals = bootstrap_intervals(contrib, seed, resamples)
+    return fig, per
+
+
+# --- Two agents on the same tasks --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A paired comparison of two agents over the tasks both were scored on."""
+
+    agent_a: str
+    agent_b: str
+    tasks: int
+    only_a: int
+    """Tasks A resolves (by majority over repeats) and B does not."""
+    only_b: int
+    mcnemar_p: float
+    """Exact two-sided McNemar p-value (binomial test on the discordant tasks)."""
+    rate_difference: float
+    """Resolved rate of A minus that of B on the shared tasks (mean over repeats)."""
+    interval: tuple[float, float]
+    bootstrap_p: float
+    """Paired bootstrap p-value of the difference (two-sided, percentile)."""
+    majority: bool
+    """Whether outcomes were reduced to each task's majority over repeats (repeats > 1)."""
+
+
+def mcnemar_exact(only_a: int, only_b: int) -> float:
+    """Exact two-sided McNemar p-value: 2 x P(X <= min) for X ~ Binomial(b + c, 1/2)."""
+    n = only_a + only_b
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(only_a, only_b) + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
+
+
+def compare(agent_a: str, rates_a: dict[str, float], agent_b: str, rates_b: dict[str, float],
+            repeats: int = 1, seed: int = DEFAULT_SEED,
+            resamples: int = DEFAULT_RESAMPLES) -> Comparison:
+    """Compare two agents by their per-task original-prompt scores (mean over repeats)."""
+    shared = sorted(set(rates_a) & set(rates_b))
+    a = np.array([rates_a[task] for task in shared])
+    b = np.array([rates_b[task] for task in shared])
+    win_a, win_b = a > 0.5, b > 0.5  # the majority outcome; a tie counts as unresolved
+    only_a, only_b = int(np.sum(win_a & ~win_b)), int(np.sum(win_b & ~win_a))
+    diff = float(np.mean(a - b)) if shared else math.nan
+    interval, p = (math.nan, math.nan), math.nan
+    if shared:
+        boot = (resample_weights(seed, len(shared), resamples) @ (a - b)) / len(shared)
+        lo, hi = 100 * (1 - INTERVAL_LEVEL) / 2, 100 * (1 + INTERVAL_LEVEL) / 2
+        interval = (float(np.percentile(boot, lo)), float(np.percentile(boot, hi)))
+        p = min(1.0, 2 * min(float(np.mean(boot <= 0)), float(np.mean(boot >= 0))))
+    return Comparison(agent_a, agent_b, len(shared), only_a, only_b,
+                      mcnemar_exact(only_a, only_b), diff, interval, p, repeats > 1)
+
+
+def scores_array(rows: Sequence[tuple[str, str, int, float | None]]
+                 ) -> tuple[np.ndarray, list[str], list[str]]:
+    """(task, variant, repeat, score or None) rows as `scores[task, variant, repeat]`:
+    variant 0 is `original`, the others in name order; NaN where no score."""
+    tasks = sorted({r[0] for r in rows})
+    variants = sorted({r[1] for r in rows} - {"original"})
+    variants = ["original", *variants]
+    repeats = max((r[2] for r in rows), default=-1) + 1
+    ti = {t: i for i, t in enumerate(tasks)}
+    vi = {v: i for i, v in enumerate(variants)}
+    out = np.full((len(tasks), len(variants), max(repeats, 1)), np.nan)
+    for task, variant, repeat, score in rows:
+        if score is not None:
+            out[ti[task], vi[variant], repeat] = score
+    return out, tasks, variants

@@ -1,0 +1,139 @@
+"""`proctor analyze`: CSVs, figures and report from results folders, checked against an
+independent recomputation."""
+
+from __future__ import annotations
+
+import csv
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from proctor.analysis import compute, plots
+from proctor.analysis.load import load_agents
+from proctor.cli import main
+from proctor.model import Outcome, PassFail, RunResult, Timings, Usage
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# task -> variant -> outcomes over repeats ("E" = error)
+AGENT_A = {"t1": {"original": "RRN", "formal": "NNN", "terse": "RRR"},
+           "t2": {"original": "RRR", "formal": "RRR", "terse": "RRE"},
+           "t3": {"original": "NNN", "formal": "NRN", "terse": "EEE"},
+           "t4": {"original": "EEE", "formal": "RRR", "terse": "NNN"}}
+AGENT_B = {"t1": {"original": "NNN", "formal": "NNN", "terse": "NNN"},
+           "t2": {"original": "RRR", "formal": "RRR", "terse": "RRR"},
+           "t3": {"original": "NNN", "formal": "NNN", "terse": "NNN"}}
+_OUTCOME = {"R": Outcome.RESOLVED, "N": Outcome.NO_OP, "E": Outcome.ERROR}
+
+
+def write_folder(folder: Path, agent: str, table: dict, torn: bool = False) -> Path:
+    folder.mkdir(parents=True)
+    lines = []
+    for task, variants in table.items():
+        for variant, outcomes in variants.items():
+            for k, code in enumerate(outcomes):
+                lines.append(RunResult(
+                    item_id=f"{task}-{variant}-{k}", instance_id=task, variant_id=variant,
+                    repeat=k, outcome=_OUTCOME[code],
+                    FAIL_TO_PASS=PassFail(success=["a"] if code == "R" else [],
+                                          failure=[] if code == "R" else ["a"]),
+                    timings=Timings(total_seconds=10.0 + k),
+                    usage=Usage(total_tokens=100, cost_usd=0.5)).model_dump_json())
+    text = "\n".join(lines) + "\n" + ('{"item_id": "torn' if torn else "")
+    (folder / "results.jsonl").write_text(text)
+    (folder / "spec.json").write_text(f'{{"spec": {{"agentRef": {{"name": "{agent}"}}}}}}')
+    return folder
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_analyze_writes_every_file_and_matches_an_independent_recompute(tmp_path, capsys):
+    a = write_folder(tmp_path / "a", "agent-a", AGENT_A, torn=True)
+    b = write_folder(tmp_path / "b", "agent-b", AGENT_B)
+    before = (a / "results.jsonl").read_bytes()
+    out = tmp_path / "analysis"
+    assert main(["analyze", str(a), str(b), "--output-dir", str(out), "--resamples", "300"]) == 0
+    assert "agent-a" in capsys.readouterr().out
+    assert (a / "results.jsonl").read_bytes() == before  # analysis never writes a folder
+
+    agents = read_csv(out / "agent_level_sensitivity.csv")
+    header = list(agents[0])
+    assert header[:7] == ["agent", "S_prompt", "mean_variance", "std_variance",
+                          "mean_min_max_gap", "max_min_max_gap", "num_tasks"]
+    task_header = list(read_csv(out / "task_level_sensitivity.csv")[0])
+    assert task_header[:5] == ["task_id", "variance", "mean_score", "min_max_gap", "S_task"]
+    for folder, row in zip((a, b), agents, strict=True):
+        done = subprocess.run([sys.executable, str(ROOT / "scripts" / "recompute_s_prompt.py"),
+                               str(folder)], capture_output=True, text=True, check=True)
+        value, tasks = done.stdout.split()
+        assert float(row["S_prompt"]) == float(value)  # full precision, not rounded
+        assert int(row["num_tasks"]) == int(tasks)
+    # By hand for agent A: t1 means 2/3, 0, 1; t2 1, 1, 1; t3 0, 1/3 (terse all errors);
+    # t4 1, 0 (original all errors).
+    variances = [((2 / 3 - 5 / 9) ** 2 + (5 / 9) ** 2 + (4 / 9) ** 2) / 3, 0, 1 / 36, 1 / 4]
+    assert float(agents[0]["S_prompt"]) == pytest.approx(1 - sum(variances) / 4)
+    assert agents[0]["error_items"] == "7"
+
+    metrics = read_csv(out / "reliability_metrics.csv")
+    names = {(m["agent"], m["metric"]) for m in metrics}
+    for name in ("R_prompt", "C_out", "pass@3", "pass^3", "sigma2_prompt", "sigma2_run",
+                 "C_res_latency", "C_res_tokens"):
+        assert ("agent-a", name) in names, name
+    variants = read_csv(out / "variants.csv")
+    t3 = next(v for v in variants if v["agent"] == "agent-a" and v["task_id"] == "t3"
+              and v["variant_id"] == "terse")
+    assert (t3["errors"], t3["outcomes"]) == ("3", "error|error|error")
+    comparison = read_csv(out / "comparisons.csv")[0]
+    assert (comparison["agent_a"], comparison["agent_b"], comparison["tasks"]) == (
+        "agent-a", "agent-b", "3")
+
+    report = (out / "sensitivity_report.md").read_text()
+    links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", report)
+    assert len(links) == 4 and all((out / link).is_file() for link in links)
+    assert "cannot fall below 0.75" in report and "## Ranking by robustness" in report
+
+
+def test_f2p_score_counts_partial_passes(tmp_path):
+    folder = write_folder(tmp_path / "a", "agent-a", {"t": {"original": "N", "formal": "R"}})
+    run = load_agents([folder], "f2p")[0]
+    assert run.scores[0, :, 0].tolist() == [0.0, 1.0]
+
+
+def test_figures_have_titles_axis_labels_and_legends(tmp_path):
+    runs = load_agents([write_folder(tmp_path / "a", "agent-a", AGENT_A),
+                        write_folder(tmp_path / "b", "agent-b", AGENT_B)])
+    found = compute(runs, resamples=100)
+    made = [plots.sensitivity_comparison(found.figures),
+            plots.task_sensitivity_distribution(found.task_rows),
+            plots.most_sensitive_tasks(found.task_rows),
+            plots.accuracy_original_vs_variants(found.figures)]
+    for fig in made:
+        for ax in fig.axes:
+            assert ax.get_title() and ax.get_xlabel() and ax.get_ylabel()
+            assert ax.get_legend() is not None
+
+
+def test_a_folder_without_results_is_a_one_line_error(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert main(["analyze", str(tmp_path / "empty"), "--output-dir", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("proctor: error:") and "no results.jsonl" in err and "\n" not in err
+
+
+def test_a_plain_run_without_variants_or_repeats_still_analyses(tmp_path):
+    folder = write_folder(tmp_path / "a", "agent-a", {"t1": {"original": "R"},
+                                                      "t2": {"original": "E"}})
+    out = tmp_path / "analysis"
+    assert main(["analyze", str(folder), "--output-dir", str(out), "--resamples", "50"]) == 0
+    row = read_csv(out / "agent_level_sensitivity.csv")[0]
+    assert (row["num_tasks"], row["S_prompt"], row["error_items"]) == ("0", "nan", "1")
+    assert read_csv(out / "task_level_sensitivity.csv") == []
+    assert all((out / name).exists() for name in ("sensitivity_comparison.png",
+                                                  "most_sensitive_tasks.png"))
+    assert "No task's score changed" in (out / "sensitivity_report.md").read_text()
