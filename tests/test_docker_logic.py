@@ -32,6 +32,7 @@ class FakeContainer:
     def __init__(self, client: FakeClient, kwargs: dict):
         self.client, self.kwargs = client, kwargs
         self.labels = kwargs.get("labels", {})
+        self.attrs = {"Labels": self.labels}  # as a sparse list's entries carry them
         self.archive = b""
         self.removed = self.killed = self.started = False
 
@@ -105,7 +106,8 @@ class FakeClient:
         self.images_here[f"{repository}:{tag}"] = []
 
     # containers.list (what remove_orphans looks at)
-    def list(self, all: bool = False, filters: dict | None = None) -> list:
+    def list(self, all: bool = False, filters: dict | None = None, sparse: bool = False
+             ) -> list:
         return [c for c in self.created if not c.removed]
 
     # containers.create

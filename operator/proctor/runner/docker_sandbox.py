@@ -266,9 +266,12 @@ class DockerSandbox:
         """Remove the containers that a Proctor process on this host left when it was
         killed outright (SIGKILL: no chance to clean up); how many there were."""
         host = socket.gethostname()
-        orphans = [c for c in self.client.containers.list(
-                       all=True, filters={"label": LABEL_OWNER})
-                   if _dead_owner(c.labels.get(LABEL_OWNER, ""), host)]
+        # sparse: the list's own answer, without inspecting each container (one removed
+        # meanwhile, by its run or the daemon, would fail the inspection).
+        found = self.client.containers.list(all=True, sparse=True,
+                                            filters={"label": LABEL_OWNER})
+        orphans = [c for c in found
+                   if _dead_owner((c.attrs.get("Labels") or {}).get(LABEL_OWNER, ""), host)]
         for container in orphans:
             with contextlib.suppress(Exception):  # another run may be removing it too
                 container.remove(force=True)
