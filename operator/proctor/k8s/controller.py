@@ -18,11 +18,13 @@ Where each rule lives:
 * what an attempt's Job, pod and events say: `proctor.k8s.podstatus.item_state`;
 * slots, retries, giving up, when to start: `proctor.k8s.reconcile.decide` (pure). An
   attempt holds its slot until its pod has ended or its Job is terminal, whichever first;
-* the one place a Job is created: `Controller._create_job`, with the slots `decide` gave
-  (never more than maxConcurrentRows), and never for an Evaluation deleted or being deleted;
+* the one place a Job is created: `act.Pass.create_job`, in the slots `decide` gave
+  (never more than maxConcurrentRows); never for an Evaluation deleted or being deleted
+  (`Controller._still_there` asks the API server before a pass creates any);
 * Job, ConfigMap and result objects: `manifests`, `store` (pure); names: `names`;
 * conditions, the status and its `reason`, LocalEndpoint: `conditions`, `reconcile`;
-* what was written but not yet seen: `expectations`; the queue of passes: `workqueue`.
+* each item's API calls (keep, retry, delete, create): `act`; what was written but not
+  yet seen: `expectations`; the queue of passes: `workqueue`.
 
 Triggers: the Evaluation's spec changes, its Jobs' and pods' events, its agent's
 changes: each puts the Evaluation into one deduplicated workqueue, and one pass per
@@ -46,55 +48,24 @@ import logging
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import kopf
 
-from proctor import __version__, dataset
+from proctor import dataset
 from proctor.exporter import Metrics
+from proctor.k8s import conditions, manifests, reconcile, store
+from proctor.k8s.act import Pass, Tracked
 from proctor.k8s.api import Kube, load_config
-from proctor.k8s.conditions import (
-    agent_conditions,
-    agent_refusal,
-    agent_status,
-    find_condition,
-    set_condition,
-)
-from proctor.k8s.expectations import Expectations
-from proctor.k8s.manifests import (
-    COMPONENT,
-    LABEL_EVALUATION,
-    MANAGED_BY,
-    desired_job,
-    patch_configmap,
-    task_configmap,
-)
 from proctor.k8s.names import label_value
 from proctor.k8s.podstatus import PodsByJob, item_state
-from proctor.k8s.reconcile import (
-    Decision,
-    ItemView,
-    Settings,
-    build_status,
-    conditions_for,
-    decide,
-    failure_result,
-    harvested_result,
-    in_play,
-    invalid_conditions,
-    item_of,
-    observe,
-)
-from proctor.k8s.store import RESULT_KIND, read_result, result_configmap
+from proctor.k8s.reconcile import Decision, ItemView, Settings
 from proctor.k8s.workqueue import WorkQueue
 from proctor.manifest import ManifestError, parse_resource
 from proctor.metrics import aggregate
-from proctor.model import Instance, Outcome, RunResult, WorkItem
+from proctor.model import WorkItem
 from proctor.prepare import Refusal, agent_label, check_runnable, load_selection, plan_items
-from proctor.runner.artifacts import parse_grade_log
-from proctor.runner.solve import patch_from_log
 from proctor.spec import AgentUnderTest, Evaluation
 
 log = logging.getLogger("proctor.controller")
@@ -102,39 +73,19 @@ Obj = dict[str, Any]
 Key = tuple[str, str]
 """(namespace, the Evaluation's label value): how every index keys an Evaluation's objects."""
 RESYNC_SECONDS = float(os.environ.get("PROCTOR_RECONCILE_SECONDS", "10"))
-STATUS_SECONDS = 1.0
-"""Least time between two status builds (and writes) of one Evaluation."""
-RETRY_SECONDS = 1.0
-"""A pass that failed (the API server refused a write, say) is made again this much later."""
-PROCTOR = {MANAGED_BY: "proctor"}
+STATUS_SECONDS = 1.0  # the least time between two status builds (and writes) of one
+RETRY_SECONDS = 1.0  # a pass that failed (a write refused, say) is made again this later
+PROCTOR = {manifests.MANAGED_BY: "proctor"}
+RESULTS = {**PROCTOR, manifests.COMPONENT: store.RESULT_KIND}
 
 
-def _iso(now: datetime) -> str:
-    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-@dataclass
-class Tracked:
-    """What this process keeps about one Evaluation (dropped with `Controller.forget`)."""
-
-    uid: str
-    name: str
-    agent_label: str = ""
-    expectations: Expectations = field(default_factory=Expectations)
-    plan: tuple[Any, list[WorkItem]] = (None, [])
-    """(spec generation, dataset fingerprint) and the items planned for them."""
-    tasks: dict[str, Obj] = field(default_factory=dict)
-    """This generation's task ConfigMaps by instance (built, and hashed, once)."""
-    status_at: float = float("-inf")
-    written: Obj | None = None
-    agent: Key | None = None
-    in_flight: int = 0
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Controller:
     def __init__(self, kube: Kube, metrics: Metrics, settings: Settings,
-                 indexes: Mapping[str, Any], runner_image: str | None = None,
-                 allow_local: bool = False):
+                 indexes: Mapping[str, Any], runner_image: str | None, allow_local: bool):
         self.kube, self.metrics, self.settings, self.indexes = kube, metrics, settings, indexes
         self.runner_image, self.allow_local = runner_image, allow_local
         self.queue = WorkQueue(self.reconcile)
@@ -165,23 +116,20 @@ class Controller:
     async def forget(self, key: Key) -> None:
         """The Evaluation is gone or being deleted: drop all that is kept about it."""
         tracked = self.tracked.pop(key, None)
-        if tracked is None:
-            return
-        self.metrics.forget(key[0], tracked.name, tracked.agent_label)
-        if tracked.agent is not None:
-            await self.write_agent_status(*tracked.agent)
+        if tracked is not None:
+            self.metrics.forget(key[0], tracked.name, tracked.agent_label)
+            if tracked.agent is not None:
+                await self.write_agent_status(*tracked.agent)
 
-    def _one(self, index: str, key: Any) -> Obj | None:
-        found = self.indexes[index].get(key)
-        return next(iter(found), None) if found is not None else None
+    def one(self, index: str, key: Any) -> Obj | None:
+        return next(iter(self.indexes[index].get(key) or ()), None)
 
     def _all(self, index: str, key: Any) -> list[Any]:
         return list(self.indexes[index].get(key) or ())
 
     def _parse(self, body: Obj) -> Any:
         """An Evaluation or AgentUnderTest checked against its CRD (once per generation)."""
-        meta = body["metadata"]
-        version = (meta.get("uid"), meta.get("generation"))
+        version = (body["metadata"].get("uid"), body["metadata"].get("generation"))
         if version not in self._parsed:
             if len(self._parsed) > 1000:
                 self._parsed.clear()
@@ -200,15 +148,14 @@ class Controller:
             self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
 
     async def _reconcile(self, key: Key) -> None:
-        body = self._one("evaluations", key)
+        body = self.one("evaluations", key)
         if body is None or body["metadata"].get("deletionTimestamp"):
-            await self.forget(key)  # its Jobs are left to the garbage collector
-            return
+            return await self.forget(key)  # its Jobs are left to the garbage collector
         meta = body["metadata"]
         tracked = self.tracked.get(key)
         if tracked is None or tracked.uid != meta.get("uid"):
             tracked = self.tracked[key] = Tracked(meta.get("uid", ""), meta["name"])
-        selection = None
+        selection, refusal = None, None
         try:
             evaluation = self._parse(body)
             tracked.agent_label = agent_label(evaluation)
@@ -216,31 +163,42 @@ class Controller:
             selection = await self._dataset(evaluation)
             agent = self._agent(evaluation)
         except (ManifestError, Refusal) as exc:
-            reason, message = (exc.reason, exc.message) if isinstance(exc, Refusal) \
-                else ("InvalidSpec", str(exc))
-            generation, old = meta.get("generation"), (body.get("status") or {}).get(
-                "conditions") or []
-            conditions = invalid_conditions(old, reason, message, _iso(datetime.now(UTC)),
-                                            generation)
-            await self._write_status(tracked, body, {"conditions": conditions, "reason": reason,
-                                                     "observedGeneration": generation})
-            if selection is not None:  # only its agent is missing: keep what still ends
-                await self._wind_down(key, tracked, body, evaluation, selection)
-            return
+            refusal = exc if isinstance(exc, Refusal) else Refusal("InvalidSpec", str(exc))
+            old = (body.get("status") or {}).get("conditions") or []
+            await self._write_status(tracked, body, {"reason": refusal.reason, "conditions":
+                                     reconcile.invalid_conditions(old, refusal.reason,
+                                     refusal.message, _now(), meta.get("generation")),
+                                     "observedGeneration": meta.get("generation")})
+            if selection is None:
+                return
+            agent = None  # only its agent is missing: start nothing, keep what still ends
         items = self._plan(tracked, body, evaluation, selection)
-        views = self._observe(key, tracked, items, evaluation.spec.max_concurrent_rows)
-        decision = decide(evaluation, views, datetime.now(UTC), self.settings)
-        await self._act(key, tracked, body, evaluation, agent, selection.by_id, views, decision)
-        await self._publish(key, tracked, body, evaluation, agent, selection, items, decision)
+        rows = evaluation.spec.max_concurrent_rows if refusal is None else 0
+        views = self._observe(key, tracked, items, rows)
+        decision = reconcile.decide(evaluation, views, datetime.now(UTC), self.settings)
+        if refusal is not None:
+            decision.start, decision.retry = [], []
+        if (decision.start or decision.retry) and not await self._still_there(key, tracked):
+            return await self.forget(key)
+        p = Pass(self.kube, self.metrics, self.runner_image, body, tracked, evaluation, agent,
+                 selection.by_id, {v.item.instance_id: v.state.node for v in views
+                                   if v.state and v.state.node})
+        for failure in await p.act(decision):
+            self.metrics.reconcile_errors.inc()
+            log.error("Acting failed evaluation=%s/%s: %r", key[0], tracked.name, failure)
+            self.queue.add_after(key, RETRY_SECONDS)
+        if refusal is None:
+            await self._publish(key, p, selection, items, decision)
 
-    async def _wind_down(self, key: Key, tracked: Tracked, body: Obj, evaluation: Evaluation,
-                         selection: dataset.Selection) -> None:
-        """Start and retry nothing, but keep the results of the Jobs that end meanwhile."""
-        items = self._plan(tracked, body, evaluation, selection)
-        views = self._observe(key, tracked, items, 0)
-        decision = decide(evaluation, views, datetime.now(UTC), self.settings)
-        decision.start, decision.retry = [], []
-        await self._act(key, tracked, body, evaluation, None, selection.by_id, views, decision)
+    async def _still_there(self, key: Key, tracked: Tracked) -> bool:
+        """Whether the Evaluation is there as it was, asked of the API server before Jobs
+        are created: the index may lag behind the garbage collector, whose deletion of the
+        Evaluation's Jobs would otherwise look like free slots (separate watches, in any
+        order)."""
+        body = await asyncio.to_thread(self.kube.get_custom, "evaluations", key[0],
+                                       tracked.name)
+        meta = (body or {}).get("metadata", {})
+        return meta.get("uid") == tracked.uid and not meta.get("deletionTimestamp")
 
     async def _dataset(self, evaluation: Evaluation) -> dataset.Selection:
         ds = evaluation.spec.dataset
@@ -253,7 +211,7 @@ class Controller:
         if evaluation.spec.predictions.source != "agent":
             return None
         ref = evaluation.spec.agent_ref.name if evaluation.spec.agent_ref else ""
-        body = self._one("agents", (evaluation.namespace, ref))
+        body = self.one("agents", (evaluation.namespace, ref))
         if body is None:
             raise Refusal("AgentNotFound", f"AgentUnderTest {ref!r} does not exist in "
                                            f"namespace {evaluation.namespace}")
@@ -261,7 +219,7 @@ class Controller:
             agent = self._parse(body)
         except ManifestError as exc:
             raise Refusal("InvalidAgent", str(exc)) from exc
-        refusal = agent_refusal(agent, self.allow_local)
+        refusal = conditions.agent_refusal(agent, self.allow_local)
         if refusal is not None:
             raise Refusal(*refusal)
         return agent
@@ -273,178 +231,48 @@ class Controller:
             tracked.plan, tracked.tasks = (version, plan_items(evaluation, selection)), {}
         return tracked.plan[1]
 
-    def _observe(self, key: Key, tracked: Tracked, items: list[WorkItem],
-                 rows: int | None) -> list[ItemView]:
+    def _observe(self, key: Key, tracked: Tracked, items: list[WorkItem], rows: int | None
+                 ) -> list[ItemView]:
         """The items in play (``rows`` waiting at most; None: every item) as the indexes
         and the expectations show them."""
-        jobs = tracked.expectations.with_jobs(self._all("jobs", key))
-        kept = {r.item_id: r for r in tracked.expectations.with_results(
-            self._all("results", key))}
+        jobs = tracked.expected.with_jobs(self._all("jobs", key))
+        kept = {r.item_id: r for r in tracked.expected.with_results(self._all("results", key))}
         pods = PodsByJob(self._all("pods", key))
 
         def state_of(job: Obj) -> Any:
             own = pods.of(job)
-            names = [job["metadata"]["name"], *(p["metadata"]["name"] for p in own)]
-            events = [e for name in names for e in self._all("warnings", (key[0], name))]
-            return item_state(job, own, events)
-        chosen = items if rows is None else in_play(items, jobs, kept.keys(), rows)
-        return observe(chosen, jobs, (), (), kept, state_of)
-
-    # --- acting on a decision ------------------------------------------------------------
-
-    async def _act(self, key: Key, tracked: Tracked, body: Obj, evaluation: Evaluation,
-                   agent: AgentUnderTest | None, instances: Mapping[str, Instance],
-                   views: list[ItemView], decision: Decision) -> None:
-        """Each item's API calls, concurrently; the pass waits for all of them. A failure
-        is counted and left to a later pass."""
-        nodes = {v.item.instance_id: v.state.node for v in views if v.state and v.state.node}
-        stops: dict[str, list[Obj]] = {}
-        for job in decision.stop:
-            stops.setdefault(item_of(job), []).append(job)
-        work = [self._harvest(tracked, body, evaluation, instances, v) for v in decision.harvest]
-        work += [self._keep(tracked, body, evaluation, view, result.model_copy(
-            update={"repo": instances[view.item.instance_id].repo}), {})
-            for view, result in decision.give_up]
-        work += [self._retry(key, tracked, body, evaluation, agent, instances, view, nodes,
-                             stops.get(view.item.id, [])) for view in decision.retry]
-        handled = {v.item.id for v in (*decision.harvest, *decision.retry)} | {
-            v.item.id for v, _ in decision.give_up}
-        work += [self._delete(evaluation, job, tracked.expectations) for item_id, jobs in
-                 stops.items() if item_id not in handled for job in jobs]
-        work += [self._create_job(key, tracked, body, evaluation, agent,
-                                  instances[item.instance_id], item, nodes)
-                 for item in decision.start]
-        for failure in await asyncio.gather(*work, return_exceptions=True):
-            if isinstance(failure, Exception):
-                self.metrics.reconcile_errors.inc()
-                log.error("Acting failed evaluation=%s/%s: %r", key[0], tracked.name, failure)
-                self.queue.add_after(key, RETRY_SECONDS)
-
-    async def _create_job(self, key: Key, tracked: Tracked, body: Obj, evaluation: Evaluation,
-                          agent: AgentUnderTest | None, instance: Instance, item: WorkItem,
-                          nodes: Mapping[str, str], kept_patch: Obj | None = None,
-                          attempt: int = 0) -> None:
-        """The one place a Job is created (in a slot `decide` gave), its task ConfigMap
-        first; nothing for an Evaluation that was deleted since the pass began."""
-        task = tracked.tasks.get(instance.instance_id)
-        if task is None:
-            task = tracked.tasks[instance.instance_id] = task_configmap(evaluation, instance, {})
-            kopf.adopt(task, owner=body)
-        job = desired_job(evaluation, agent, item, instance, task, runner_version=__version__,
-                          runner_image_default=self.runner_image,
-                          preferred_node=nodes.get(instance.instance_id),
-                          kept_patch=kept_patch, attempt=attempt)
-        kopf.adopt(job, owner=body)
-        expected = tracked.expectations
-        if task["metadata"]["name"] not in expected.tasks:
-            await asyncio.to_thread(self.kube.create, task)
-            expected.tasks.add(task["metadata"]["name"])
-        latest = self._one("evaluations", key)
-        if latest is None or latest["metadata"].get("deletionTimestamp") or \
-                latest["metadata"].get("uid") != tracked.uid:
-            log.info("Not creating Job %s: its Evaluation is being deleted",
-                     job["metadata"]["name"])
-            return
-        if await asyncio.to_thread(self.kube.create, job):
-            log.info("Created Job %s item=%s", job["metadata"]["name"], item.key)
-        expected.created(job)
-
-    async def _delete(self, evaluation: Evaluation, job: Obj, expected: Expectations) -> None:
-        if not expected.was_deleted(job):
-            await asyncio.to_thread(self.kube.delete_job, evaluation.namespace,
-                                    job["metadata"]["name"])
-            expected.delete(job)
-
-    async def _keep(self, tracked: Tracked, body: Obj, evaluation: Evaluation,
-                    view: ItemView, result: RunResult, artifacts: Mapping[str, str]) -> None:
-        """Keep the item's result, then delete its Jobs (their pods and logs go with them)."""
-        configmap = result_configmap(evaluation, result, artifacts)
-        kopf.adopt(configmap, owner=body)
-        await asyncio.to_thread(self.kube.create, configmap)
-        tracked.expectations.kept(result)
-        log.info("Kept result evaluation=%s item=%s outcome=%s", evaluation.name,
-                 view.item.key, result.outcome.value)
-        if result.outcome == Outcome.ERROR:
-            kopf.warn(body, reason="ItemFailed", message=f"{view.item.key}: "
-                      f"{result.error_kind.value if result.error_kind else 'error'}: "
-                      f"{result.error_message}"[:1000])
-        for job in view.jobs:
-            await self._delete(evaluation, job, tracked.expectations)
-
-    async def _harvest(self, tracked: Tracked, body: Obj, evaluation: Evaluation,
-                       instances: Mapping[str, Instance], view: ItemView) -> None:
-        """Read a succeeded attempt's full result from its grade log, and keep it."""
-        assert view.state is not None and view.state.pod
-        text = await asyncio.to_thread(self.kube.pod_log, evaluation.namespace,
-                                       view.state.pod, "grade")
-        full, artifacts = parse_grade_log(text)
-        result = harvested_result(evaluation, view, full, instances[view.item.instance_id].repo)
-        await self._keep(tracked, body, evaluation, view, result, artifacts)
-        if result.timings.total_seconds is not None:
-            self.metrics.job_seconds.labels(evaluation.namespace, tracked.agent_label).observe(
-                result.timings.total_seconds)
-
-    async def _retry(self, key: Key, tracked: Tracked, body: Obj, evaluation: Evaluation,
-                     agent: AgentUnderTest | None, instances: Mapping[str, Instance],
-                     view: ItemView, nodes: Mapping[str, str], stops: list[Obj]) -> None:
-        """The next attempt, with the patch the failed one got: the agent is never asked
-        twice. Its failed Job is deleted only once the next one exists."""
-        state, item = view.state, view.item
-        assert state is not None
-        asked = any(s.name == "solve" and s.started_at for s in state.steps)
-        text = await asyncio.to_thread(self.kube.pod_log, evaluation.namespace, state.pod,
-                                       "solve") if state.pod and asked else ""
-        patch = patch_from_log(text) if text else None
-        if patch is None and asked and evaluation.spec.predictions.source == "agent":
-            result = failure_result(evaluation, view).model_copy(update={
-                "repo": instances[item.instance_id].repo, "error_message": "the agent's "
-                f"answer was lost with its pod ({state.reason}); not asked again"})
-            await self._keep(tracked, body, evaluation, view, result, {})
-            return
-        kept = None
-        if patch is not None:
-            kept = patch_configmap(evaluation, item, patch)
-            kopf.adopt(kept, owner=body)
-            await asyncio.to_thread(self.kube.create, kept)
-        await self._create_job(key, tracked, body, evaluation, agent,
-                               instances[item.instance_id], item, nodes, kept, view.attempt + 1)
-        self.metrics.retries.labels(evaluation.namespace, evaluation.name,
-                                    tracked.agent_label).inc()
-        reuse = ", reusing the patch it got" if patch is not None else ""
-        kopf.warn(body, reason="Retrying",
-                  message=f"{item.key}: {state.reason}; attempt {view.attempt + 2}{reuse}")
-        for job in stops:
-            await self._delete(evaluation, job, tracked.expectations)
+            names = [job["metadata"]["name"], *(pod["metadata"]["name"] for pod in own)]
+            return item_state(job, own, [e for name in names
+                                         for e in self._all("warnings", (key[0], name))])
+        chosen = items if rows is None else reconcile.in_play(items, jobs, kept.keys(), rows)
+        return reconcile.observe(chosen, jobs, (), (), kept, state_of)
 
     # --- the status ------------------------------------------------------------------------
 
-    async def _publish(self, key: Key, tracked: Tracked, body: Obj, evaluation: Evaluation,
-                       agent: AgentUnderTest | None, selection: dataset.Selection,
+    async def _publish(self, key: Key, p: Pass, selection: dataset.Selection,
                        items: list[WorkItem], decision: Decision) -> None:
         """Rebuild the status and metrics from every item as observed, and write them; at
-        most every STATUS_SECONDS (a later pass is queued for what comes meanwhile)."""
-        wait = tracked.status_at + STATUS_SECONDS - time.monotonic()
+        most every STATUS_SECONDS (a pass is queued for what comes meanwhile)."""
+        wait = p.tracked.status_at + STATUS_SECONDS - time.monotonic()
         if wait > 0:
-            self.queue.add_after(key, wait)
-            return
-        tracked.status_at = time.monotonic()
-        views = self._observe(key, tracked, items, None)
+            return self.queue.add_after(key, wait)
+        p.tracked.status_at = time.monotonic()
+        views = self._observe(key, p.tracked, items, None)
         results = [v.result for v in views if v.result is not None]
-        meta, spec = body["metadata"], evaluation.spec
-        old = (body.get("status") or {}).get("conditions") or []
-        conditions = conditions_for(old, views, decision, _iso(datetime.now(UTC)),
-                                    meta.get("generation"), suspended=spec.suspend)
-        status = build_status(evaluation, tracked.agent_label, views, results, conditions,
-                              generation=meta.get("generation"),
-                              fingerprint=selection.fingerprint)
-        await self._write_status(tracked, body, status)
-        self.metrics.publish(evaluation.namespace, evaluation.name, tracked.agent_label,
+        generation = p.body["metadata"].get("generation")
+        old = (p.body.get("status") or {}).get("conditions") or []
+        status = reconcile.build_status(
+            p.evaluation, p.tracked.agent_label, views, results, reconcile.conditions_for(
+                old, views, decision, _now(), generation, p.evaluation.spec.suspend),
+            generation=generation, fingerprint=selection.fingerprint)
+        await self._write_status(p.tracked, p.body, status)
+        self.metrics.publish(p.evaluation.namespace, p.evaluation.name, p.tracked.agent_label,
                              aggregate(results, selection.by_id), status["items"])
         in_flight = status["items"]["running"] + status["items"]["pending"]
-        agent_key = (agent.namespace, agent.name) if agent is not None else None
-        if (agent_key, in_flight) != (tracked.agent, tracked.in_flight):
-            before, tracked.agent, tracked.in_flight = tracked.agent, agent_key, in_flight
-            for changed in {before, agent_key} - {None}:
+        agent = (p.agent.namespace, p.agent.name) if p.agent is not None else None
+        if (agent, in_flight) != (p.tracked.agent, p.tracked.in_flight):
+            before, p.tracked.agent, p.tracked.in_flight = p.tracked.agent, agent, in_flight
+            for changed in {before, agent} - {None}:
                 await self.write_agent_status(*changed)
 
     async def _write_status(self, tracked: Tracked, body: Obj, status: Obj) -> None:
@@ -455,33 +283,33 @@ class Controller:
         meta = body["metadata"]
         await asyncio.to_thread(self.kube.patch_status, "evaluations", meta["namespace"],
                                 meta["name"], status)
-        before = find_condition((tracked.written or seen).get("conditions") or [], "Degraded")
+        before = conditions.find_condition((tracked.written or seen).get("conditions") or [],
+                                           "Degraded") or {}
         tracked.written = status
-        now = find_condition(status["conditions"], "Degraded") or {}
-        if now.get("status") == "True" and (before or {}).get("status") != "True":
+        now = conditions.find_condition(status["conditions"], "Degraded") or {}
+        if now.get("status") == "True" and before.get("status") != "True":
             kopf.warn(body, reason="Degraded", message=f"{now['reason']}: {now['message']}")
 
     async def write_agent_status(self, namespace: str, name: str) -> None:
         """An AgentUnderTest's status: mode, endpoint, Ready, and its tasks in flight over
         every Evaluation this operator runs."""
-        body = self._one("agents", (namespace, name))
+        body = self.one("agents", (namespace, name))
         if body is None:
             return
-        generation = body["metadata"].get("generation")
-        seen = body.get("status") or {}
-        old, now = seen.get("conditions") or [], _iso(datetime.now(UTC))
+        generation, seen = body["metadata"].get("generation"), body.get("status") or {}
+        old = seen.get("conditions") or []
         try:
             agent = self._parse(body)
         except ManifestError as exc:
-            status: Obj = {"conditions": set_condition(
-                old, "Ready", False, "InvalidSpec", str(exc)[:1000], now=now,
-                observed_generation=generation), "observedGeneration": generation}
+            status: Obj = {"observedGeneration": generation, "conditions": conditions.set_condition(
+                old, "Ready", False, "InvalidSpec", str(exc)[:1000], now=_now(),
+                observed_generation=generation)}
         else:
             busy = sum(t.in_flight for t in self.tracked.values() if t.agent == (namespace, name))
-            status = agent_status(agent, generation=generation, tasks_in_flight=busy,
-                                  conditions=agent_conditions(old, agent, now=now,
-                                                              generation=generation,
-                                                              allow_local=self.allow_local))
+            status = conditions.agent_status(agent, generation=generation, tasks_in_flight=busy,
+                                             conditions=conditions.agent_conditions(
+                                                 old, agent, now=_now(), generation=generation,
+                                                 allow_local=self.allow_local))
         if not all(seen.get(k) == v for k, v in status.items()):
             await asyncio.to_thread(self.kube.patch_status, "agentundertests", namespace, name,
                                     status)
@@ -491,12 +319,11 @@ class Controller:
 
 CONTROLLER: Controller | None = None
 _METRICS: Metrics | None = None  # one per process: a registry refuses the same metric twice
-RESULTS = {**PROCTOR, COMPONENT: RESULT_KIND}
 
 
 def _owner_key(body: Mapping[str, Any]) -> Key:
     meta = body.get("metadata") or {}
-    return meta.get("namespace"), (meta.get("labels") or {}).get(LABEL_EVALUATION)
+    return meta.get("namespace"), (meta.get("labels") or {}).get(manifests.LABEL_EVALUATION)
 
 
 @kopf.on.startup()
@@ -515,8 +342,8 @@ async def _startup(settings: kopf.OperatorSettings, **kwargs: Any) -> None:
     CONTROLLER = Controller(
         Kube(), _METRICS, Settings(image_pull_timeout_s=float(
             os.environ.get("PROCTOR_IMAGE_PULL_TIMEOUT_SECONDS", "600"))),
-        indexes={name: kwargs[name] for name in ("evaluations", "agents", "jobs", "pods",
-                                                 "results", "warnings")},
+        {name: kwargs[name] for name in ("evaluations", "agents", "jobs", "pods", "results",
+                                         "warnings")},
         runner_image=os.environ.get("PROCTOR_RUNNER_IMAGE") or None,
         allow_local=os.environ.get("PROCTOR_ALLOW_LOCAL_ENDPOINTS", "") in ("1", "true"))
 
@@ -538,20 +365,16 @@ def agents(namespace: str, name: str, body: Mapping[str, Any], **_: Any) -> dict
     return {(namespace, name): dict(body)}
 
 
-@kopf.index("batch", "v1", "jobs", labels=PROCTOR)
-def jobs(body: Mapping[str, Any], **_: Any) -> dict:
-    return {_owner_key(body): dict(body)}
-
-
-@kopf.index("", "v1", "pods", labels=PROCTOR)
-def pods(body: Mapping[str, Any], **_: Any) -> dict:
+@kopf.index("batch", "v1", "jobs", labels=PROCTOR, id="jobs")
+@kopf.index("", "v1", "pods", labels=PROCTOR, id="pods")
+def children(body: Mapping[str, Any], **_: Any) -> dict:
     return {_owner_key(body): dict(body)}
 
 
 @kopf.index("", "v1", "configmaps", labels=RESULTS)
 def results(body: Mapping[str, Any], **_: Any) -> dict:
     """Of a kept result, only the RunResult: its logs stay on the server."""
-    result = read_result(body)
+    result = store.read_result(body)
     return {_owner_key(body): result} if result is not None else {}
 
 
@@ -580,15 +403,13 @@ async def _evaluation_event(event: Mapping[str, Any], body: Mapping[str, Any],
 @kopf.on.event("proctor.dev", "v1alpha1", "agentundertests")
 async def _agent_event(event: Mapping[str, Any], namespace: str, name: str,
                        **_: Any) -> None:
-    """Its own status, and a pass of the Evaluations that use it (found or gone)."""
+    """Its own status, and a pass of the namespace's Evaluations (one may use it)."""
     assert CONTROLLER is not None
     CONTROLLER.start()
     if event.get("type") != "DELETED":
         await CONTROLLER.write_agent_status(namespace, name)
     for key in list(CONTROLLER.indexes["evaluations"]):
-        body = CONTROLLER._one("evaluations", key)
-        if key[0] == namespace and body and ((body.get("spec") or {}).get("agentRef") or {}
-                                             ).get("name") == name:
+        if key[0] == namespace:
             CONTROLLER.queue.add(key)
 
 
