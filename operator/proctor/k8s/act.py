@@ -1,4 +1,4 @@
-"""What a pass's decision does to the world: the API calls of each item (the shell).
+"""What a pass does to the world: each item's API calls, and the status write (the shell).
 
 `decide` chose the items; `Pass.act` sets each one's calls going at once and waits for
 all of them: a succeeded attempt's result is read from its grade log and kept (then its
@@ -18,12 +18,15 @@ from typing import Any
 import kopf
 
 from proctor import __version__
+from proctor.dataset import Selection
 from proctor.exporter import Metrics
 from proctor.k8s import manifests, reconcile, store
 from proctor.k8s.api import Kube
+from proctor.k8s.conditions import find_condition
 from proctor.k8s.expectations import Expectations
 from proctor.k8s.reconcile import Decision, ItemView
 from proctor.model import Instance, Outcome, RunResult, WorkItem
+from proctor.prepare import plan_items
 from proctor.runner.artifacts import parse_grade_log
 from proctor.runner.solve import patch_from_log
 from proctor.spec import AgentUnderTest, Evaluation
@@ -46,6 +49,13 @@ class Tracked:
     written: Obj | None = None
     agent: tuple[str, str] | None = None  # its AgentUnderTest, and the items in flight there
     in_flight: int = 0
+
+    def items(self, body: Obj, evaluation: Evaluation, selection: Selection) -> list[WorkItem]:
+        """The plan (`plan_items`), made once per spec generation and dataset."""
+        version = (body["metadata"].get("generation"), selection.fingerprint)
+        if self.plan[0] != version:
+            self.plan, self.tasks = (version, plan_items(evaluation, selection)), {}
+        return self.plan[1]
 
 
 @dataclass
@@ -162,3 +172,18 @@ class Pass:
                   message=f"{item.key}: {state.reason}; attempt {view.attempt + 2}{reuse}")
         for job in stops:
             await self._delete(job)
+
+
+async def write_status(kube: Kube, tracked: Tracked, body: Obj, status: Obj) -> None:
+    """Write an Evaluation's status if it changed; an Event when it becomes Degraded."""
+    seen = body.get("status") or {}
+    if all(seen.get(k) == v for k, v in status.items()) or tracked.written == status:
+        return
+    meta = body["metadata"]
+    await asyncio.to_thread(kube.patch_status, "evaluations", meta["namespace"], meta["name"],
+                            status)
+    before = find_condition((tracked.written or seen).get("conditions") or [], "Degraded")
+    tracked.written = status
+    now = find_condition(status["conditions"], "Degraded") or {}
+    if now.get("status") == "True" and (before or {}).get("status") != "True":
+        kopf.warn(body, reason="Degraded", message=f"{now['reason']}: {now['message']}")

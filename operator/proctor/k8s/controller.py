@@ -26,10 +26,9 @@ Where each rule lives:
 * each item's API calls (keep, retry, delete, create): `act`; what was written but not
   yet seen: `expectations`; the queue of passes: `workqueue`.
 
-Triggers: the Evaluation's spec changes, its Jobs' and pods' events, its agent's
-changes: each puts the Evaluation into one deduplicated workqueue, and one pass per
-Evaluation runs at a time. A resync every `RESYNC_SECONDS` (`PROCTOR_RECONCILE_SECONDS`)
-covers what has no event of its own (an image pull past its time limit).
+Triggers: a change of the Evaluation's spec, of its Jobs, pods or agent puts it into one
+deduplicated workqueue; one pass per Evaluation runs at a time. A resync every
+`RESYNC_SECONDS` covers what has no event of its own (an image pull past its limit).
 
 One concurrency model: kopf's asyncio loop (its handlers and indexes, and our asyncio
 tasks: the queue's workers, the resync); the official client's blocking calls run in
@@ -56,8 +55,8 @@ import kopf
 from proctor import dataset
 from proctor.exporter import Metrics
 from proctor.k8s import conditions, manifests, reconcile, store
-from proctor.k8s.act import Pass, Tracked
-from proctor.k8s.api import Kube, load_config
+from proctor.k8s.act import Pass, Tracked, write_status
+from proctor.k8s.api import Kube, load_config, selector
 from proctor.k8s.names import label_value
 from proctor.k8s.podstatus import PodsByJob, item_state
 from proctor.k8s.reconcile import Decision, ItemView, Settings
@@ -65,13 +64,12 @@ from proctor.k8s.workqueue import WorkQueue
 from proctor.manifest import ManifestError, parse_resource
 from proctor.metrics import aggregate
 from proctor.model import WorkItem
-from proctor.prepare import Refusal, agent_label, check_runnable, load_selection, plan_items
+from proctor.prepare import Refusal, agent_label, check_runnable, load_selection
 from proctor.spec import AgentUnderTest, Evaluation
 
 log = logging.getLogger("proctor.controller")
 Obj = dict[str, Any]
-Key = tuple[str, str]
-"""(namespace, the Evaluation's label value): how every index keys an Evaluation's objects."""
+Key = tuple[str, str]  # (namespace, Evaluation label value): how the indexes key its objects
 RESYNC_SECONDS = float(os.environ.get("PROCTOR_RECONCILE_SECONDS", "10"))
 STATUS_SECONDS = 1.0  # the least time between two status builds (and writes) of one
 RETRY_SECONDS = 1.0  # a pass that failed (a write refused, say) is made again this later
@@ -165,14 +163,14 @@ class Controller:
         except (ManifestError, Refusal) as exc:
             refusal = exc if isinstance(exc, Refusal) else Refusal("InvalidSpec", str(exc))
             old = (body.get("status") or {}).get("conditions") or []
-            await self._write_status(tracked, body, {"reason": refusal.reason, "conditions":
+            await write_status(self.kube, tracked, body, {"reason": refusal.reason, "conditions":
                                      reconcile.invalid_conditions(old, refusal.reason,
                                      refusal.message, _now(), meta.get("generation")),
                                      "observedGeneration": meta.get("generation")})
             if selection is None:
                 return
             agent = None  # only its agent is missing: start nothing, keep what still ends
-        items = self._plan(tracked, body, evaluation, selection)
+        items = tracked.items(body, evaluation, selection)
         rows = evaluation.spec.max_concurrent_rows if refusal is None else 0
         views = self._observe(key, tracked, items, rows)
         decision = reconcile.decide(evaluation, views, datetime.now(UTC), self.settings)
@@ -191,13 +189,10 @@ class Controller:
             await self._publish(key, p, selection, items, decision)
 
     async def _still_there(self, key: Key, tracked: Tracked) -> bool:
-        """Whether the Evaluation is there as it was, asked of the API server before Jobs
-        are created: the index may lag behind the garbage collector, whose deletion of the
-        Evaluation's Jobs would otherwise look like free slots (separate watches, in any
-        order)."""
-        body = await asyncio.to_thread(self.kube.get_custom, "evaluations", key[0],
-                                       tracked.name)
-        meta = (body or {}).get("metadata", {})
+        """Whether the Evaluation is there as it was, asked of the API server: the index
+        may lag behind the garbage collector deleting its Jobs, which look like free slots."""
+        meta = (await asyncio.to_thread(self.kube.get_custom, "evaluations", key[0],
+                                        tracked.name) or {}).get("metadata", {})
         return meta.get("uid") == tracked.uid and not meta.get("deletionTimestamp")
 
     async def _dataset(self, evaluation: Evaluation) -> dataset.Selection:
@@ -215,21 +210,11 @@ class Controller:
         if body is None:
             raise Refusal("AgentNotFound", f"AgentUnderTest {ref!r} does not exist in "
                                            f"namespace {evaluation.namespace}")
-        try:
-            agent = self._parse(body)
-        except ManifestError as exc:
-            raise Refusal("InvalidAgent", str(exc)) from exc
+        agent = self._parse(body)  # (the API server checked the same schema)
         refusal = conditions.agent_refusal(agent, self.allow_local)
         if refusal is not None:
             raise Refusal(*refusal)
         return agent
-
-    def _plan(self, tracked: Tracked, body: Obj, evaluation: Evaluation,
-              selection: dataset.Selection) -> list[WorkItem]:
-        version = (body["metadata"].get("generation"), selection.fingerprint)
-        if tracked.plan[0] != version:
-            tracked.plan, tracked.tasks = (version, plan_items(evaluation, selection)), {}
-        return tracked.plan[1]
 
     def _observe(self, key: Key, tracked: Tracked, items: list[WorkItem], rows: int | None
                  ) -> list[ItemView]:
@@ -265,7 +250,7 @@ class Controller:
             p.evaluation, p.tracked.agent_label, views, results, reconcile.conditions_for(
                 old, views, decision, _now(), generation, p.evaluation.spec.suspend),
             generation=generation, fingerprint=selection.fingerprint)
-        await self._write_status(p.tracked, p.body, status)
+        await write_status(self.kube, p.tracked, p.body, status)
         self.metrics.publish(p.evaluation.namespace, p.evaluation.name, p.tracked.agent_label,
                              aggregate(results, selection.by_id), status["items"])
         in_flight = status["items"]["running"] + status["items"]["pending"]
@@ -275,21 +260,6 @@ class Controller:
             for changed in {before, agent} - {None}:
                 await self.write_agent_status(*changed)
 
-    async def _write_status(self, tracked: Tracked, body: Obj, status: Obj) -> None:
-        """Write the status if it changed; an Event when it becomes Degraded."""
-        seen = body.get("status") or {}
-        if all(seen.get(k) == v for k, v in status.items()) or tracked.written == status:
-            return
-        meta = body["metadata"]
-        await asyncio.to_thread(self.kube.patch_status, "evaluations", meta["namespace"],
-                                meta["name"], status)
-        before = conditions.find_condition((tracked.written or seen).get("conditions") or [],
-                                           "Degraded") or {}
-        tracked.written = status
-        now = conditions.find_condition(status["conditions"], "Degraded") or {}
-        if now.get("status") == "True" and before.get("status") != "True":
-            kopf.warn(body, reason="Degraded", message=f"{now['reason']}: {now['message']}")
-
     async def write_agent_status(self, namespace: str, name: str) -> None:
         """An AgentUnderTest's status: mode, endpoint, Ready, and its tasks in flight over
         every Evaluation this operator runs."""
@@ -297,19 +267,15 @@ class Controller:
         if body is None:
             return
         generation, seen = body["metadata"].get("generation"), body.get("status") or {}
-        old = seen.get("conditions") or []
         try:
             agent = self._parse(body)
-        except ManifestError as exc:
-            status: Obj = {"observedGeneration": generation, "conditions": conditions.set_condition(
-                old, "Ready", False, "InvalidSpec", str(exc)[:1000], now=_now(),
-                observed_generation=generation)}
-        else:
-            busy = sum(t.in_flight for t in self.tracked.values() if t.agent == (namespace, name))
-            status = conditions.agent_status(agent, generation=generation, tasks_in_flight=busy,
-                                             conditions=conditions.agent_conditions(
-                                                 old, agent, now=_now(), generation=generation,
-                                                 allow_local=self.allow_local))
+        except ManifestError:  # the API server checks the same schema: only a CRD changed
+            return log.exception("AgentUnderTest %s/%s is invalid", namespace, name)
+        busy = sum(t.in_flight for t in self.tracked.values() if t.agent == (namespace, name))
+        status = conditions.agent_status(agent, generation=generation, tasks_in_flight=busy,
+                                         conditions=conditions.agent_conditions(
+                                             seen.get("conditions") or [], agent, now=_now(),
+                                             generation=generation, allow_local=self.allow_local))
         if not all(seen.get(k) == v for k, v in status.items()):
             await asyncio.to_thread(self.kube.patch_status, "agentundertests", namespace, name,
                                     status)
@@ -334,8 +300,7 @@ async def _startup(settings: kopf.OperatorSettings, **kwargs: Any) -> None:
     # Watch only what the operator made (and Warning events), not every pod of the cluster.
     for resource, labels in ((("batch", "jobs"), PROCTOR), (("v1", "pods"), PROCTOR),
                              (("v1", "configmaps"), RESULTS)):
-        settings.watching.label_selectors[resource] = ",".join(f"{k}={v}"
-                                                               for k, v in labels.items())
+        settings.watching.label_selectors[resource] = selector(labels)
     settings.watching.field_selectors["v1", "events"] = "type=Warning"
     load_config()
     _METRICS = _METRICS or Metrics()
@@ -343,7 +308,7 @@ async def _startup(settings: kopf.OperatorSettings, **kwargs: Any) -> None:
         Kube(), _METRICS, Settings(image_pull_timeout_s=float(
             os.environ.get("PROCTOR_IMAGE_PULL_TIMEOUT_SECONDS", "600"))),
         {name: kwargs[name] for name in ("evaluations", "agents", "jobs", "pods", "results",
-                                         "warnings")},
+                                         "warnings")},  # kopf's live indexes (below)
         runner_image=os.environ.get("PROCTOR_RUNNER_IMAGE") or None,
         allow_local=os.environ.get("PROCTOR_ALLOW_LOCAL_ENDPOINTS", "") in ("1", "true"))
 
@@ -394,9 +359,8 @@ async def _evaluation_event(event: Mapping[str, Any], body: Mapping[str, Any],
     key = (meta.get("namespace"), label_value(meta.get("name", "")))
     if event.get("type") == "DELETED" or meta.get("deletionTimestamp"):
         await CONTROLLER.forget(key)
-    # Its own status writes come back here too: only first sight or a spec change counts.
-    elif event.get("type") in (None, "ADDED") or \
-            meta.get("generation") != status.get("observedGeneration"):
+    elif meta.get("generation") != status.get("observedGeneration") or event.get("type") in (
+            None, "ADDED"):  # first sight or a spec change: not its own status writes
         CONTROLLER.queue.add(key)
 
 
