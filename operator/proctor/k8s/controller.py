@@ -71,7 +71,7 @@ log = logging.getLogger("proctor.controller")
 Obj = dict[str, Any]
 Key = tuple[str, str]  # (namespace, Evaluation label value): how the indexes key its objects
 RESYNC_SECONDS = float(os.environ.get("PROCTOR_RECONCILE_SECONDS", "10"))
-STATUS_SECONDS = 1.0  # the least time between two status builds (and writes) of one
+STATUS_SECONDS = 1.0  # the least time between two status writes of one Evaluation
 RETRY_SECONDS = 1.0  # a pass that failed (a write refused, say) is made again this later
 PROCTOR = {manifests.MANAGED_BY: "proctor"}
 RESULTS = {**PROCTOR, manifests.COMPONENT: store.RESULT_KIND}
@@ -119,7 +119,7 @@ class Controller:
             if tracked.agent is not None:
                 await self.write_agent_status(*tracked.agent)
 
-    def one(self, index: str, key: Any) -> Obj | None:
+    def _one(self, index: str, key: Any) -> Obj | None:
         return next(iter(self.indexes[index].get(key) or ()), None)
 
     def _all(self, index: str, key: Any) -> list[Any]:
@@ -146,7 +146,7 @@ class Controller:
             self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
 
     async def _reconcile(self, key: Key) -> None:
-        body = self.one("evaluations", key)
+        body = self._one("evaluations", key)
         if body is None or body["metadata"].get("deletionTimestamp"):
             return await self.forget(key)  # its Jobs are left to the garbage collector
         meta = body["metadata"]
@@ -206,7 +206,7 @@ class Controller:
         if evaluation.spec.predictions.source != "agent":
             return None
         ref = evaluation.spec.agent_ref.name if evaluation.spec.agent_ref else ""
-        body = self.one("agents", (evaluation.namespace, ref))
+        body = self._one("agents", (evaluation.namespace, ref))
         if body is None:
             raise Refusal("AgentNotFound", f"AgentUnderTest {ref!r} does not exist in "
                                            f"namespace {evaluation.namespace}")
@@ -263,7 +263,7 @@ class Controller:
     async def write_agent_status(self, namespace: str, name: str) -> None:
         """An AgentUnderTest's status: mode, endpoint, Ready, and its tasks in flight over
         every Evaluation this operator runs."""
-        body = self.one("agents", (namespace, name))
+        body = self._one("agents", (namespace, name))
         if body is None:
             return
         generation, seen = body["metadata"].get("generation"), body.get("status") or {}
