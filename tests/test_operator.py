@@ -390,8 +390,7 @@ def test_an_agent_deleted_mid_run_degrades_and_starts_nothing_more(test_cluster,
     api.apply(*manifests(k8s_namespace, agent.url))
 
     def created() -> int:
-        return len([c for c in test_cluster.calls("POST", f"/namespaces/{k8s_namespace}/jobs")
-                    if c[2] == 201])
+        return jobs_created(test_cluster, k8s_namespace)
     with operator(test_cluster, k8s_namespace):
         test_cluster.wait_for(lambda: created() >= 2, 60)
         api.custom.delete_namespaced_custom_object(*GROUP, k8s_namespace, "agentundertests",
@@ -490,17 +489,25 @@ def gold_evaluation(k8s_namespace: str, **spec: Any) -> dict:
     return body
 
 
+def jobs_created(cluster: Any, namespace: str) -> int:
+    """The Jobs the API server created in the namespace so far."""
+    return len([c for c in cluster.calls("POST", f"/namespaces/{namespace}/jobs")
+                if c[2] == 201])
+
+
+def slow_gold_run(cluster: Any, kube_client: Any, namespace: str) -> tuple[Api, Any]:
+    """A gold run whose pods take two seconds each; the API and a count of Jobs created."""
+    cluster.kubelet.simulation = Simulation({"solve": 2.0})
+    api = Api(kube_client, namespace)
+    api.apply(gold_evaluation(namespace))
+    return api, lambda: jobs_created(cluster, namespace)
+
+
 def test_deleting_an_evaluation_mid_run_creates_no_job_after_and_leaves_nothing_behind(
         test_cluster, k8s_namespace, kube_client):
     # Both slots busy for two seconds: no Job is due when the Evaluation is deleted, but the
     # garbage collector then removes its Jobs, and their slots look free.
-    test_cluster.kubelet.simulation = Simulation({"solve": 2.0})
-    api = Api(kube_client, k8s_namespace)
-    api.apply(gold_evaluation(k8s_namespace))
-    jobs_path = f"/namespaces/{k8s_namespace}/jobs"
-
-    def created() -> int:
-        return len([c for c in test_cluster.calls("POST", jobs_path) if c[2] == 201])
+    api, created = slow_gold_run(test_cluster, kube_client, k8s_namespace)
     with operator(test_cluster, k8s_namespace):
         test_cluster.wait_for(lambda: api.active_jobs() == 2, 60)
         api.custom.delete_namespaced_custom_object(*GROUP, k8s_namespace, "evaluations", "demo")
@@ -514,13 +521,7 @@ def test_deleting_an_evaluation_mid_run_creates_no_job_after_and_leaves_nothing_
 
 def test_an_evaluation_deleted_while_the_operator_is_stopped_is_gone_and_stays_gone(
         test_cluster, k8s_namespace, kube_client):
-    test_cluster.kubelet.simulation = Simulation({"solve": 2.0})
-    api = Api(kube_client, k8s_namespace)
-    api.apply(gold_evaluation(k8s_namespace))
-    jobs_path = f"/namespaces/{k8s_namespace}/jobs"
-
-    def created() -> int:
-        return len([c for c in test_cluster.calls("POST", jobs_path) if c[2] == 201])
+    api, created = slow_gold_run(test_cluster, kube_client, k8s_namespace)
     with operator(test_cluster, k8s_namespace):
         test_cluster.wait_for(lambda: created() >= 2, 60)
         assert not api.evaluation()["metadata"].get("finalizers")
