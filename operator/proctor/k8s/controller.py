@@ -162,11 +162,11 @@ class Controller:
             agent = self._agent(evaluation)
         except (ManifestError, Refusal) as exc:
             refusal = exc if isinstance(exc, Refusal) else Refusal("InvalidSpec", str(exc))
-            old = (body.get("status") or {}).get("conditions") or []
-            await write_status(self.kube, tracked, body, {"reason": refusal.reason, "conditions":
-                                     reconcile.invalid_conditions(old, refusal.reason,
-                                     refusal.message, _now(), meta.get("generation")),
-                                     "observedGeneration": meta.get("generation")})
+            generation = meta.get("generation")
+            invalid = reconcile.invalid_conditions((body.get("status") or {}).get(
+                "conditions") or [], refusal.reason, refusal.message, _now(), generation)
+            await write_status(self.kube, tracked, body, {
+                "reason": refusal.reason, "conditions": invalid, "observedGeneration": generation})
             if selection is None:
                 return
             agent = None  # only its agent is missing: start nothing, keep what still ends
