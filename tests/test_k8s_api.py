@@ -86,39 +86,3 @@ def test_lines_splits_a_stream_whose_chunks_cut_lines_anywhere() -> None:
     chunks = [b'{"a":', b"1}\n", b"\n", b'{"b":2}\n{"c"', b":3}\n{", b"", b'"d":4}']
     assert list(lines(chunks)) == [b'{"a":1}', b'{"b":2}', b'{"c":3}', b'{"d":4}']
     assert list(lines([b"\n\n"])) == []
-
-
-def test_a_watch_delivers_large_and_non_ascii_objects_whole(kube: Kube, k8s_namespace: str
-                                                            ) -> None:
-    since = kube.list_jobs(k8s_namespace, {})["metadata"]["resourceVersion"]
-    big = job(k8s_namespace, "ev-big", "item-big")
-    note = "Überprüfung ✓ " * 8000  # ~130 KiB, UTF-8 both ways
-    big["metadata"]["annotations"] = {"note": note}
-    stream = kube.watch_jobs(k8s_namespace, {}, since, 10)
-    kube.create(big)
-    seen = next(e["object"] for e in stream if e["type"] == "ADDED")
-    stream.close()
-    assert seen["metadata"]["name"] == "ev-big"
-    assert seen["metadata"]["annotations"]["note"] == note
-
-
-def test_a_burst_of_changes_arrives_one_event_a_line_in_order(kube: Kube, k8s_namespace: str,
-                                                              test_cluster: Any) -> None:
-    # Made from this thread as fast as the store takes them, they queue up behind the
-    # watch's writer, which sends what queued in one write: still one event per line.
-    labels = {"burst": "yes"}
-    since = kube.list_configmaps(k8s_namespace, labels)["metadata"]["resourceVersion"]
-    stream = kube.watch_configmaps(k8s_namespace, labels, since, 10)
-    configmaps = test_cluster.store.resource("", "v1", "configmaps")
-    names = [f"burst-{n:02d}" for n in range(40)]
-    for name in names:
-        test_cluster.store.create(configmaps, k8s_namespace,
-                                  {"metadata": {"name": name, "labels": labels}})
-    test_cluster.store.delete(configmaps, k8s_namespace, names[0])
-    seen = []
-    for event in stream:
-        seen.append((event["type"], event["object"]["metadata"]["name"]))
-        if len(seen) == len(names) + 1:
-            break
-    stream.close()
-    assert seen == [("ADDED", name) for name in names] + [("DELETED", names[0])]

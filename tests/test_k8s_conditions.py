@@ -10,9 +10,11 @@ import pytest
 from proctor.k8s.conditions import (
     ItemCounts,
     agent_conditions,
+    agent_refusal,
     agent_status,
     evaluation_status,
     find_condition,
+    is_local_endpoint,
     resolved_percent,
     results_table,
     set_condition,
@@ -184,3 +186,24 @@ def test_an_agent_is_ready_unless_the_operator_cannot_run_its_mode() -> None:
     (refused,) = agent_conditions([ready], service, now="2026-11-22T13:00:00Z", generation=2)
     assert (refused["status"], refused["reason"]) == ("False", "AgentModeUnsupported")
     assert refused["lastTransitionTime"] == "2026-11-22T13:00:00Z"
+
+
+@pytest.mark.parametrize(("url", "local"), [
+    ("http://127.0.0.1:9009/", True), ("http://127.3.4.5/", True), ("http://localhost:80", True),
+    ("http://LOCALHOST./", True), ("http://agent.localhost/", True), ("http://[::1]:9/", True),
+    ("http://169.254.169.254/", True), ("http://[fe80::1]/", True),
+    ("http://10.0.0.7:9009/", False), ("http://agent.team-a.svc:9009/", False),
+    ("https://agent.example.com/", False), ("http://192.168.1.2/", False)])
+def test_loopback_and_link_local_endpoints_are_local(url: str, local: bool) -> None:
+    assert is_local_endpoint(url) is local
+
+
+def test_a_local_endpoint_is_refused_unless_allowed() -> None:
+    aut = AgentUnderTest(name="a", namespace="ns", spec=AgentUnderTestSpec(
+        endpoint="http://127.0.0.1:9009/"))
+    (refused,) = agent_conditions([], aut, now=T0, generation=1)
+    assert (refused["status"], refused["reason"]) == ("False", "LocalEndpoint")
+    assert "127.0.0.1" in refused["message"] and "--allow-local-endpoints" in refused["message"]
+    assert agent_refusal(aut, allow_local=True) is None
+    (ready,) = agent_conditions([], aut, now=T0, generation=1, allow_local=True)
+    assert ready["status"] == "True"

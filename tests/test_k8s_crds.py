@@ -170,8 +170,16 @@ def test_printer_columns_read_fields_the_schema_has(kind: str) -> None:
 
 def test_the_evaluation_columns() -> None:
     (version,) = crd("Evaluation")["spec"]["versions"]
-    shown = [c["name"] for c in version["additionalPrinterColumns"] if not c.get("priority")]
-    assert shown == ["Agent", "Resolved", "Done", "Succeeded", "Age"]
+    columns = version["additionalPrinterColumns"]
+    shown = [c["name"] for c in columns if not c.get("priority")]
+    assert shown == ["Agent", "Resolved", "Done", "Succeeded", "Reason", "Age"]
+    # The operator's status.reason (a default column: Degraded, AgentNotFound and
+    # LocalEndpoint must be seen without -o wide), in the status schema.
+    (reason,) = [c for c in columns if c["name"] == "Reason"]
+    assert reason["jsonPath"] == ".status.reason"
+    assert "reason" in version["schema"]["openAPIV3Schema"]["properties"]["status"][
+        "properties"]
+
 
 
 # --- Names ----------------------------------------------------------------------------------

@@ -15,10 +15,7 @@ from proctor.k8s import manifests as m
 from proctor.k8s.podstatus import (
     Phase,
     PodsByJob,
-    PodsOfJob,
-    StateMemo,
     item_state,
-    job_name_of,
     pod_ended,
     pods_of,
     read_compact_result,
@@ -185,47 +182,6 @@ def test_err_image_pull_is_dated_by_its_first_failure_event() -> None:
     assert item_state(job_named("j", **ACTIVE), [pod]).since == "2023-07-11T05:34:44Z"
     now = datetime(2023, 7, 11, 5, 44, 46, tzinfo=UTC)
     assert seconds_since(state.since, now) == 600.0
-
-
-def test_the_state_memo_reads_again_only_when_the_job_its_pods_or_the_events_change(
-        ) -> None:
-    pod = copy.deepcopy(real_items("podlist-errimagepull-pending_troubleshoot.json")[0])
-    events = real_items("eventlist-imagepull-oomjob-backofflimit_troubleshoot.json")
-    job = job_named("j", uid="u1", **ACTIVE)
-    job["metadata"]["resourceVersion"] = "7"
-    cache = {"pods": [pod], "version": 1}  # as the operator's pod cache keeps them
-    reads: list[str] = []
-    pods = PodsOfJob(lambda name: reads.append(name) or cache["pods"],
-                     lambda name: cache["version"])
-    memo = StateMemo()
-    first = memo.state(job, pods, [], events_version=1)
-    assert first == item_state(job, [pod]) and first.since == "2023-07-11T05:34:44Z"
-    assert memo.state(job, pods, events, events_version=1) is first  # same versions
-    assert reads == ["j"]  # and the pods were not copied again to see that
-    with_events = memo.state(job, pods, events, events_version=2)
-    assert with_events.since == "2023-07-11T05:34:46Z"  # the events were read
-    failed = copy.deepcopy(pod)
-    failed["status"]["phase"] = "Failed"
-    cache["pods"] = [failed]
-    assert memo.state(job, pods, events, 2) is with_events  # the cache says: unchanged
-    cache["version"] = 2
-    cached = memo.state(job, pods, events, 2)
-    assert cached.phase == Phase.FAILED
-    memo.prune()  # read since the last prune: kept
-    assert memo.state(job, pods, events, 2) is cached
-    memo.prune()  # read just now: kept
-    memo.prune()  # not read since: forgotten
-    assert memo.state(job, pods, events, 2) is not cached
-    # Given the pods themselves, the memo keys on their resourceVersions.
-    ours = our_job()
-    ours["metadata"]["resourceVersion"] = "7"
-    mine = our_pod(ours, "Pending", BEFORE_SOLVE)
-    mine["metadata"]["resourceVersion"] = "8"
-    known = memo.state(ours, PodsByJob([mine]), [], 1)
-    assert memo.state(ours, PodsByJob([copy.deepcopy(mine)]), [], 1) is known
-    mine = copy.deepcopy(mine) | {"status": mine["status"] | {"phase": "Failed"}}
-    mine["metadata"]["resourceVersion"] = "9"
-    assert memo.state(ours, PodsByJob([mine]), [], 1) is not known
 
 
 def test_failed_create_from_pod_security_is_pending_and_not_retryable() -> None:
@@ -440,10 +396,8 @@ def test_disruptions_are_infra(reason: str, cause: str) -> None:
     assert (state.reason, state.error_kind, state.retryable) == (cause, ErrorKind.INFRA, True)
 
 
-def test_pods_kept_by_their_jobs_name_are_picked_as_from_the_whole_list() -> None:
-    """The operator keeps pods by the name of their Job (`PodsOfJob`); each Job must get
-    what `PodsByJob` picks from every pod: by uid, so not the pods of an earlier Job of the
-    same name, else by name."""
+def test_a_jobs_pods_are_picked_by_its_uid_else_by_its_name() -> None:
+    """Not the pods of an earlier Job of the same name (by uid), else by name."""
     job = our_job()
     mine = our_pod(job, "Pending", BEFORE_SOLVE)
     earlier = our_pod(job, "Failed", {"pull": done(1)})
@@ -452,21 +406,13 @@ def test_pods_kept_by_their_jobs_name_are_picked_as_from_the_whole_list() -> Non
         "batch.kubernetes.io/controller-uid": "earlier-uid"}
     pods = [*real_items("kubelet-podlist-succeeded-and-running-job-pod_nvsentinel.json"),
             OOM_POD, EVICTED_POD, earlier, mine]
-    by_name: dict[str | None, list[dict[str, Any]]] = {}
-    for pod in pods:
-        by_name.setdefault(job_name_of(pod), []).append(pod)
-    kept = PodsOfJob(lambda name: by_name.get(name, []), lambda name: 0)
     whole = PodsByJob(pods)
-    jobs = [job, job | {"metadata": job["metadata"] | {"uid": "earlier-uid"}},
-            job | {"metadata": job["metadata"] | {"uid": "a-third-uid"}},  # none yet: by name
-            job_named("oom-kill-job3", "a85295e8-54e4-40a4-aeb0-b47c19f1a69f"),
-            job_named("oom-kill-job3"), job_named("no-such-job", "no-uid"),
-            *(job_named(n) for n in by_name if n)]
-    for each in jobs:
-        assert kept.of(each) == whole.of(each), each["metadata"]
-    assert kept.of(job) == [mine]
-    assert kept.of(jobs[1]) == [earlier]
-
+    assert whole.of(job) == [mine]
+    assert whole.of(job | {"metadata": job["metadata"] | {"uid": "earlier-uid"}}) == [earlier]
+    # None of its own by uid yet: by name.
+    assert whole.of(job | {"metadata": job["metadata"] | {"uid": "a-third-uid"}}) == [
+        earlier, mine]
+    assert whole.of(job_named("no-such-job", "no-uid")) == []
 
 def test_the_newest_pod_is_read() -> None:
     job = our_job()

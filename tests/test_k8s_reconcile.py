@@ -6,6 +6,7 @@ import json
 import random
 from datetime import UTC, datetime, timedelta
 
+from proctor.k8s.conditions import status_reason
 from proctor.k8s.manifests import LABEL_ATTEMPT, LABEL_ITEM
 from proctor.k8s.reconcile import (
     Settings,
@@ -14,6 +15,7 @@ from proctor.k8s.reconcile import (
     counts,
     decide,
     in_play,
+    invalid_conditions,
     observe,
 )
 from proctor.manifest import parse_resource
@@ -79,19 +81,25 @@ def test_running_jobs_use_up_the_slots():
 def test_suspend_starts_nothing():
     views = observe(ITEMS, [], [], [], {})
     decision = decide(evaluation(suspend=True), views, NOW)
-    assert decision.start == [] and decision.ahead == []
+    assert decision.start == []
+    conditions = conditions_for([], views, decision, ts(0), 1, suspended=True)
+    running = next(c for c in conditions if c["type"] == "Running")
+    assert (running["status"], running["reason"]) == ("False", "Suspended")
+    assert status_reason(conditions) == "Suspended"
 
 
-def test_the_items_next_in_line_are_made_ready_ahead():
-    # Two slots: one running, one free. Next in line: as many as maxConcurrentRows.
-    jobs = [job(ITEMS[0])]
-    views = observe(ITEMS, jobs, [pod_for(jobs[0], "Running")], [], {})
+def test_the_status_reason_says_what_stops_it_first():
+    views = observe(ITEMS, [], [], [], {})
     decision = decide(evaluation(), views, NOW)
-    assert decision.start == [ITEMS[1]]
-    assert decision.ahead == [ITEMS[2], ITEMS[3]]
-    # An item starting its next attempt is neither started again nor in line.
-    decision = decide(evaluation(maxConcurrentRows=3), views, NOW, busy={ITEMS[2].id})
-    assert decision.start == [ITEMS[1]] and decision.ahead == [ITEMS[3], ITEMS[4]]
+    assert status_reason(conditions_for([], views, decision, ts(0), 1)) == "Idle"
+    decision.degraded = ("FailedCreate", "forbidden")
+    conditions = conditions_for([], views, decision, ts(0), 1, suspended=True)
+    assert status_reason(conditions) == "FailedCreate"
+    refused = invalid_conditions(conditions, "AgentNotFound", "no agent", ts(0), 2)
+    assert status_reason(refused) == "AgentNotFound"
+    done = observe(ITEMS, [], [], [], {i.id: result(i) for i in ITEMS})
+    assert status_reason(conditions_for([], done, decide(evaluation(), done, NOW), ts(0),
+                                        1)) == "AllItemsDone"
 
 
 def test_kept_results_are_done_and_their_jobs_cleaned_up():
@@ -178,8 +186,9 @@ def test_a_finished_job_whose_pod_is_not_seen_yet_is_waited_for():
     assert [v.item for v in decision.retry] == [ITEMS[0]]  # its result is lost: try again
 
 
-def test_a_job_whose_pod_ended_holds_its_slot_until_its_terminal_condition():
-    # The pod watch tells of the end before the Job controller marks the Job Complete.
+def test_a_job_whose_pod_ended_frees_its_slot_before_its_terminal_condition():
+    # The pod watch tells of the end about a second before a real Job controller marks
+    # the Job Complete (it batches pod updates): the slot is free from the pod's end.
     jobs = [job(ITEMS[0]), job(ITEMS[1])]
     graded = {"name": "grade", "state": {"terminated": {
         "exitCode": 0, "reason": "Completed", "startedAt": ts(20), "finishedAt": ts(15),
@@ -187,31 +196,23 @@ def test_a_job_whose_pod_ended_holds_its_slot_until_its_terminal_condition():
     pods = [pod_for(jobs[0], "Succeeded", containerStatuses=[graded]),
             pod_for(jobs[1], "Running")]
     decision = decide(evaluation(), observe(ITEMS, jobs, pods, [], {}), NOW)
-    assert [v.item for v in decision.harvest] == [ITEMS[0]]  # its logs are read at once
-    assert decision.start == []  # but no third Job runs beside two
+    assert [v.item for v in decision.harvest] == [ITEMS[0]] and decision.start == [ITEMS[2]]
+    # A Job terminal before its pod's end is seen frees it too (and its pod is waited for).
     jobs[0] = job(ITEMS[0], 0, "SuccessCriteriaMet", "Complete")
     decision = decide(evaluation(), observe(ITEMS, jobs, pods, [], {}), NOW)
     assert [v.item for v in decision.harvest] == [ITEMS[0]] and decision.start == [ITEMS[2]]
+    pods[1]["status"]["phase"] = "Failed"  # evicted, say: it keeps its slot for its retry
+    pods[1]["status"]["reason"] = "Evicted"
+    decision = decide(evaluation(), observe(ITEMS, jobs, pods, [], {}), NOW)
+    assert [v.item for v in decision.retry] == [ITEMS[1]] and decision.start == [ITEMS[2]]
 
 
-def test_an_item_whose_next_attempt_is_on_its_way_holds_a_slot():
-    # Its failed attempt is deleted and the retry not yet created: it shows no Job.
-    views = observe(ITEMS, [], [], [], {})
-    decision = decide(evaluation(), views, NOW, busy={ITEMS[0].id})
-    assert decision.start == [ITEMS[1]]
-    decision = decide(evaluation(), views, NOW, busy={ITEMS[0].id, ITEMS[1].id})
-    assert decision.start == []
-
-
-def test_a_kept_result_holds_its_slot_until_its_job_ends_or_goes():
+def test_a_kept_result_frees_its_slot_and_its_jobs_are_deleted():
     jobs = [job(ITEMS[0]), job(ITEMS[1])]
     kept = {ITEMS[0].id: result(ITEMS[0])}
     pods = [pod_for(jobs[1], "Running")]
     decision = decide(evaluation(), observe(ITEMS, jobs, pods, [], kept), NOW)
-    assert decision.stop == [jobs[0]] and decision.start == []
-    jobs[0] = job(ITEMS[0], 0, "Complete")
-    decision = decide(evaluation(), observe(ITEMS, jobs, pods, [], kept), NOW)
-    assert decision.start == [ITEMS[2]]
+    assert decision.stop == [jobs[0]] and decision.start == [ITEMS[2]]
     decision = decide(evaluation(), observe(ITEMS, jobs[1:], pods, [], kept), NOW)
     assert decision.stop == [] and decision.start == [ITEMS[2]]
 
@@ -219,11 +220,11 @@ def test_a_kept_result_holds_its_slot_until_its_job_ends_or_goes():
 def test_deciding_on_the_items_in_play_decides_as_on_every_item():
     items = [WorkItem(id=f"{i:032x}", instance_id=f"t-{i // 3}") for i in range(40)]
     kinds = ["none", "none", "running", "complete", "pod-done", "evicted", "pulling-stale",
-             "kept", "kept-with-job", "busy"]
+             "kept", "kept-with-job"]
     rng, chosen_sizes = random.Random(7), []
     for world in range(300):
         rows, busyness = rng.choice([1, 2, 3, 5]), rng.random()
-        jobs, pods, kept, busy = [], [], {}, set()
+        jobs, pods, kept = [], [], {}
         for item in items:
             kind = rng.choice(kinds) if rng.random() < busyness else "none"
             j = job(item)
@@ -242,18 +243,16 @@ def test_deciding_on_the_items_in_play_decides_as_on_every_item():
                 kept[item.id] = result(item)
                 if kind == "kept-with-job":
                     jobs.append(job(item, 0, "Complete"))
-            elif kind == "busy":
-                busy.add(item.id)
         ev = evaluation(maxConcurrentRows=rows, suspend=world % 10 == 0)
-        every = decide(ev, observe(items, jobs, pods, [], kept), NOW, busy=busy)
-        chosen = in_play(items, jobs, set(kept), busy, rows)
+        every = decide(ev, observe(items, jobs, pods, [], kept), NOW)
+        chosen = in_play(items, jobs, set(kept), rows)
         chosen_sizes.append(len(chosen))
-        some = decide(ev, observe(chosen, jobs, pods, [], kept), NOW, busy=busy)
+        some = decide(ev, observe(chosen, jobs, pods, [], kept), NOW)
 
         def ids(views):
             return [v.item.id for v in views]
-        assert (some.start, some.ahead, some.stop, some.degraded) == (
-            every.start, every.ahead, every.stop, every.degraded), world
+        assert (some.start, some.stop, some.degraded) == (
+            every.start, every.stop, every.degraded), world
         assert (ids(some.harvest), ids(some.retry), ids(v for v, _ in some.give_up)) == (
             ids(every.harvest), ids(every.retry), ids(v for v, _ in every.give_up)), world
     assert sum(chosen_sizes) < 0.8 * len(items) * len(chosen_sizes)  # fewer views to build

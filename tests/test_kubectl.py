@@ -183,9 +183,6 @@ def test_an_evaluation_runs_and_kubectl_shows_it(kubectl: Kubectl, cluster: Clus
     assert "ItemFailed" in events and ROWS[0] in events, described[-2000:]
 
 
-@pytest.mark.xfail(_short_name() == "ev", strict=False, reason=(
-    "the CRD's short name `ev` is core Events' (kubectl resolves it there): the CRDs' new "
-    "short names are another change"))
 def test_get_by_short_name_shows_the_printer_columns(kubectl: Kubectl, operator: Any) -> None:
     shown = _rows(kubectl("get", _short_name()).stdout)
     row = next(r for r in shown if r.get("NAME") == "demo")
@@ -213,10 +210,6 @@ def test_delete_mid_run_returns_and_starts_nothing_more(kubectl: Kubectl, cluste
     assert "long" not in kubectl("get", "evaluations", "-o", "name").stdout
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "needs the test cluster's orphan garbage collection (a Job the operator creates while its "
-    "Evaluation is being deleted names an owner that is gone) and the operator's fix of that "
-    "deletion race: both are other changes"))
 def test_nothing_of_a_deleted_evaluation_is_left(cluster: Cluster) -> None:
     try:
         cluster.wait_for(lambda: not _made_for(cluster, "long"), 30)

@@ -208,15 +208,13 @@ def cmd_runner_grade(args: argparse.Namespace) -> int:
 
 
 def cmd_operator(args: argparse.Namespace) -> int:
-    import kopf
     from prometheus_client import start_http_server
 
-    import proctor.k8s.operator  # noqa: F401 - registers the handlers
+    from proctor.k8s.controller import run
 
     start_http_server(args.metrics_port)
-    kopf.configure(verbose=args.verbose)
-    kopf.run(standalone=True, clusterwide=not args.namespace, namespaces=args.namespace or (),
-             liveness_endpoint=f"http://0.0.0.0:{args.probe_port}/healthz")
+    run(args.namespace or [], verbose=args.verbose, probe_port=args.probe_port,
+        allow_local_endpoints=args.allow_local_endpoints)
     return 0
 
 
@@ -337,6 +335,9 @@ def build_parser() -> argparse.ArgumentParser:
     op.add_argument("--probe-port", type=int, default=8080,
                     help="liveness/readiness probes at /healthz")
     op.add_argument("--verbose", action="store_true")
+    op.add_argument("--allow-local-endpoints", action="store_true",
+                    help="accept agents at loopback or link-local addresses (a test cluster "
+                         "whose pods share the host's network); refused otherwise")
     op.set_defaults(func=cmd_operator)
 
     ren = sub.add_parser("render", help="print, as YAML, the objects the operator would create "

@@ -2,12 +2,12 @@
 
 Objects come back as plain dicts, exactly as the API server wrote them (camelCase),
 so that the pure modules read what a real cluster sends. Calls are synchronous; the
-operator runs them in threads.
+controller runs them in asyncio's default executor. Reads of what the controller watches
+(Evaluations, agents, Jobs, pods, kept results, events) come from kopf's indexes instead.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -46,18 +46,9 @@ def _list(list_method: Any, namespace: str, **selectors: str) -> Obj:
     return _json(list_method(namespace, _preload_content=False, **selectors))
 
 
-def _watch(list_method: Any, namespace: str, since: str, timeout_s: int,
-           **selectors: str) -> WatchStream:
-    """A watch from `since` (with bookmarks), ended by the server after `timeout_s`."""
-    return WatchStream(list_method(
-        namespace, watch=True, resource_version=since, allow_watch_bookmarks=True,
-        timeout_seconds=timeout_s, _preload_content=False,
-        _request_timeout=(10, timeout_s + 30),  # a connection that died in silence
-        **selectors))
-
-
 def lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
-    """The non-empty lines of a stream of chunks, which may end or begin mid-line."""
+    """The non-empty lines of a stream of chunks, which may end or begin mid-line (a raw
+    watch's events; `benchmarks/operator_sim.py` reads Jobs so)."""
     pending: list[bytes] = []
     for chunk in chunks:
         *complete, last = chunk.split(b"\n")
@@ -70,35 +61,13 @@ def lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
         yield tail
 
 
-class WatchStream:
-    """The events of one watch request, as plain dicts ({"type", "object"}), until the server
-    ends it; `close` ends it from another thread."""
-
-    def __init__(self, response: Any):
-        self._response = response
-
-    def __iter__(self) -> Iterator[Obj]:
-        # orjson, from the bytes: the operator decodes every change of every Job and pod it
-        # follows, some twenty per item, which took a seventh of its CPU with `json`.
-        try:
-            for line in lines(self._response.stream(amt=None, decode_content=False)):
-                yield orjson.loads(line)
-        finally:
-            self._response.release_conn()
-
-    def close(self) -> None:
-        # urllib3 refuses to shut down a response that has already ended and been released
-        # (RuntimeError) or closed on a broken connection (ValueError): nothing to wake then.
-        with contextlib.suppress(RuntimeError, ValueError, OSError):
-            self._response.shutdown()  # wakes a thread blocked reading it
-
-
 class Kube:
     """Reads and writes what the operator needs, nothing more."""
 
-    def __init__(self, api_client: client.ApiClient | None = None, connections: int = 40):
-        """`connections`: the pool's size, at least the threads that call at once plus the
-        watches (the client's default, five per core, would open and drop connections)."""
+    def __init__(self, api_client: client.ApiClient | None = None, connections: int = 32):
+        """`connections`: the pool's size, at least the calls made at once (asyncio's
+        default executor runs up to 32; the client's default pool, five per core, would
+        open and drop connections)."""
         if api_client is None:
             configuration = client.Configuration.get_default_copy()
             configuration.connection_pool_maxsize = connections
@@ -121,38 +90,9 @@ class Kube:
         self.custom.patch_namespaced_custom_object_status(
             GROUP, VERSION, namespace, plural, name, {"status": status})
 
-    def list_pods(self, namespace: str, labels: Mapping[str, str]) -> Obj:
-        return _list(self.core.list_namespaced_pod, namespace, label_selector=selector(labels))
-
-    def watch_pods(self, namespace: str, labels: Mapping[str, str], since: str,
-                   timeout_s: int) -> WatchStream:
-        return _watch(self.core.list_namespaced_pod, namespace, since, timeout_s,
-                      label_selector=selector(labels))
-
-    def list_jobs(self, namespace: str, labels: Mapping[str, str]) -> Obj:
-        return _list(self.batch.list_namespaced_job, namespace, label_selector=selector(labels))
-
-    def watch_jobs(self, namespace: str, labels: Mapping[str, str], since: str,
-                   timeout_s: int) -> WatchStream:
-        return _watch(self.batch.list_namespaced_job, namespace, since, timeout_s,
-                      label_selector=selector(labels))
-
-    def list_events(self, namespace: str, fields: Mapping[str, str]) -> Obj:
-        return _list(self.core.list_namespaced_event, namespace, field_selector=selector(fields))
-
-    def watch_events(self, namespace: str, fields: Mapping[str, str], since: str,
-                     timeout_s: int) -> WatchStream:
-        return _watch(self.core.list_namespaced_event, namespace, since, timeout_s,
-                      field_selector=selector(fields))
-
     def list_configmaps(self, namespace: str, labels: Mapping[str, str]) -> Obj:
         return _list(self.core.list_namespaced_config_map, namespace,
                      label_selector=selector(labels))
-
-    def watch_configmaps(self, namespace: str, labels: Mapping[str, str], since: str,
-                         timeout_s: int) -> WatchStream:
-        return _watch(self.core.list_namespaced_config_map, namespace, since, timeout_s,
-                      label_selector=selector(labels))
 
     def pod_log(self, namespace: str, pod: str, container: str) -> str:
         try:

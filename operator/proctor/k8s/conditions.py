@@ -10,9 +10,11 @@ The condition types Proctor writes on an Evaluation:
 
 * ``Ready``: the spec is valid and its agent, dataset and images can be used
   (False with reason InvalidSpec, AgentNotFound, ...);
-* ``Running``: items are in flight;
+* ``Running``: items are in flight (reason Suspended while ``spec.suspend`` holds);
 * ``Succeeded``: every planned item has a result;
 * ``Degraded``: something needs a person (pods refused, images that cannot be pulled).
+
+The status's top-level ``reason`` (`status_reason`) is the one word ``kubectl get`` shows.
 
 The status holds counts and the headline table only, never per-item details, so that it
 stays a few KiB at any size (an object must stay far under etcd's 1.5 MiB limit; 2,000
@@ -21,11 +23,13 @@ items of details would not).
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic.alias_generators import to_camel
 
@@ -139,6 +143,7 @@ def evaluation_status(*, generation: int | None, agent: str, counts: ItemCounts,
                                           if r.error_kind).items())),
         "results": results_table(results),
         "conditions": [dict(c) for c in conditions],
+        "reason": status_reason(conditions),
     }
     optional = {"observedGeneration": generation, "datasetFingerprint": dataset_fingerprint,
                 "startTime": start_time, "completionTime": completion_time,
@@ -147,11 +152,41 @@ def evaluation_status(*, generation: int | None, agent: str, counts: ItemCounts,
     return status
 
 
+def status_reason(conditions: Sequence[Mapping[str, Any]]) -> str:
+    """One word for ``kubectl get``: why the Evaluation cannot go on (Ready=False's reason:
+    InvalidSpec, AgentNotFound, LocalEndpoint, ...) or what a person should look at
+    (Degraded's), else Suspended, else where it stands (AllItemsDone, ItemsInFlight, Idle)."""
+    def reason(type_: str, status: str) -> str | None:
+        found = find_condition(conditions, type_)
+        return found.get("reason") if found and found.get("status") == status else None
+    running = (find_condition(conditions, "Running") or {}).get("reason")
+    return (reason("Ready", "False") or reason("Degraded", "True")
+            or ("Suspended" if running == "Suspended" else None)
+            or reason("Succeeded", "True") or running or "Unknown")
+
+
 # --- AgentUnderTest status ------------------------------------------------------------------
 
 
 SERVICE_MODE_UNSUPPORTED = ("agents in service mode are not run by this operator yet; give "
                             "an endpoint or a sidecar")
+LOCAL_ENDPOINT = ("the endpoint {url} is a loopback or link-local address: it would reach "
+                  "each task's own pod, not the agent; give an address the pods can reach (or "
+                  "start the operator with --allow-local-endpoints)")
+
+
+def is_local_endpoint(url: str) -> bool:
+    """Whether ``url``'s host is loopback or link-local (localhost, 127.0.0.0/8, ::1,
+    169.254.0.0/16, fe80::/10). Names other than localhost are not resolved: what a name
+    points to is the cluster's DNS's business, not the operator's."""
+    host = (urlsplit(url).hostname or "").rstrip(".").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_link_local
 
 
 def agent_mode(agent: AgentUnderTest) -> str:
@@ -160,12 +195,24 @@ def agent_mode(agent: AgentUnderTest) -> str:
     return "sidecar" if spec.sidecar else "service" if spec.service else "endpoint"
 
 
-def agent_conditions(old: Sequence[Mapping[str, Any]], agent: AgentUnderTest, *, now: str,
-                     generation: int | None) -> list[dict[str, Any]]:
-    """Ready: whether the operator can send the agent tasks (service mode: not yet)."""
+def agent_refusal(agent: AgentUnderTest, allow_local: bool = False) -> tuple[str, str] | None:
+    """Why the operator cannot send the agent tasks (a reason and a message), or None."""
     if agent_mode(agent) == "service":
-        return set_condition(old, "Ready", False, "AgentModeUnsupported",
-                             SERVICE_MODE_UNSUPPORTED, now=now, observed_generation=generation)
+        return "AgentModeUnsupported", SERVICE_MODE_UNSUPPORTED
+    url = agent.spec.endpoint or ""
+    if agent_mode(agent) == "endpoint" and not allow_local and is_local_endpoint(url):
+        return "LocalEndpoint", LOCAL_ENDPOINT.format(url=url)
+    return None
+
+
+def agent_conditions(old: Sequence[Mapping[str, Any]], agent: AgentUnderTest, *, now: str,
+                     generation: int | None, allow_local: bool = False
+                     ) -> list[dict[str, Any]]:
+    """Ready: whether the operator can send the agent tasks (see `agent_refusal`)."""
+    refusal = agent_refusal(agent, allow_local)
+    if refusal is not None:
+        return set_condition(old, "Ready", False, *refusal, now=now,
+                             observed_generation=generation)
     return set_condition(old, "Ready", True, "Usable", f"tasks go to {agent_endpoint(agent)} "
                          f"({agent_mode(agent)})", now=now, observed_generation=generation)
 

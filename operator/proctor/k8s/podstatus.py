@@ -25,7 +25,7 @@ terminating and holding its node).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -166,8 +166,6 @@ class PodsByJob:
     reference, ``controller-uid`` labels), else by its name (``job-name`` labels).
 
     The uid tells a Job from an earlier one of the same name whose pods are still going.
-    `of` (and `version`, for `StateMemo`) is all that is asked of it: a cache that keeps
-    pods by Job already (the operator's) stands in for it with `PodsOfJob`.
     """
 
     def __init__(self, pods: Sequence[Obj]):
@@ -185,66 +183,6 @@ class PodsByJob:
         meta = job.get("metadata", {})
         uid, name = meta.get("uid"), meta.get("name")
         return list((uid and self._by_uid.get(uid)) or (name and self._by_name.get(name)) or [])
-
-    def version(self, job: Obj) -> Hashable:
-        """What changes when the Job's pods do (`StateMemo` keys on it)."""
-        return tuple((p["metadata"].get("uid"), p["metadata"].get("resourceVersion"))
-                     for p in self.of(job))
-
-
-class PodsOfJob:
-    """`PodsByJob` for pods already kept by the name of their Job: ``named(name)`` answers
-    the pods whose ``job-name`` is ``name``; of those, the ones the Job's uid owns, if any.
-    ``version_of(name)`` moves whenever ``named(name)`` would answer otherwise (see
-    `Informer.version_of`)."""
-
-    def __init__(self, named: Callable[[str], Sequence[Obj]],
-                 version_of: Callable[[str], Hashable]):
-        self._named, self._version_of = named, version_of
-
-    def version(self, job: Obj) -> Hashable:
-        return self._version_of(job.get("metadata", {}).get("name", ""))
-
-    def of(self, job: Obj) -> list[Obj]:
-        meta = job.get("metadata", {})
-        pods = list(self._named(meta.get("name", "")))
-        if len(pods) < 2:  # owned or not, the answer is the same
-            return pods
-        uid = meta.get("uid")
-        owned = [p for p in pods if uid and uid in _owner_uids(p)]
-        return owned or pods
-
-
-PodIndex = PodsByJob | PodsOfJob
-"""Pods by the Job that made them: ``of(job)``, and ``version(job)`` that moves with them."""
-
-
-class StateMemo:
-    """`item_state`, remembered per Job while its inputs stay the same versions: a pass
-    reads the state of every item that has a Job, and between two passes most of them
-    have not changed. ``events_version`` stands for the events (it moves when any does).
-    """
-
-    def __init__(self) -> None:
-        self._known: dict[str, tuple[Hashable, ItemState]] = {}
-        self._read: set[str] = set()
-
-    def state(self, job: Obj, pods: PodIndex, events: Sequence[Obj],
-              events_version: Hashable) -> ItemState:
-        """The Job's `item_state`; its pods are read from ``pods`` only when they changed."""
-        meta = job.get("metadata", {})
-        name = meta.get("name", "")
-        key = (meta.get("uid"), meta.get("resourceVersion"), events_version, pods.version(job))
-        self._read.add(name)
-        known = self._known.get(name)
-        if known is None or known[0] != key:
-            known = self._known[name] = (key, item_state(job, pods.of(job), events))
-        return known[1]
-
-    def prune(self) -> None:
-        """Forget the Jobs not read since the last prune (once a pass: they are gone)."""
-        self._known = {name: v for name, v in self._known.items() if name in self._read}
-        self._read = set()
 
 
 def pods_of(job: Obj, pods: Sequence[Obj]) -> list[Obj]:

@@ -14,9 +14,10 @@ Per item, level-based:
   OOM kill, deadline, node lost) with retries left: retry, reusing the patch the
   failed attempt already got, so the agent is never asked twice;
 * it failed otherwise, or retries ran out: keep an `error` result;
-* no Job yet: start it, while fewer than maxConcurrentRows Jobs run and the Evaluation
-  is not suspended. A Job runs until its terminal condition (Complete, Failed), even once
-  its pod has ended; an item whose next attempt is on its way holds its slot too.
+* no Job yet: start it, while fewer than maxConcurrentRows items hold a slot and the
+  Evaluation is not suspended. An attempt holds its slot until its pod has ended or its
+  Job is terminal, whichever comes first (a real Job controller marks a Job Complete about
+  a second after its pod ends); an item about to be retried keeps its slot for the retry.
 """
 
 from __future__ import annotations
@@ -33,10 +34,8 @@ from proctor.k8s.manifests import LABEL_ATTEMPT, LABEL_ITEM
 from proctor.k8s.podstatus import (
     ItemState,
     Phase,
-    PodIndex,
     PodsByJob,
     item_state,
-    job_finished,
     parse_time,
     seconds_since,
 )
@@ -87,10 +86,7 @@ class Decision:
     give_up: list[tuple[ItemView, RunResult]] = field(default_factory=list)
     """Failures to keep as error results."""
     start: list[WorkItem] = field(default_factory=list)
-    """First attempts to create now."""
-    ahead: list[WorkItem] = field(default_factory=list)
-    """The items next in line after ``start`` (as many as maxConcurrentRows): their task
-    data is made ready now, so that a slot that frees up costs one API call, not two."""
+    """First attempts to create now: with the retries, never more than the free slots."""
     stop: list[Obj] = field(default_factory=list)
     """Jobs to delete: stuck past their limit (before a retry) or done with."""
     degraded: tuple[str, str] | None = None
@@ -107,21 +103,22 @@ def attempt_of(job: Obj) -> int:
     return int(labels.get(LABEL_ATTEMPT, "0"))
 
 
-def observe(items: Sequence[WorkItem], jobs: Sequence[Obj],
-            pods: Sequence[Obj] | PodIndex, events: Sequence[Obj],
-            kept: Mapping[str, RunResult],
+def observe(items: Sequence[WorkItem], jobs: Sequence[Obj], pods: Sequence[Obj],
+            events: Sequence[Obj], kept: Mapping[str, RunResult],
             state_of: Callable[[Obj], ItemState] | None = None) -> list[ItemView]:
     """Each planned item with its Jobs (oldest attempt first) and its kept result.
-    ``pods``: the pods, or an index of them by Job; ``state_of(job)``: `item_state` of
-    the Job with its pods and these events, or a memo of it."""
+    ``state_of(job)``, if given, is `item_state` of the Job with its own pods and events
+    (the controller's indexes hold them by Job); else they are picked from ``pods`` and
+    ``events``."""
     by_item: dict[str, list[Obj]] = {}
     for job in jobs:
         item_id = item_of(job)
         if item_id:
             by_item.setdefault(item_id, []).append(job)
     views = []
-    pods_by_job = pods if isinstance(pods, PodIndex) else PodsByJob(pods)
-    read = state_of or (lambda job: item_state(job, pods_by_job.of(job), events))
+    if state_of is None:
+        pods_by_job = PodsByJob(pods)
+        state_of = lambda job: item_state(job, pods_by_job.of(job), events)  # noqa: E731
     for item in items:
         own, result = by_item.get(item.id), kept.get(item.id)
         if not own:
@@ -129,25 +126,24 @@ def observe(items: Sequence[WorkItem], jobs: Sequence[Obj],
             continue
         own.sort(key=attempt_of)
         # A kept result ends the item: its Jobs' state no longer matters (they are deleted).
-        state = read(own[-1]) if result is None else None
+        state = state_of(own[-1]) if result is None else None
         views.append(ItemView(item, own, state, result))
     return views
 
 
-def in_play(items: Sequence[WorkItem], jobs: Sequence[Obj], kept: Set[str], busy: Set[str],
+def in_play(items: Sequence[WorkItem], jobs: Sequence[Obj], kept: Set[str],
             rows: int) -> list[WorkItem]:
-    """The items `decide` can act on or must count, in plan order: those with a Job, those
-    busy, and the next ``2 * rows`` waiting (as many as it may start and make ready). On
-    these alone it decides as on every item: an item that is done and has no Job, or is
-    further down the line, changes nothing. A pass decides on these (its views cost a
-    fraction of every item's), and builds every item's view only for the status."""
+    """The items `decide` can act on or must count, in plan order: those with a Job and
+    the next ``rows`` waiting (as many as it may start). On these alone it decides as on
+    every item: an item that is done and has no Job, or is further down the line, changes
+    nothing. A pass decides on these, and builds every item's view only for the status."""
     with_jobs = {item_of(job) for job in jobs}
     chosen: list[WorkItem] = []
     waiting = 0
     for item in items:
-        if item.id in with_jobs or item.id in busy:
+        if item.id in with_jobs:
             chosen.append(item)
-        elif item.id not in kept and waiting < 2 * rows:
+        elif item.id not in kept and waiting < rows:
             chosen.append(item)
             waiting += 1
     return chosen
@@ -171,46 +167,39 @@ def _pod_not_seen_yet(view: ItemView, now: datetime, settings: Settings) -> bool
 
 
 def decide(evaluation: Evaluation, views: Sequence[ItemView], now: datetime,
-           settings: Settings = Settings(), busy: Set[str] = frozenset()) -> Decision:
-    """This pass's actions, from the observed items. ``busy``: items whose last actions are
-    still under way; one with no Job in sight may be starting its next attempt, so it holds
-    a slot."""
+           settings: Settings = Settings()) -> Decision:
+    """This pass's actions, from the observed items. The slots: an attempt whose pod runs
+    (or is pending) holds one; one whose pod ended, or whose Job is terminal, holds none,
+    unless it is retried (its retry takes the slot). New items get the slots left."""
     spec = evaluation.spec
     decision = Decision()
-    active = 0
+    held = 0
     for view in views:
         state = view.state
         if view.result is not None:
-            decision.stop.extend(view.jobs)
-            active += not all(job_finished(job) for job in view.jobs)  # until it is deleted
+            decision.stop.extend(view.jobs)  # done: its Jobs (and their pods) go
         elif state is None:
-            active += view.item.id in busy
             continue
         elif _pod_not_seen_yet(view, now, settings):
-            active += 1  # the Job's news came before its pod's: wait for the pod
+            held += 1  # the Job's news came before its pod's: wait for the pod
         elif state.phase == Phase.SUCCEEDED:
             decision.harvest.append(view)
-            active += not state.finished  # a Job runs until its terminal condition
         elif state.phase == Phase.FAILED or _stuck_too_long(state, now, settings):
             if state.phase != Phase.FAILED:
                 decision.stop.append(view.latest)
             if state.retryable and view.attempt < spec.runner.infra_retries:
                 decision.retry.append(view)
-                active += 1
+                held += 1
             else:
                 decision.give_up.append((view, failure_result(evaluation, view)))
-                active += not state.finished and state.phase == Phase.FAILED
         else:
-            active += 1
+            held += 1
             if state.reason == "FailedCreate" or (state.retryable and state.phase ==
                                                     Phase.PENDING):
                 decision.degraded = (state.reason, _degraded_message(view))
     if not spec.suspend:
-        free = max(0, spec.max_concurrent_rows - active)
-        waiting = [v.item for v in views if not v.jobs and v.result is None
-                   and v.item.id not in busy]
-        decision.start = waiting[:free]
-        decision.ahead = waiting[free:free + spec.max_concurrent_rows]
+        free = max(0, spec.max_concurrent_rows - held)
+        decision.start = [v.item for v in views if not v.jobs and v.result is None][:free]
     return decision
 
 
@@ -300,16 +289,20 @@ def counts(views: Sequence[ItemView]) -> ItemCounts:
 
 
 def conditions_for(old: Sequence[Obj], views: Sequence[ItemView], decision: Decision,
-                   now: str, generation: int | None) -> list[dict[str, Any]]:
-    """Ready, Running, Succeeded, Degraded from this pass."""
+                   now: str, generation: int | None, suspended: bool = False
+                   ) -> list[dict[str, Any]]:
+    """Ready, Running (reason Suspended while suspended), Succeeded, Degraded from this
+    pass."""
     tally = counts(views)
     finished = tally.done == tally.total
+    in_flight = tally.running + tally.pending
     conditions = set_condition(old, "Ready", True, "Valid", "the spec, agent and dataset are "
                                "usable", now=now, observed_generation=generation)
-    conditions = set_condition(conditions, "Running", tally.running + tally.pending > 0,
-                               "ItemsInFlight" if tally.running + tally.pending else "Idle",
-                               f"{tally.running} running, {tally.pending} pending", now=now,
-                               observed_generation=generation)
+    running = "Suspended" if suspended else "ItemsInFlight" if in_flight else "Idle"
+    suffix = "; suspended: no item starts" if suspended else ""
+    conditions = set_condition(conditions, "Running", in_flight > 0, running,
+                               f"{tally.running} running, {tally.pending} pending{suffix}",
+                               now=now, observed_generation=generation)
     conditions = set_condition(conditions, "Succeeded", finished,
                                "AllItemsDone" if finished else "InProgress",
                                f"{tally.done} of {tally.total} items done", now=now,

@@ -44,6 +44,10 @@ def result_configmap(evaluation: Evaluation, result: RunResult,
 
 
 def read_result(configmap: Mapping[str, Any]) -> RunResult | None:
-    """The result a ConfigMap keeps, or None if it keeps none."""
+    """The result a ConfigMap keeps, or None if it keeps none that can be read (the
+    operator's index must not stall on one bad object)."""
     text = (configmap.get("data") or {}).get(RESULT_KEY)
-    return RunResult.model_validate_json(text) if text else None
+    try:
+        return RunResult.model_validate_json(text) if text else None
+    except ValueError:  # pydantic's ValidationError, for JSON or fields alike
+        return None

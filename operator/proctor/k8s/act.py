@@ -1,0 +1,189 @@
+"""What a pass does to the world: each item's API calls, and the status write (the shell).
+
+`decide` chose the items; `Pass.act` sets each one's calls going at once and waits for
+all of them: a succeeded attempt's result is read from its grade log and kept (then its
+Jobs are deleted), a failure is kept as an error result, an infrastructure failure is
+retried with the patch its pod got (the agent is never asked twice), new items get their
+Jobs. `Pass.create_job` is the one place a Job is created.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import kopf
+
+from proctor import __version__
+from proctor.dataset import Selection
+from proctor.exporter import Metrics
+from proctor.k8s import manifests, reconcile, store
+from proctor.k8s.api import Kube
+from proctor.k8s.conditions import find_condition
+from proctor.k8s.expectations import Expectations
+from proctor.k8s.reconcile import Decision, ItemView
+from proctor.model import Instance, Outcome, RunResult, WorkItem
+from proctor.prepare import plan_items
+from proctor.runner.artifacts import parse_grade_log
+from proctor.runner.solve import patch_from_log
+from proctor.spec import AgentUnderTest, Evaluation
+
+log = logging.getLogger("proctor.controller")
+Obj = dict[str, Any]
+
+
+@dataclass
+class Tracked:
+    """What this process keeps about one Evaluation (dropped with `Controller.forget`)."""
+
+    uid: str
+    name: str
+    agent_label: str = ""
+    expected: Expectations = field(default_factory=Expectations)
+    plan: tuple[Any, list[WorkItem]] = (None, [])  # (generation, dataset fingerprint), items
+    tasks: dict[str, Obj] = field(default_factory=dict)  # the plan's task ConfigMaps
+    status_at: float = float("-inf")
+    written: Obj | None = None
+    agent: tuple[str, str] | None = None  # its AgentUnderTest, and the items in flight there
+    in_flight: int = 0
+
+    def items(self, body: Obj, evaluation: Evaluation, selection: Selection) -> list[WorkItem]:
+        """The plan (`plan_items`), made once per spec generation and dataset."""
+        version = (body["metadata"].get("generation"), selection.fingerprint)
+        if self.plan[0] != version:
+            self.plan, self.tasks = (version, plan_items(evaluation, selection)), {}
+        return self.plan[1]
+
+
+@dataclass
+class Pass:
+    """One pass over one Evaluation: what it read, and the calls that carry out its
+    decision."""
+
+    kube: Kube
+    metrics: Metrics
+    runner_image: str | None
+    body: Obj
+    tracked: Tracked
+    evaluation: Evaluation
+    agent: AgentUnderTest | None
+    instances: Mapping[str, Instance]
+    nodes: Mapping[str, str] = field(default_factory=dict)  # where each task ran before
+
+    async def act(self, decision: Decision) -> list[BaseException]:
+        """Carry out the decision, each item's calls beside the others'; what failed."""
+        stops: dict[str, list[Obj]] = {}
+        for job in decision.stop:
+            stops.setdefault(reconcile.item_of(job), []).append(job)
+        deleting = {v.item.id for v in (*decision.harvest, *decision.retry)} | {
+            v.item.id for v, _ in decision.give_up}  # these delete their own Jobs
+        work = [self._harvest(view) for view in decision.harvest]
+        work += [self._keep(view, result) for view, result in decision.give_up]
+        work += [self._retry(view, stops.get(view.item.id, [])) for view in decision.retry]
+        work += [self._delete(job) for item_id, jobs in stops.items()
+                 if item_id not in deleting for job in jobs]
+        work += [self.create_job(item) for item in decision.start]
+        done = await asyncio.gather(*work, return_exceptions=True)
+        return [failure for failure in done if isinstance(failure, BaseException)]
+
+    async def create_job(self, item: WorkItem, kept_patch: Obj | None = None,
+                         attempt: int = 0) -> None:
+        """The one place a Job is created (in a slot `decide` gave), its task ConfigMap
+        first (the pass checked that its Evaluation is still there)."""
+        instance = self.instances[item.instance_id]
+        task = self.tracked.tasks.get(instance.instance_id)
+        if task is None:
+            task = manifests.task_configmap(self.evaluation, instance, {})
+            kopf.adopt(task, owner=self.body)
+            self.tracked.tasks[instance.instance_id] = task
+        job = manifests.desired_job(
+            self.evaluation, self.agent, item, instance, task, runner_version=__version__,
+            runner_image_default=self.runner_image, kept_patch=kept_patch, attempt=attempt,
+            preferred_node=self.nodes.get(instance.instance_id))
+        kopf.adopt(job, owner=self.body)
+        if task["metadata"]["name"] not in self.tracked.expected.tasks:
+            await asyncio.to_thread(self.kube.create, task)
+            self.tracked.expected.tasks.add(task["metadata"]["name"])
+        if await asyncio.to_thread(self.kube.create, job):
+            log.info("Created Job %s item=%s", job["metadata"]["name"], item.key)
+        self.tracked.expected.created(job)
+
+    async def _delete(self, job: Obj) -> None:
+        if not self.tracked.expected.was_deleted(job):
+            await asyncio.to_thread(self.kube.delete_job, self.evaluation.namespace,
+                                    job["metadata"]["name"])
+            self.tracked.expected.delete(job)
+
+    async def _keep(self, view: ItemView, result: RunResult,
+                    artifacts: Mapping[str, str] | None = None) -> None:
+        """Keep the item's result, then delete its Jobs (their pods and logs go with them)."""
+        result = result.model_copy(update={"repo": self.instances[view.item.instance_id].repo})
+        configmap = store.result_configmap(self.evaluation, result, artifacts)
+        kopf.adopt(configmap, owner=self.body)
+        await asyncio.to_thread(self.kube.create, configmap)
+        self.tracked.expected.kept(result)
+        log.info("Kept result evaluation=%s item=%s outcome=%s", self.evaluation.name,
+                 view.item.key, result.outcome.value)
+        if result.outcome == Outcome.ERROR:
+            kind = result.error_kind.value if result.error_kind else "error"
+            kopf.warn(self.body, reason="ItemFailed",
+                      message=f"{view.item.key}: {kind}: {result.error_message}"[:1000])
+        for job in view.jobs:
+            await self._delete(job)
+
+    async def _harvest(self, view: ItemView) -> None:
+        """Read a succeeded attempt's full result from its grade log, and keep it."""
+        assert view.state is not None and view.state.pod
+        text = await asyncio.to_thread(self.kube.pod_log, self.evaluation.namespace,
+                                       view.state.pod, "grade")
+        full, artifacts = parse_grade_log(text)
+        result = reconcile.harvested_result(self.evaluation, view, full, "")
+        await self._keep(view, result, artifacts)
+        if result.timings.total_seconds is not None:
+            self.metrics.job_seconds.labels(self.evaluation.namespace, self.tracked.agent_label
+                                            ).observe(result.timings.total_seconds)
+
+    async def _retry(self, view: ItemView, stops: list[Obj]) -> None:
+        """The next attempt, with the patch the failed one got: the agent is never asked
+        twice. The failed Job is deleted only once the next one exists."""
+        state, item, spec = view.state, view.item, self.evaluation.spec
+        assert state is not None
+        asked = any(s.name == "solve" and s.started_at for s in state.steps)
+        text = await asyncio.to_thread(self.kube.pod_log, self.evaluation.namespace, state.pod,
+                                       "solve") if state.pod and asked else ""
+        patch = patch_from_log(text) if text else None
+        if patch is None and asked and spec.predictions.source == "agent":
+            lost = f"the agent's answer was lost with its pod ({state.reason}); not asked again"
+            result = reconcile.failure_result(self.evaluation, view)
+            return await self._keep(view, result.model_copy(update={"error_message": lost}))
+        kept = None
+        if patch is not None:
+            kept = manifests.patch_configmap(self.evaluation, item, patch)
+            kopf.adopt(kept, owner=self.body)
+            await asyncio.to_thread(self.kube.create, kept)
+        await self.create_job(item, kept, view.attempt + 1)
+        self.metrics.retries.labels(self.evaluation.namespace, self.evaluation.name,
+                                    self.tracked.agent_label).inc()
+        reuse = ", reusing the patch it got" if patch is not None else ""
+        kopf.warn(self.body, reason="Retrying",
+                  message=f"{item.key}: {state.reason}; attempt {view.attempt + 2}{reuse}")
+        for job in stops:
+            await self._delete(job)
+
+
+async def write_status(kube: Kube, tracked: Tracked, body: Obj, status: Obj) -> None:
+    """Write an Evaluation's status if it changed; an Event when it becomes Degraded."""
+    seen = body.get("status") or {}
+    if all(seen.get(k) == v for k, v in status.items()) or tracked.written == status:
+        return
+    meta = body["metadata"]
+    await asyncio.to_thread(kube.patch_status, "evaluations", meta["namespace"], meta["name"],
+                            status)
+    before = find_condition((tracked.written or seen).get("conditions") or [], "Degraded")
+    tracked.written = status
+    now = find_condition(status["conditions"], "Degraded") or {}
+    if now.get("status") == "True" and (before or {}).get("status") != "True":
+        kopf.warn(body, reason="Degraded", message=f"{now['reason']}: {now['message']}")

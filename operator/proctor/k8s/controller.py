@@ -1,0 +1,399 @@
+"""The operator: one level-based reconcile per Evaluation, and the only kopf handlers.
+
+A pass (`Controller.reconcile`), in ten lines:
+
+    body = the Evaluation from kopf's index        gone or being deleted: forget it, stop
+    evaluation, agent, dataset = parse, check      refused: Ready=False, reason, stop
+    items = plan_items(evaluation, dataset)        once per spec generation
+    jobs, pods, results, events = the indexes      + what this process wrote (expectations)
+    views = observe(the items in play)             each item's attempts and `item_state`
+    decision = decide(evaluation, views, now)      pure: harvest, retry, give up, stop, start
+    act: keep results, delete Jobs, create Jobs    concurrently, awaited before the pass ends
+    status = build_status(every item's view)      at most every STATUS_SECONDS
+    write it; metrics; the agent's tasksInFlight   Events: Degraded, items ending in error
+
+Where each rule lives:
+
+* which items exist, refusals, the dataset: `proctor.prepare` (shared with `proctor run`);
+* what an attempt's Job, pod and events say: `proctor.k8s.podstatus.item_state`;
+* slots, retries, giving up, when to start: `proctor.k8s.reconcile.decide` (pure). An
+  attempt holds its slot until its pod has ended or its Job is terminal, whichever first;
+* the one place a Job is created: `act.Pass.create_job`, in the slots `decide` gave
+  (never more than maxConcurrentRows); never for an Evaluation deleted or being deleted
+  (`Controller._still_there` asks the API server before a pass creates any);
+* Job, ConfigMap and result objects: `manifests`, `store` (pure); names: `names`;
+* conditions, the status and its `reason`, LocalEndpoint: `conditions`, `reconcile`;
+* each item's API calls (keep, retry, delete, create): `act`; what was written but not
+  yet seen: `expectations`; the queue of passes: `workqueue`.
+
+Triggers: a change of the Evaluation's spec, of its Jobs, pods or agent puts it into one
+deduplicated workqueue; one pass per Evaluation runs at a time. A resync every
+`RESYNC_SECONDS` covers what has no event of its own (an image pull past its limit).
+
+One concurrency model: kopf's asyncio loop (its handlers and indexes, and our asyncio
+tasks: the queue's workers, the resync); the official client's blocking calls run in
+asyncio's default executor. No finalizer: the operator keeps nothing outside the cluster,
+and the Evaluation owns what it made, so Kubernetes' garbage collector removes it, with or
+without an operator running (kopf would add one for a timer: hence no kopf timer).
+
+Run it with `proctor operator` (the chart's Deployment) or `kopf run -m
+proctor.k8s.controller` (then PROCTOR_ALLOW_LOCAL_ENDPOINTS=1 stands for the flag).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import kopf
+
+from proctor import dataset
+from proctor.exporter import Metrics
+from proctor.k8s import conditions, manifests, reconcile, store
+from proctor.k8s.act import Pass, Tracked, write_status
+from proctor.k8s.api import Kube, load_config, selector
+from proctor.k8s.names import label_value
+from proctor.k8s.podstatus import PodsByJob, item_state
+from proctor.k8s.reconcile import Decision, ItemView, Settings
+from proctor.k8s.workqueue import WorkQueue
+from proctor.manifest import ManifestError, parse_resource
+from proctor.metrics import aggregate
+from proctor.model import WorkItem
+from proctor.prepare import Refusal, agent_label, check_runnable, load_selection
+from proctor.spec import AgentUnderTest, Evaluation
+
+log = logging.getLogger("proctor.controller")
+Obj = dict[str, Any]
+Key = tuple[str, str]  # (namespace, Evaluation label value): how the indexes key its objects
+RESYNC_SECONDS = float(os.environ.get("PROCTOR_RECONCILE_SECONDS", "10"))
+STATUS_SECONDS = 1.0  # the least time between two status writes of one Evaluation
+RETRY_SECONDS = 1.0  # a pass that failed (a write refused, say) is made again this later
+PROCTOR = {manifests.MANAGED_BY: "proctor"}
+RESULTS = {**PROCTOR, manifests.COMPONENT: store.RESULT_KIND}
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Controller:
+    def __init__(self, kube: Kube, metrics: Metrics, settings: Settings,
+                 indexes: Mapping[str, Any], runner_image: str | None, allow_local: bool):
+        self.kube, self.metrics, self.settings, self.indexes = kube, metrics, settings, indexes
+        self.runner_image, self.allow_local = runner_image, allow_local
+        self.queue = WorkQueue(self.reconcile)
+        self.tracked: dict[Key, Tracked] = {}
+        self._datasets: dict[tuple, dataset.Selection] = {}
+        self._parsed: dict[tuple, Any] = {}
+        self._resync: asyncio.Task | None = None
+
+    def start(self) -> None:
+        """Start the resync (from a handler: kopf.warn needs kopf's context, which the
+        tasks started here and by the queue inherit)."""
+        if self._resync is None:
+            self._resync = asyncio.get_running_loop().create_task(self._resync_forever())
+
+    async def _resync_forever(self) -> None:
+        while True:
+            await asyncio.sleep(RESYNC_SECONDS)
+            for key in list(self.indexes["evaluations"]):
+                self.queue.add(key)
+            for key in set(self.tracked) - set(self.indexes["evaluations"]):
+                await self.forget(key)
+
+    def stop(self) -> None:
+        self.queue.stop()
+        if self._resync is not None:
+            self._resync.cancel()
+
+    async def forget(self, key: Key) -> None:
+        """The Evaluation is gone or being deleted: drop all that is kept about it."""
+        tracked = self.tracked.pop(key, None)
+        if tracked is not None:
+            self.metrics.forget(key[0], tracked.name, tracked.agent_label)
+            if tracked.agent is not None:
+                await self.write_agent_status(*tracked.agent)
+
+    def _one(self, index: str, key: Any) -> Obj | None:
+        return next(iter(self.indexes[index].get(key) or ()), None)
+
+    def _all(self, index: str, key: Any) -> list[Any]:
+        return list(self.indexes[index].get(key) or ())
+
+    def _parse(self, body: Obj) -> Any:
+        """An Evaluation or AgentUnderTest checked against its CRD (once per generation)."""
+        version = (body["metadata"].get("uid"), body["metadata"].get("generation"))
+        if version not in self._parsed:
+            if len(self._parsed) > 1000:
+                self._parsed.clear()
+            self._parsed[version] = parse_resource(body)
+        return self._parsed[version]
+
+    async def reconcile(self, key: Key) -> None:
+        started = time.perf_counter()
+        try:
+            await self._reconcile(key)
+        except Exception:
+            self.metrics.reconcile_errors.inc()
+            log.exception("Reconcile failed evaluation=%s/%s", *key)
+            self.queue.add_after(key, RETRY_SECONDS)
+        finally:
+            self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
+
+    async def _reconcile(self, key: Key) -> None:
+        body = self._one("evaluations", key)
+        if body is None or body["metadata"].get("deletionTimestamp"):
+            return await self.forget(key)  # its Jobs are left to the garbage collector
+        meta = body["metadata"]
+        tracked = self.tracked.get(key)
+        if tracked is None or tracked.uid != meta.get("uid"):
+            tracked = self.tracked[key] = Tracked(meta.get("uid", ""), meta["name"])
+        selection, refusal = None, None
+        try:
+            evaluation = self._parse(body)
+            tracked.agent_label = agent_label(evaluation)
+            check_runnable(evaluation, on_cluster=True)
+            selection = await self._dataset(evaluation)
+            agent = self._agent(evaluation)
+        except (ManifestError, Refusal) as exc:
+            refusal = exc if isinstance(exc, Refusal) else Refusal("InvalidSpec", str(exc))
+            generation = meta.get("generation")
+            invalid = reconcile.invalid_conditions((body.get("status") or {}).get(
+                "conditions") or [], refusal.reason, refusal.message, _now(), generation)
+            await write_status(self.kube, tracked, body, {
+                "reason": refusal.reason, "conditions": invalid, "observedGeneration": generation})
+            if selection is None:
+                return
+            agent = None  # only its agent is missing: start nothing, keep what still ends
+        items = tracked.items(body, evaluation, selection)
+        rows = evaluation.spec.max_concurrent_rows if refusal is None else 0
+        views = self._observe(key, tracked, items, rows)
+        decision = reconcile.decide(evaluation, views, datetime.now(UTC), self.settings)
+        if refusal is not None:
+            decision.start, decision.retry = [], []
+        if (decision.start or decision.retry) and not await self._still_there(key, tracked):
+            return await self.forget(key)
+        p = Pass(self.kube, self.metrics, self.runner_image, body, tracked, evaluation, agent,
+                 selection.by_id, {v.item.instance_id: v.state.node for v in views
+                                   if v.state and v.state.node})
+        for failure in await p.act(decision):
+            self.metrics.reconcile_errors.inc()
+            log.error("Acting failed evaluation=%s/%s: %r", key[0], tracked.name, failure)
+            self.queue.add_after(key, RETRY_SECONDS)
+        if refusal is None:
+            await self._publish(key, p, selection, items, decision)
+
+    async def _still_there(self, key: Key, tracked: Tracked) -> bool:
+        """Whether the Evaluation is there as it was, asked of the API server: the index
+        may lag behind the garbage collector deleting its Jobs, which look like free slots."""
+        meta = (await asyncio.to_thread(self.kube.get_custom, "evaluations", key[0],
+                                        tracked.name) or {}).get("metadata", {})
+        return meta.get("uid") == tracked.uid and not meta.get("deletionTimestamp")
+
+    async def _dataset(self, evaluation: Evaluation) -> dataset.Selection:
+        ds = evaluation.spec.dataset
+        key = (ds.name, ds.split, ds.revision, ds.instance_ids, ds.max_rows)
+        if key not in self._datasets:
+            self._datasets[key] = await asyncio.to_thread(load_selection, evaluation)
+        return self._datasets[key]
+
+    def _agent(self, evaluation: Evaluation) -> AgentUnderTest | None:
+        if evaluation.spec.predictions.source != "agent":
+            return None
+        ref = evaluation.spec.agent_ref.name if evaluation.spec.agent_ref else ""
+        body = self._one("agents", (evaluation.namespace, ref))
+        if body is None:
+            raise Refusal("AgentNotFound", f"AgentUnderTest {ref!r} does not exist in "
+                                           f"namespace {evaluation.namespace}")
+        agent = self._parse(body)  # (the API server checked the same schema)
+        refusal = conditions.agent_refusal(agent, self.allow_local)
+        if refusal is not None:
+            raise Refusal(*refusal)
+        return agent
+
+    def _observe(self, key: Key, tracked: Tracked, items: list[WorkItem], rows: int | None
+                 ) -> list[ItemView]:
+        """The items in play (``rows`` waiting at most; None: every item) as the indexes
+        and the expectations show them."""
+        jobs = tracked.expected.with_jobs(self._all("jobs", key))
+        kept = {r.item_id: r for r in tracked.expected.with_results(self._all("results", key))}
+        pods = PodsByJob(self._all("pods", key))
+
+        def state_of(job: Obj) -> Any:
+            own = pods.of(job)
+            names = [job["metadata"]["name"], *(pod["metadata"]["name"] for pod in own)]
+            return item_state(job, own, [e for name in names
+                                         for e in self._all("warnings", (key[0], name))])
+        chosen = items if rows is None else reconcile.in_play(items, jobs, kept.keys(), rows)
+        return reconcile.observe(chosen, jobs, (), (), kept, state_of)
+
+    # --- the status ------------------------------------------------------------------------
+
+    async def _publish(self, key: Key, p: Pass, selection: dataset.Selection,
+                       items: list[WorkItem], decision: Decision) -> None:
+        """Rebuild the status and metrics from every item as observed, and write them; at
+        most every STATUS_SECONDS (a pass is queued for what comes meanwhile)."""
+        wait = p.tracked.status_at + STATUS_SECONDS - time.monotonic()
+        if wait > 0:
+            return self.queue.add_after(key, wait)
+        p.tracked.status_at = time.monotonic()
+        views = self._observe(key, p.tracked, items, None)
+        results = [v.result for v in views if v.result is not None]
+        generation = p.body["metadata"].get("generation")
+        old = (p.body.get("status") or {}).get("conditions") or []
+        status = reconcile.build_status(
+            p.evaluation, p.tracked.agent_label, views, results, reconcile.conditions_for(
+                old, views, decision, _now(), generation, p.evaluation.spec.suspend),
+            generation=generation, fingerprint=selection.fingerprint)
+        await write_status(self.kube, p.tracked, p.body, status)
+        self.metrics.publish(p.evaluation.namespace, p.evaluation.name, p.tracked.agent_label,
+                             aggregate(results, selection.by_id), status["items"])
+        in_flight = status["items"]["running"] + status["items"]["pending"]
+        agent = (p.agent.namespace, p.agent.name) if p.agent is not None else None
+        if (agent, in_flight) != (p.tracked.agent, p.tracked.in_flight):
+            before, p.tracked.agent, p.tracked.in_flight = p.tracked.agent, agent, in_flight
+            for changed in {before, agent} - {None}:
+                await self.write_agent_status(*changed)
+
+    async def write_agent_status(self, namespace: str, name: str) -> None:
+        """An AgentUnderTest's status: mode, endpoint, Ready, and its tasks in flight over
+        every Evaluation this operator runs."""
+        body = self._one("agents", (namespace, name))
+        if body is None:
+            return
+        generation, seen = body["metadata"].get("generation"), body.get("status") or {}
+        try:
+            agent = self._parse(body)
+        except ManifestError:  # the API server checks the same schema: only a CRD changed
+            return log.exception("AgentUnderTest %s/%s is invalid", namespace, name)
+        busy = sum(t.in_flight for t in self.tracked.values() if t.agent == (namespace, name))
+        status = conditions.agent_status(agent, generation=generation, tasks_in_flight=busy,
+                                         conditions=conditions.agent_conditions(
+                                             seen.get("conditions") or [], agent, now=_now(),
+                                             generation=generation, allow_local=self.allow_local))
+        if not all(seen.get(k) == v for k, v in status.items()):
+            await asyncio.to_thread(self.kube.patch_status, "agentundertests", namespace, name,
+                                    status)
+
+
+# --- kopf wiring (thin) ----------------------------------------------------------------------
+
+CONTROLLER: Controller | None = None
+_METRICS: Metrics | None = None  # one per process: a registry refuses the same metric twice
+
+
+def _owner_key(body: Mapping[str, Any]) -> Key:
+    meta = body.get("metadata") or {}
+    return meta.get("namespace"), (meta.get("labels") or {}).get(manifests.LABEL_EVALUATION)
+
+
+@kopf.on.startup()
+async def _startup(settings: kopf.OperatorSettings, **kwargs: Any) -> None:
+    global CONTROLLER, _METRICS
+    settings.posting.level = logging.INFO
+    settings.watching.server_timeout = 300
+    # Watch only what the operator made (and Warning events), not every pod of the cluster.
+    for resource, labels in ((("batch", "jobs"), PROCTOR), (("v1", "pods"), PROCTOR),
+                             (("v1", "configmaps"), RESULTS)):
+        settings.watching.label_selectors[resource] = selector(labels)
+    settings.watching.field_selectors["v1", "events"] = "type=Warning"
+    load_config()
+    _METRICS = _METRICS or Metrics()
+    CONTROLLER = Controller(
+        Kube(), _METRICS, Settings(image_pull_timeout_s=float(
+            os.environ.get("PROCTOR_IMAGE_PULL_TIMEOUT_SECONDS", "600"))),
+        {name: kwargs[name] for name in ("evaluations", "agents", "jobs", "pods", "results",
+                                         "warnings")},  # kopf's live indexes (below)
+        runner_image=os.environ.get("PROCTOR_RUNNER_IMAGE") or None,
+        allow_local=os.environ.get("PROCTOR_ALLOW_LOCAL_ENDPOINTS", "") in ("1", "true"))
+
+
+@kopf.on.cleanup()
+async def _cleanup(**_: Any) -> None:
+    if CONTROLLER is not None:
+        CONTROLLER.stop()
+
+
+# kopf keeps these current from watches, so a pass lists nothing.
+@kopf.index("proctor.dev", "v1alpha1", "evaluations")
+def evaluations(namespace: str, name: str, body: Mapping[str, Any], **_: Any) -> dict:
+    return {(namespace, label_value(name)): dict(body)}
+
+
+@kopf.index("proctor.dev", "v1alpha1", "agentundertests")
+def agents(namespace: str, name: str, body: Mapping[str, Any], **_: Any) -> dict:
+    return {(namespace, name): dict(body)}
+
+
+@kopf.index("batch", "v1", "jobs", labels=PROCTOR, id="jobs")
+@kopf.index("", "v1", "pods", labels=PROCTOR, id="pods")
+def children(body: Mapping[str, Any], **_: Any) -> dict:
+    return {_owner_key(body): dict(body)}
+
+
+@kopf.index("", "v1", "configmaps", labels=RESULTS)
+def results(body: Mapping[str, Any], **_: Any) -> dict:
+    """Of a kept result, only the RunResult: its logs stay on the server."""
+    result = store.read_result(body)
+    return {_owner_key(body): result} if result is not None else {}
+
+
+@kopf.index("", "v1", "events", field="type", value="Warning")
+def warnings(namespace: str, body: Mapping[str, Any], **_: Any) -> dict:
+    about = body.get("involvedObject") or {}
+    return {(namespace, about.get("name")): dict(body)} if about.get("kind") in (
+        "Job", "Pod") else {}
+
+
+@kopf.on.event("proctor.dev", "v1alpha1", "evaluations")
+async def _evaluation_event(event: Mapping[str, Any], body: Mapping[str, Any],
+                            **_: Any) -> None:
+    assert CONTROLLER is not None
+    CONTROLLER.start()
+    meta, status = body.get("metadata") or {}, body.get("status") or {}
+    key = (meta.get("namespace"), label_value(meta.get("name", "")))
+    if event.get("type") == "DELETED" or meta.get("deletionTimestamp"):
+        await CONTROLLER.forget(key)
+    elif meta.get("generation") != status.get("observedGeneration") or event.get("type") in (
+            None, "ADDED"):  # first sight or a spec change: not its own status writes
+        CONTROLLER.queue.add(key)
+
+
+@kopf.on.event("proctor.dev", "v1alpha1", "agentundertests")
+async def _agent_event(event: Mapping[str, Any], namespace: str, name: str,
+                       **_: Any) -> None:
+    """Its own status, and a pass of the namespace's Evaluations (one may use it)."""
+    assert CONTROLLER is not None
+    CONTROLLER.start()
+    if event.get("type") != "DELETED":
+        await CONTROLLER.write_agent_status(namespace, name)
+    for key in list(CONTROLLER.indexes["evaluations"]):
+        if key[0] == namespace:
+            CONTROLLER.queue.add(key)
+
+
+@kopf.on.event("batch", "v1", "jobs", labels=PROCTOR)
+@kopf.on.event("", "v1", "pods", labels=PROCTOR)
+async def _child_event(body: Mapping[str, Any], **_: Any) -> None:
+    if CONTROLLER is not None:
+        CONTROLLER.queue.add(_owner_key(body))
+
+
+@kopf.on.probe(id="evaluations")
+def _probe(**_: Any) -> int:
+    return len(CONTROLLER.tracked) if CONTROLLER else 0
+
+
+def run(namespaces: list[str], *, verbose: bool, probe_port: int,
+        allow_local_endpoints: bool = False) -> None:
+    """`proctor operator`: run the handlers above until stopped."""
+    if allow_local_endpoints:
+        os.environ["PROCTOR_ALLOW_LOCAL_ENDPOINTS"] = "1"
+    kopf.configure(verbose=verbose)
+    kopf.run(standalone=True, clusterwide=not namespaces, namespaces=namespaces,
+             liveness_endpoint=f"http://0.0.0.0:{probe_port}/healthz")
