@@ -49,7 +49,6 @@ def _bad_input_types() -> tuple[type[Exception], ...]:
     # Imported here: this module is imported by every command, these modules are not.
     from proctor.dataset import DatasetError
     from proctor.demo.images import ImageBuildError
-    from proctor.k8s.pull import PullError
     from proctor.manifest import ManifestError
     from proctor.predictions import PredictionsError
     from proctor.prepare import Refusal
@@ -57,12 +56,17 @@ def _bad_input_types() -> tuple[type[Exception], ...]:
     from proctor.runner.sandbox import SandboxRefused
 
     return (UsageError, DatasetError, Refusal, ResultsFolderError, PredictionsError,
-            SandboxRefused, ManifestError, PullError, ImageBuildError, FileNotFoundError,
+            SandboxRefused, ManifestError, BadInput, ImageBuildError, FileNotFoundError,
             PermissionError)
 
 
 class UsageError(Exception):
     """A mistake in how the command was called."""
+
+
+class BadInput(ValueError):
+    """Input a command cannot use (the base of such errors in modules this one must not
+    import, e.g. the cluster's `proctor results pull`); the message names the problem."""
 
 
 def for_exception(exc: BaseException) -> ExitCode | None:

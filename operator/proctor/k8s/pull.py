@@ -16,6 +16,7 @@ from proctor import dataset
 from proctor.k8s.api import Kube
 from proctor.k8s.manifests import COMPONENT, owner_labels
 from proctor.k8s.store import RESULT_KIND, read_result
+from proctor.exits import BadInput
 from proctor.manifest import parse_resource
 from proctor.model import WorkItem
 from proctor.results import ResultsFolder, write_outputs
@@ -24,7 +25,7 @@ from proctor.runner.workdir import write_json
 from proctor.spec import Evaluation
 
 
-class PullError(ValueError):
+class PullError(BadInput):
     """The Evaluation cannot be pulled; the message says why."""
 
 
