@@ -16,6 +16,7 @@ from swebench.harness.reporting import make_run_report
 from swebench.harness.utils import make_test_spec
 
 from proctor import demo
+from proctor.agents.server import start_reference_agent
 from proctor.cli import build_parser, main
 from proctor.eval_options import EvalOptions, agent_manifest, evaluation_manifest, k8s_name
 from proctor.exits import ExitCode
@@ -25,6 +26,7 @@ from proctor.model import ErrorKind, Instance, Outcome, RunResult
 from proctor.runner.grade import grade_work_dir
 from proctor.spec import AgentUnderTest, Evaluation
 from test_docker_sandbox import client  # noqa: F401 - the Docker fixture
+from test_engine_agents import closed_port
 from test_legacy_logs import DATA, log_ids, old_run_as_work_dir, verified
 
 DEMO_ROWS = {r["instance_id"]: r for r in demo.load_rows()}
@@ -214,3 +216,30 @@ def test_a_log_without_tests_is_classified_as_swebench_does(tmp_path, log):
     result = RunResult(item_id="1" * 32, instance_id=row["instance_id"],
                        outcome=Outcome.ERROR, error_kind=ErrorKind.SANDBOX)
     assert result.swebench_report(log) == _swebench_report_of(row, "diff", work)
+
+
+@pytest.mark.slow
+def test_an_agent_by_url_or_by_manifest(tmp_path, monkeypatch):
+    ids = sorted(DEMO_ROWS)[:2]
+    rows = [DEMO_ROWS[iid] for iid in ids]  # what swebench loads for these --instance_ids
+    with start_reference_agent("oracle") as server:
+        out = _eval(tmp_path / "url", "--agent", server.url, "-i", *ids)
+        name = parse_resource(agent_manifest(server.url)).name
+        patches = {iid: DEMO_ROWS[iid]["patch"] for iid in ids}
+        report = _check_against_swebench(out, "run", name, patches, rows, monkeypatch)
+    assert (report["total_instances"], report["resolved_ids"]) == (2, ids)
+    agent = tmp_path / "agent.yaml"
+    with start_reference_agent("noop") as server:
+        agent.write_text(f"apiVersion: proctor.dev/v1alpha1\nkind: AgentUnderTest\n"
+                         f"metadata: {{name: quiet}}\nspec: {{endpoint: '{server.url}'}}\n")
+        out = _eval(tmp_path / "file", "-f", str(agent), "-i", *ids)
+    report = _check_against_swebench(out, "run", "quiet", dict.fromkeys(ids, ""), rows,
+                                     monkeypatch)
+    assert report["empty_patch_ids"] == ids
+
+
+def test_an_unreachable_agent_runs_nothing(tmp_path):
+    code = main(["eval", "--agent", f"http://127.0.0.1:{closed_port()}/", "-q",
+                 "--dataset", "proctor-demo", "--output-dir", str(tmp_path)])
+    assert code == ExitCode.NOT_RUN
+    assert not (tmp_path / "logs").exists()
