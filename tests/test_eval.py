@@ -89,6 +89,8 @@ def test_one_thing_to_evaluate_is_required(capsys):
     assert main(["eval", "--dataset", "proctor-demo"]) == ExitCode.BAD_INPUT
     assert main(["eval", "-p", "gold", "--agent", "http://x:1"]) == ExitCode.BAD_INPUT
     assert "give one of" in capsys.readouterr().err
+    assert main(["eval", "-p", "gold", "--run_id", "a/b"]) == ExitCode.BAD_INPUT
+    assert "--run_id 'a/b'" in capsys.readouterr().err
 
 
 # --- the artefacts, against swebench's own functions ----------------------------------------

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from proctor.exits import UsageError
 from proctor.spec import API_VERSION
 
 # swebench's own short names (its CLI's aliases, and lite, the harness's default dataset).
@@ -26,6 +27,7 @@ DATASET_ALIASES = {
 }
 SOURCES = ("gold", "empty")
 DEFAULT_RUN_ID = "run"
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 
 
 @dataclass(frozen=True)
@@ -55,12 +57,20 @@ def k8s_name(text: str, fallback: str) -> str:
     return name or fallback
 
 
+def check_run_id(run_id: str) -> str:
+    """The run id, which names a folder and a file: one plain name, no path."""
+    if not _RUN_ID.fullmatch(run_id):
+        raise UsageError(f"--run_id {run_id!r}: use letters, digits, '.', '_' and '-' only")
+    return run_id
+
+
 def evaluation_manifest(options: EvalOptions,
                         prediction_ids: Collection[str] | None = None) -> dict[str, Any]:
     """The Evaluation that runs what the options ask. `prediction_ids` are the ids a
     predictions file names: as in swebench, only those rows run (within --instance_ids)."""
     if (options.predictions is None) == (options.agent is None):
         raise ValueError("give either predictions or an agent")
+    check_run_id(options.run_id)
     ids = list(options.instance_ids)
     if prediction_ids is not None:
         ids = sorted(set(prediction_ids) & set(ids) if ids else prediction_ids)
