@@ -36,7 +36,7 @@ DEMO_ROWS = {r["instance_id"]: r for r in demo.load_rows()}
 
 def test_gold_on_a_dataset_alias_becomes_an_evaluation_of_every_row():
     doc = evaluation_manifest(EvalOptions(predictions="gold", dataset="verified",
-                                          max_workers=16, run_id="My Run_1", timeout=900))
+                                          max_workers=16, run_id="My_Run.1", timeout=900))
     evaluation = parse_resource(doc)
     assert isinstance(evaluation, Evaluation)
     assert evaluation.name == "my-run-1"

@@ -262,13 +262,17 @@ class RunResult(BaseModel):
         report: dict[str, Any] = {
             "patch_is_None": no_patch,
             "patch_exists": not no_patch,
-            "patch_successfully_applied": self.tests_ran and not no_patch,
+            "patch_successfully_applied": self.tests_ran,
             "resolved": False,
             "infra_failure": False,
         }
-        if not no_patch and not self.tests_ran:
+        if no_patch:
+            return {self.instance_id: report}
+        if not self.tests_ran:
             report.update(_infra_failure(test_log))
-        elif self.tests_ran and not no_patch:
+        else:
+            # swebench's verdict from the tests alone: an unchanged task whose tests
+            # pass is resolved there (Proctor's outcome says no_op).
             report["resolved"] = not self.FAIL_TO_PASS.failure and not self.PASS_TO_PASS.failure
             report["tests_status"] = {
                 "FAIL_TO_PASS": self.FAIL_TO_PASS.model_dump(),
