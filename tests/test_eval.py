@@ -245,3 +245,33 @@ def test_an_unreachable_agent_runs_nothing(tmp_path):
                  "--dataset", "proctor-demo", "--output-dir", str(tmp_path)])
     assert code == ExitCode.NOT_RUN
     assert not (tmp_path / "logs").exists()
+
+
+def test_timeouts_infra_and_agent_errors_in_the_run_report(tmp_path, monkeypatch):
+    """Items with no gradable log, laid out and reported as swebench's harness does."""
+    ids = sorted(DEMO_ROWS)[:4]
+
+    def error(iid: str, kind: ErrorKind, message: str) -> RunResult:
+        return RunResult(item_id="1" * 32, instance_id=iid, outcome=Outcome.ERROR,
+                         error_kind=kind, error_message=message)
+
+    graded = [
+        Graded(error(ids[0], ErrorKind.TIMEOUT, "past its limit"), "diff", "collecting"),
+        Graded(error(ids[1], ErrorKind.INFRA, "500 Server Error: Error response from daemon: "
+                                              "no space"), "diff"),
+        Graded(error(ids[2], ErrorKind.AGENT, "unreachable"), None),
+        Graded(error(ids[3], ErrorKind.SANDBOX, "no markers"), "diff", "Killed\n"),
+    ]
+    write_harness_logs(tmp_path, "r", "m", graded, sorted(DEMO_ROWS), 7, ("proctor-demo", "test"))
+    timed_out = tmp_path / LOG_DIR / "r" / "m" / ids[0]
+    assert not (timed_out / "report.json").exists()
+    assert (timed_out / "test_output.txt").read_text().endswith(
+        "Timeout error: 7 seconds exceeded.")
+    report = _check_against_swebench(tmp_path, "r", "m", {g.result.instance_id: g.patch
+                                                          for g in graded},
+                                     list(DEMO_ROWS.values()), monkeypatch)
+    assert report["failure_reasons"] == {ids[0]: "tests_timed_out",
+                                         ids[1]: "container_unavailable",
+                                         ids[3]: "out_of_memory"}
+    assert (report["infra_failure_ids"], report["empty_patch_ids"]) == (
+        [ids[1], ids[3]], [ids[2]])

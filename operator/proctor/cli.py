@@ -83,12 +83,10 @@ def _eval_agents(args: argparse.Namespace) -> list:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from proctor.eval_options import SOURCES, EvalOptions, evaluation_manifest
-    from proctor.harness_logs import graded_items, write_harness_logs
+    from proctor.harness_logs import write_run_logs
     from proctor.local.engine import run_evaluation
     from proctor.manifest import parse_resource
     from proctor.predictions import load_predictions
-    from proctor.prepare import load_selection, plan_items
-    from proctor.results import ResultsFolder
 
     if sum(bool(x) for x in (args.predictions, args.agent, args.file)) != 1:
         raise UsageError("give one of --predictions FILE|gold|empty, --agent URL, "
@@ -105,17 +103,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     out = Path(args.output_dir)
     summary = run_evaluation(evaluation, out, progress=not args.quiet, agents=agents,
                              sandbox=_sandbox_options(args))
-    selection = load_selection(evaluation)
-    planned = {i.id for i in plan_items(evaluation, selection)}
-    folder = ResultsFolder(out)
-    results = [r for r in folder.load() if r.item_id in planned]
-    graded = graded_items(folder, results, selection.by_id,
-                          evaluation.spec.predictions.source, preds.patches if preds else None)
-    asked = set(options.instance_ids)
-    report = write_harness_logs(out, args.run_id, summary.agent, graded,
-                                sorted(selection.dataset_ids & asked if asked
-                                       else selection.dataset_ids),
-                                args.timeout, (evaluation.spec.dataset.name, args.split))
+    report = write_run_logs(out, evaluation, args.run_id, summary.agent,
+                            preds.patches if preds else None, options.instance_ids)
     _print_summary(summary, out)
     print(f"swebench's logs in {out / 'logs' / 'run_evaluation' / args.run_id}/, "
           f"its run report in {report}")

@@ -6,11 +6,11 @@
     <model>.<run_id>.json                          the run report (schema_version 2)
 
 An instance gets report.json exactly when swebench's `run_instance` would write one: its
-eval script ran to the end. A patch that did not apply, a timeout (its log then ends
-with the harness's "Timeout error" line) or a test step that broke leave none, and the
-run report counts the instance among `error_ids`, as swebench's `make_run_report` does
-from the same files. Proctor's own results (results.jsonl, summary.json, report.md) sit
-beside them.
+eval script ran, within its time limit. A patch that did not apply, a timeout (its log
+then ends with the harness's "Timeout error" line) or a test step that left no log leave
+none, and the run report counts the instance among `error_ids`, as swebench's
+`make_run_report` does from the same files. Proctor's own results (results.jsonl,
+summary.json, report.md) sit beside them.
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ from typing import Any
 
 from proctor.model import ErrorKind, Instance, RunResult, WorkItem
 from proctor.predictions import patch_for
+from proctor.prepare import load_selection, plan_items
 from proctor.results import ResultsFolder
+from proctor.spec import Evaluation
 
 LOG_DIR = Path("logs") / "run_evaluation"
 REPORT = "report.json"
@@ -169,3 +171,21 @@ def write_harness_logs(root: Path, run_id: str, model: str, graded: Iterable[Gra
     report = run_report(dataset_ids, predictions, files)
     path.write_text(json.dumps(report, indent=4) + "\n")
     return path
+
+
+def write_run_logs(root: Path, evaluation: Evaluation, run_id: str, model: str,
+                   file_patches: Mapping[str, str] | None,
+                   instance_ids: Collection[str] = ()) -> Path:
+    """The harness's artefacts of an evaluation run into `root` (its results folder); the
+    run report's path. As in swebench, the run report counts every row of the dataset
+    (within `instance_ids`), predicted or not."""
+    selection = load_selection(evaluation)
+    planned = {i.id for i in plan_items(evaluation, selection)}
+    folder = ResultsFolder(root)
+    results = [r for r in folder.load() if r.item_id in planned]
+    graded = graded_items(folder, results, selection.by_id,
+                          evaluation.spec.predictions.source, file_patches)
+    rows = selection.dataset_ids & set(instance_ids) if instance_ids else selection.dataset_ids
+    ds = evaluation.spec.dataset
+    return write_harness_logs(root, run_id, model, graded, sorted(rows),
+                              evaluation.spec.timeouts.test_seconds, (ds.name, ds.split))
