@@ -76,6 +76,53 @@ def _reliability_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _eval_agents(args: argparse.Namespace) -> list:
+    """The agent `proctor eval` evaluates, if any: from -f AGENT.yaml or --agent URL."""
+    from proctor.eval_options import agent_manifest
+    from proctor.manifest import load_manifests, parse_resource
+    from proctor.spec import AgentUnderTest
+
+    if args.agent:
+        return [parse_resource(agent_manifest(args.agent), f"--agent {args.agent}")]
+    if not args.file:
+        return []
+    agents = [d for d in load_manifests(Path(args.file)) if isinstance(d, AgentUnderTest)]
+    if len(agents) != 1:
+        raise UsageError(f"expected exactly one AgentUnderTest in {args.file}, "
+                         f"found {len(agents)}")
+    return agents
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from proctor.eval_options import SOURCES, EvalOptions, evaluation_manifest
+    from proctor.harness_logs import write_run_logs
+    from proctor.local.engine import run_evaluation
+    from proctor.manifest import parse_resource
+    from proctor.predictions import load_predictions
+
+    if sum(bool(x) for x in (args.predictions, args.agent, args.file)) != 1:
+        raise UsageError("give one of --predictions FILE|gold|empty, --agent URL, "
+                         "-f AGENT.yaml")
+    agents = _eval_agents(args)
+    preds = load_predictions(args.predictions) if args.predictions not in (None, *SOURCES) \
+        else None
+    options = EvalOptions(predictions=args.predictions, agent=agents[0].name if agents else None,
+                          dataset=args.dataset, split=args.split,
+                          instance_ids=tuple(args.instance_ids or ()),
+                          max_workers=args.max_workers, run_id=args.run_id, timeout=args.timeout)
+    evaluation = parse_resource(evaluation_manifest(options, preds.patches if preds else None),
+                                "proctor eval's options")
+    out = Path(args.output_dir)
+    summary = run_evaluation(evaluation, out, progress=not args.quiet, agents=agents,
+                             sandbox=_sandbox_options(args))
+    report = write_run_logs(out, evaluation, args.run_id, summary.agent,
+                            preds.patches if preds else None, options.instance_ids)
+    _print_summary(summary, out)
+    print(f"swebench's logs in {out / 'logs' / 'run_evaluation' / args.run_id}/, "
+          f"its run report in {report}")
+    return exits.for_summaries([summary])
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from proctor.local.demo import run_demo
     from proctor.report import leaderboard
@@ -198,7 +245,7 @@ def cmd_runner_grade(args: argparse.Namespace) -> int:
     work = WorkDir(Path(args.work_dir))
     result = grade_work_dir(work, legacy_log=args.legacy_log)
     write_json(work / "result.json", result.model_dump(mode="json"))
-    write_json(work / "report.json", result.swebench_report())
+    write_json(work / "report.json", result.swebench_report(work.read("test_output.txt")))
     if args.termination_log:
         Path(args.termination_log).write_text(json.dumps(compact_result(result)))
     print(result.model_dump_json())
@@ -283,6 +330,32 @@ def build_parser() -> argparse.ArgumentParser:
                           "always run again, with the patch already obtained)")
     _add_sandbox_options(run, default="auto")
     run.set_defaults(func=cmd_run)
+
+    ev = sub.add_parser("eval", help="grade predictions (or an agent) with the swebench "
+                                     "harness's options; writes its logs and run report too")
+    what = ev.add_argument_group("what to evaluate (one of)")
+    what.add_argument("-p", "--predictions", "--predictions_path", metavar="FILE|gold|empty",
+                      help="a swebench predictions file (.json or .jsonl), or gold or empty")
+    what.add_argument("--agent", metavar="URL", help="an A2A agent already running there")
+    what.add_argument("-f", "--file", metavar="AGENT.yaml", help="an AgentUnderTest manifest")
+    ev.add_argument("-d", "--dataset", "--dataset_name", default="SWE-bench/SWE-bench_Verified",
+                    help="hub dataset id, swebench alias (verified, lite, ...), proctor-demo, "
+                         "or a local .json/.jsonl/.parquet")
+    ev.add_argument("-s", "--split", default="test")
+    ev.add_argument("-i", "--instance_ids", "--instance-ids", nargs="+", action="extend",
+                    metavar="ID", help="only these instances (default: all of the dataset's, "
+                                       "or the predictions file's)")
+    ev.add_argument("-j", "--max_workers", "--max-workers", "--workers", type=int, default=4,
+                    help="instances evaluated at once")
+    ev.add_argument("--run_id", "--run-id", default="run",
+                    help="names the logs' folder and the run report")
+    ev.add_argument("-t", "--timeout", type=int, default=1800,
+                    help="seconds each instance's tests may run")
+    ev.add_argument("--output-dir", default=".", help="where logs/, the run report and "
+                    "Proctor's results go (resumed if present; default: here)")
+    ev.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    _add_sandbox_options(ev, default="auto")
+    ev.set_defaults(func=cmd_eval)
 
     dem = sub.add_parser("demo", help="serve the reference agents on loopback and evaluate "
                                       "each over A2A on the demo dataset")

@@ -251,22 +251,47 @@ class RunResult(BaseModel):
     attempts: int = 1
     """Attempts it took: more than 1 after infrastructure failures (cluster runs)."""
 
-    def swebench_report(self) -> dict[str, Any]:
-        """The per-instance report.json that swebench's harness writes."""
-        return {
-            self.instance_id: {
-                "patch_is_None": not self.patch.present,
-                "patch_exists": self.patch.present,
-                "patch_successfully_applied": self.patch.applied and self.tests_ran,
-                "resolved": self.outcome == Outcome.RESOLVED,
-                "tests_status": {
-                    "FAIL_TO_PASS": self.FAIL_TO_PASS.model_dump(),
-                    "PASS_TO_PASS": self.PASS_TO_PASS.model_dump(),
-                    "FAIL_TO_FAIL": {"success": [], "failure": []},
-                    "PASS_TO_FAIL": {"success": [], "failure": []},
-                },
-            }
+    def swebench_report(self, test_log: str | None = None) -> dict[str, Any]:
+        """The per-instance report.json, as swebench 5's `get_eval_report` writes it.
+
+        `test_log` is the item's test_output.txt: when it holds no gradable tests, its
+        text decides `infra_failure` (swebench's own signatures). A patch counts as
+        None only when the agent gave no answer; an empty patch exists, as in swebench.
+        """
+        no_patch = self.error_kind == ErrorKind.AGENT
+        report: dict[str, Any] = {
+            "patch_is_None": no_patch,
+            "patch_exists": not no_patch,
+            "patch_successfully_applied": self.tests_ran,
+            "resolved": False,
+            "infra_failure": False,
         }
+        if no_patch:
+            return {self.instance_id: report}
+        if not self.tests_ran:
+            report.update(_infra_failure(test_log))
+        else:
+            # swebench's verdict from the tests alone: an unchanged task whose tests
+            # pass is resolved there (Proctor's outcome says no_op).
+            report["resolved"] = not self.FAIL_TO_PASS.failure and not self.PASS_TO_PASS.failure
+            report["tests_status"] = {
+                "FAIL_TO_PASS": self.FAIL_TO_PASS.model_dump(),
+                "PASS_TO_PASS": self.PASS_TO_PASS.model_dump(),
+                "FAIL_TO_FAIL": {"success": [], "failure": []},
+                "PASS_TO_FAIL": {"success": [], "failure": []},
+            }
+        return {self.instance_id: report}
+
+
+def _infra_failure(test_log: str | None) -> dict[str, Any]:
+    """swebench's advisory classification of a log with no gradable tests."""
+    from swebench.harness.infra_failure import TIER_ENVIRONMENT, classify_text
+
+    found = classify_text(test_log or "")
+    if not found:
+        return {}
+    reason, tier = found
+    return {"infra_failure": tier == TIER_ENVIRONMENT, "infra_failure_reason": reason}
 
 
 class EvalResult(BaseModel):

@@ -215,7 +215,7 @@ def execute_item(ctx: RunContext, item: WorkItem, work: WorkDir,
                              grade_seconds=done - graded_at,
                              total_seconds=done - clock, started_at=started, finished_at=_now())
     write_json(work / "result.json", result.model_dump(mode="json"))
-    write_json(work / "report.json", result.swebench_report())
+    write_json(work / "report.json", result.swebench_report(work.read("test_output.txt")))
     return result
 
 
