@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from proctor import dataset
+from proctor.exits import BadInput
 from proctor.k8s.api import Kube
 from proctor.k8s.manifests import COMPONENT, owner_labels
 from proctor.k8s.store import RESULT_KIND, read_result
-from proctor.exits import BadInput
 from proctor.manifest import parse_resource
 from proctor.model import WorkItem
 from proctor.results import ResultsFolder, write_outputs
@@ -52,10 +52,13 @@ def write_folder(evaluation: Evaluation, configmaps: Iterable[Mapping[str, Any]]
         work = folder.work_dir(WorkItem(id=result.item_id, instance_id=result.instance_id,
                                         variant_id=result.variant_id, repeat=result.repeat))
         work.root.mkdir(parents=True, exist_ok=True)
-        for name, data in item_files(cm).items():
+        files = item_files(cm)
+        for name, data in files.items():
             (work / name).write_bytes(data)
         write_json(work / "result.json", result.model_dump(mode="json"))
-        write_json(work / "report.json", result.swebench_report())
+        log = files.get("test_output.txt")  # swebench classifies infra failures from it
+        write_json(work / "report.json",
+                   result.swebench_report(log.decode(errors="replace") if log else None))
         folder.append(result)
         count += 1
     return count
