@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from pydantic import ValidationError
 
 from proctor import demo
+from proctor.exits import BadInput
 from proctor.model import Instance
 
 HUB_DEFAULT = "SWE-bench/SWE-bench_Verified"
@@ -28,7 +29,7 @@ SWEBENCH5_FIELDS = ("image", "eval_script", "log_parser")
 _FILE_SUFFIXES = (".json", ".jsonl", ".parquet")
 
 
-class DatasetError(ValueError):
+class DatasetError(BadInput):
     """A dataset that cannot be used, with a message naming the row and the field."""
 
 

@@ -45,28 +45,14 @@ def is_disk_full(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno == errno.ENOSPC
 
 
-def _bad_input_types() -> tuple[type[Exception], ...]:
-    # Imported here: this module is imported by every command, these modules are not.
-    from proctor.dataset import DatasetError
-    from proctor.demo.images import ImageBuildError
-    from proctor.manifest import ManifestError
-    from proctor.predictions import PredictionsError
-    from proctor.prepare import Refusal
-    from proctor.results import ResultsFolderError
-    from proctor.runner.sandbox import SandboxRefused
-
-    return (UsageError, DatasetError, Refusal, ResultsFolderError, PredictionsError,
-            SandboxRefused, ManifestError, BadInput, ImageBuildError, FileNotFoundError,
-            PermissionError)
-
-
 class UsageError(Exception):
     """A mistake in how the command was called."""
 
 
 class BadInput(ValueError):
-    """Input a command cannot use (the base of such errors in modules this one must not
-    import, e.g. the cluster's `proctor results pull`); the message names the problem."""
+    """Input a command cannot use (exit 2): a manifest, dataset, predictions file, results
+    folder, ... Each module's own error derives from it, so this mapping needs none of
+    them; the message names the problem."""
 
 
 def for_exception(exc: BaseException) -> ExitCode | None:
@@ -75,7 +61,7 @@ def for_exception(exc: BaseException) -> ExitCode | None:
         return ExitCode.INTERRUPTED
     if isinstance(exc, NotRun) or is_disk_full(exc):
         return ExitCode.NOT_RUN
-    if isinstance(exc, _bad_input_types()):
+    if isinstance(exc, (BadInput, UsageError, FileNotFoundError, PermissionError)):
         return ExitCode.BAD_INPUT
     return None
 

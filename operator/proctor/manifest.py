@@ -51,6 +51,7 @@ import yaml
 from celpy import celtypes
 from jsonschema.protocols import Validator
 
+from proctor.exits import BadInput
 from proctor.spec import API_VERSION, RESOURCE_TYPES, Resource
 
 KINDS: dict[str, type[Resource]] = {cls.KIND: cls for cls in RESOURCE_TYPES}
@@ -77,7 +78,7 @@ _ENVELOPE: dict[str, Any] = {
 }
 
 
-class ManifestError(ValueError):
+class ManifestError(BadInput):
     """A manifest could not be read; ``problems`` lists every problem, one line each."""
 
     def __init__(self, problems: Sequence[str]) -> None:

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from proctor.exits import BadInput
 from proctor.model import Instance
 
 
-class PredictionsError(ValueError):
+class PredictionsError(BadInput):
     """A predictions file that cannot be used, with a message naming the problem."""
 
 

@@ -12,13 +12,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from proctor import dataset
+from proctor.exits import BadInput
 from proctor.model import WorkItem
 from proctor.plan import PlanInputs, Variant, plan
 from proctor.spec import PROMPT_SENSITIVITY_LLM, PROMPT_SENSITIVITY_ON_CLUSTER, Evaluation
 from proctor.variants import MAX_VARIATIONS, variants_for
 
 
-class Refusal(ValueError):
+class Refusal(BadInput):
     """The evaluation cannot run as it is; `reason` is one CamelCase word (a condition's
     reason on a cluster), the message says why and what to do."""
 

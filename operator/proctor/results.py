@@ -34,7 +34,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from proctor.exits import NotRun, is_disk_full
+from proctor.exits import BadInput, NotRun, is_disk_full
 from proctor.metrics import aggregate
 from proctor.model import ORIGINAL_VARIANT, Instance, RunResult, Summary, WorkItem
 from proctor.prepare import agent_label
@@ -51,7 +51,7 @@ SELECTION_FIELDS = ("maxRows", "instanceIds")
 LOCK_FILE = "run.lock"
 
 
-class ResultsFolderError(ValueError):
+class ResultsFolderError(BadInput):
     """The folder belongs to another evaluation, or is damaged beyond repair."""
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from proctor import demo
+from proctor.exits import BadInput
 from proctor.model import Instance
 from proctor.runner import sandbox
 
@@ -31,7 +32,7 @@ _BASE_CHANGES = ("ENV TESTBED=/testbed",
 _DOCKERFILE = f"FROM {BASE_IMAGE}\nCOPY testbed /testbed\nWORKDIR /testbed\n"
 
 
-class ImageBuildError(Exception):
+class ImageBuildError(BadInput):
     """An image could not be built; the message says why."""
 
 

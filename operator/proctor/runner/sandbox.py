@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from proctor import demo
-from proctor.exits import Interrupted
+from proctor.exits import BadInput, Interrupted
 from proctor.model import Instance
 from proctor.runner.workdir import WorkDir
 
@@ -43,7 +43,7 @@ Builder = Callable[[Instance, Path], None]
 """Makes a task's stripped tree at the given path (a clone, or a copy out of its image)."""
 
 
-class SandboxRefused(Exception):
+class SandboxRefused(BadInput):
     """The task cannot run in the process sandbox (it needs its image)."""
 
 
