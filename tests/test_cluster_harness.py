@@ -31,7 +31,7 @@ from cluster.emulator import Cluster
 from conftest import SHARED_DATA
 from proctor import demo
 from proctor.k8s import manifests as m
-from proctor.k8s.podstatus import ItemState, Phase, item_state, pods_of
+from proctor.k8s.podstatus import ItemState, Phase, PodsByJob, item_state
 from proctor.model import ErrorKind, Instance, Outcome, RunResult, WorkItem
 from proctor.plan import PlanInputs, plan
 from proctor.runner.grade import compact_result
@@ -115,7 +115,7 @@ def objects(client: Any, namespace: str, job_name: str
     job = raw(batch.read_namespaced_job, job_name, namespace)
     pods = raw(core.list_namespaced_pod, namespace, label_selector=f"job-name={job_name}")
     events = raw(core.list_namespaced_event, namespace)
-    return job, pods_of(job, pods["items"]), events["items"]
+    return job, PodsByJob(pods["items"]).of(job), events["items"]
 
 
 def observe(client: Any, namespace: str, job_name: str) -> ItemState:

@@ -137,28 +137,11 @@ def _true_conditions(obj: Obj) -> dict[str, Obj]:
     return {c["type"]: c for c in conditions if c.get("status") == "True"}
 
 
-def job_finished(job: Obj) -> bool:
-    """Whether the Job has its terminal condition (until then it counts as running)."""
-    conditions = _true_conditions(job)
-    return "Complete" in conditions or "Failed" in conditions
-
-
-def pod_ended(pod: Obj) -> bool:
-    """Whether the pod has ended (Succeeded or Failed): its containers are all down."""
-    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-
-
 def _owner_uids(pod: Obj) -> set[str]:
     meta = pod.get("metadata", {})
     labels = meta.get("labels") or {}
     return {ref.get("uid") for ref in meta.get("ownerReferences") or []} | {
         labels.get("batch.kubernetes.io/controller-uid"), labels.get("controller-uid")}
-
-
-def job_name_of(pod: Obj) -> str | None:
-    """The name of the Job that made the pod (its ``job-name`` labels)."""
-    labels = pod.get("metadata", {}).get("labels") or {}
-    return labels.get("batch.kubernetes.io/job-name") or labels.get("job-name")
 
 
 class PodsByJob:
@@ -183,11 +166,6 @@ class PodsByJob:
         meta = job.get("metadata", {})
         uid, name = meta.get("uid"), meta.get("name")
         return list((uid and self._by_uid.get(uid)) or (name and self._by_name.get(name)) or [])
-
-
-def pods_of(job: Obj, pods: Sequence[Obj]) -> list[Obj]:
-    """The pods the Job controller made for ``job`` (see `PodsByJob`)."""
-    return PodsByJob(pods).of(job)
 
 
 def _about(event: Obj) -> Obj:
@@ -282,7 +260,7 @@ def read_compact_result(message: str | None, item_id: str | None = None
 
 def _common(job: Obj, pod: Obj | None) -> dict[str, Any]:
     """The fields every state carries: finished, pod, node, images, steps."""
-    common: dict[str, Any] = {"finished": job_finished(job)}
+    common: dict[str, Any] = {"finished": bool({"Complete", "Failed"} & set(_true_conditions(job)))}
     if pod is not None:
         common |= {"pod": pod.get("metadata", {}).get("name"),
                    "node": (pod.get("spec") or {}).get("nodeName"),
@@ -442,7 +420,7 @@ def _no_pod(job: Obj, events: Sequence[Obj], common: dict[str, Any]) -> ItemStat
 def item_state(job: Obj, pods: Sequence[Obj] = (), events: Sequence[Obj] = ()) -> ItemState:
     """The state of one attempt: its Job, the pods listed for it, and their events.
 
-    ``pods`` are the Job's own (``pods_of`` picks them from a wider list); ``events`` may
+    ``pods`` are the Job's own (`PodsByJob` picks them from a wider list); ``events`` may
     be the namespace's: only those about the Job and its pod are read.
     """
     pod = _newest(pods)

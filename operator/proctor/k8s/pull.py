@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from proctor import dataset
+from proctor.exits import BadInput
 from proctor.k8s.api import Kube
 from proctor.k8s.manifests import COMPONENT, owner_labels
 from proctor.k8s.store import RESULT_KIND, read_result
-from proctor.exits import BadInput
 from proctor.manifest import parse_resource
 from proctor.model import WorkItem
 from proctor.results import ResultsFolder, write_outputs
