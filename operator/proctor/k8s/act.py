@@ -44,7 +44,7 @@ class Tracked:
     agent_label: str = ""
     expected: Expectations = field(default_factory=Expectations)
     plan: tuple[Any, list[WorkItem]] = (None, [])  # (generation, dataset fingerprint), items
-    tasks: dict[str, Obj] = field(default_factory=dict)  # the plan's task ConfigMaps
+    tasks: dict[str, Obj] = field(default_factory=dict)  # task ConfigMaps made, by task
     status_at: float = float("-inf")
     written: Obj | None = None
     agent: tuple[str, str] | None = None  # its AgentUnderTest, and the items in flight there
@@ -98,15 +98,13 @@ class Pass:
         if task is None:
             task = manifests.task_configmap(self.evaluation, instance, {})
             kopf.adopt(task, owner=self.body)
+            await asyncio.to_thread(self.kube.create, task)
             self.tracked.tasks[instance.instance_id] = task
         job = manifests.desired_job(
             self.evaluation, self.agent, item, instance, task, runner_version=__version__,
             runner_image_default=self.runner_image, kept_patch=kept_patch, attempt=attempt,
             preferred_node=self.nodes.get(instance.instance_id))
         kopf.adopt(job, owner=self.body)
-        if task["metadata"]["name"] not in self.tracked.expected.tasks:
-            await asyncio.to_thread(self.kube.create, task)
-            self.tracked.expected.tasks.add(task["metadata"]["name"])
         if await asyncio.to_thread(self.kube.create, job):
             log.info("Created Job %s item=%s", job["metadata"]["name"], item.key)
         self.tracked.expected.created(job)

@@ -15,7 +15,7 @@ import orjson
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from proctor.k8s.manifests import LABEL_ITEM
+from proctor.k8s.manifests import LABEL_ITEM, selector
 
 GROUP, VERSION = "proctor.dev", "v1alpha1"
 Obj = dict[str, Any]
@@ -31,10 +31,6 @@ def load_config() -> None:
         config.load_incluster_config()
     except config.ConfigException:
         config.load_kube_config()
-
-
-def selector(labels: Mapping[str, str]) -> str:
-    return ",".join(f"{k}={v}" for k, v in labels.items())
 
 
 def _json(response: Any) -> Any:

@@ -56,7 +56,7 @@ from proctor import dataset
 from proctor.exporter import Metrics
 from proctor.k8s import conditions, manifests, reconcile, store
 from proctor.k8s.act import Pass, Tracked, write_status
-from proctor.k8s.api import Kube, load_config, selector
+from proctor.k8s.api import Kube, load_config
 from proctor.k8s.names import label_value
 from proctor.k8s.podstatus import PodsByJob, item_state
 from proctor.k8s.reconcile import Decision, ItemView, Settings
@@ -300,7 +300,7 @@ async def _startup(settings: kopf.OperatorSettings, **kwargs: Any) -> None:
     # Watch only what the operator made (and Warning events), not every pod of the cluster.
     for resource, labels in ((("batch", "jobs"), PROCTOR), (("v1", "pods"), PROCTOR),
                              (("v1", "configmaps"), RESULTS)):
-        settings.watching.label_selectors[resource] = selector(labels)
+        settings.watching.label_selectors[resource] = manifests.selector(labels)
     settings.watching.field_selectors["v1", "events"] = "type=Warning"
     load_config()
     _METRICS = _METRICS or Metrics()

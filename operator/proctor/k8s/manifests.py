@@ -118,6 +118,11 @@ def _digest(data: Mapping[str, str]) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
+def selector(labels: Mapping[str, str]) -> str:
+    """The label selector of the objects that carry all of ``labels``."""
+    return ",".join(f"{k}={v}" for k, v in labels.items())
+
+
 def owner_labels(evaluation: Evaluation) -> dict[str, str]:
     """Labels of everything an Evaluation owns: the operator lists its children by them."""
     return {MANAGED_BY: "proctor", LABEL_EVALUATION: label_value(evaluation.name)}
@@ -220,41 +225,34 @@ def _check_size(data: Mapping[str, str], what: str) -> None:
             f"leave the task out (dataset.instanceIds) or use fewer prompt variations")
 
 
+def immutable_configmap(evaluation: Evaluation, name: str, labels: Mapping[str, str],
+                        data: Mapping[str, str]) -> dict[str, Any]:
+    """A ConfigMap the Evaluation owns, named by its content: it never changes, so it is
+    immutable, and the kubelet need not watch it (thousands of pods would each keep a
+    watch open)."""
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": evaluation.namespace,
+                         "labels": {**owner_labels(evaluation), **labels}},
+            "immutable": True, "data": dict(data)}
+
+
 def task_configmap(evaluation: Evaluation, instance: Instance, variants: Mapping[str, str],
                    predictions: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The ConfigMap of one task's data, named by its content (see ``task_data``).
-
-    Immutable: the content decides the name, so it never changes, and the kubelet need not
-    watch it (thousands of pods would otherwise each keep a watch open).
-    """
+    """The ConfigMap of one task's data, named by its content (see ``task_data``)."""
     data = task_data(evaluation, instance, variants, predictions)
     _check_size(data, f"the task data of {instance.instance_id}")
-    labels = {**owner_labels(evaluation), COMPONENT: "task",
-              LABEL_INSTANCE: label_value(instance.instance_id)}
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": configmap_name(evaluation.name, "task", _digest(data)),
-                     "namespace": evaluation.namespace, "labels": labels},
-        "immutable": True,
-        "data": data,
-    }
+    return immutable_configmap(
+        evaluation, configmap_name(evaluation.name, "task", _digest(data)),
+        {COMPONENT: "task", LABEL_INSTANCE: label_value(instance.instance_id)}, data)
 
 
 def patch_configmap(evaluation: Evaluation, item: WorkItem, patch: str) -> dict[str, Any]:
     """The patch an earlier attempt got from the agent, for a retry not to ask again."""
     data = {"patch.diff": patch}
     _check_size(data, f"the kept patch of {item.key}")
-    labels = {**owner_labels(evaluation), COMPONENT: "kept-patch", LABEL_ITEM: item.id}
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": configmap_name(evaluation.name, "patch",
-                                            _digest({"item": item.id, **data})),
-                     "namespace": evaluation.namespace, "labels": labels},
-        "immutable": True,
-        "data": data,
-    }
+    name = configmap_name(evaluation.name, "patch", _digest({"item": item.id, **data}))
+    return immutable_configmap(evaluation, name, {COMPONENT: "kept-patch", LABEL_ITEM: item.id},
+                               data)
 
 
 # --- The pod's steps ------------------------------------------------------------------------

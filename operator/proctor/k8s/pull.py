@@ -15,8 +15,7 @@ from typing import Any
 from proctor import dataset
 from proctor.exits import BadInput
 from proctor.k8s.api import Kube
-from proctor.k8s.manifests import COMPONENT, owner_labels
-from proctor.k8s.store import RESULT_KIND, read_result
+from proctor.k8s.store import read_result, result_labels
 from proctor.manifest import parse_resource
 from proctor.model import WorkItem
 from proctor.results import ResultsFolder, write_outputs
@@ -27,12 +26,6 @@ from proctor.spec import Evaluation
 
 class PullError(BadInput):
     """The Evaluation cannot be pulled; the message says why."""
-
-
-def item_files(configmap: Mapping[str, Any]) -> dict[str, bytes]:
-    """file name -> content, from one kept result's binaryData (`x.gz` -> `x`)."""
-    return {name.removesuffix(".gz"): unpack(value)
-            for name, value in (configmap.get("binaryData") or {}).items()}
 
 
 def write_folder(evaluation: Evaluation, configmaps: Iterable[Mapping[str, Any]],
@@ -52,8 +45,8 @@ def write_folder(evaluation: Evaluation, configmaps: Iterable[Mapping[str, Any]]
         work = folder.work_dir(WorkItem(id=result.item_id, instance_id=result.instance_id,
                                         variant_id=result.variant_id, repeat=result.repeat))
         work.root.mkdir(parents=True, exist_ok=True)
-        for name, data in item_files(cm).items():
-            (work / name).write_bytes(data)
+        for name, packed in (cm.get("binaryData") or {}).items():  # x.gz -> x
+            (work / name.removesuffix(".gz")).write_bytes(unpack(packed))
         write_json(work / "result.json", result.model_dump(mode="json"))
         write_json(work / "report.json", result.swebench_report())
         folder.append(result)
@@ -67,8 +60,7 @@ def pull(kube: Kube, namespace: str, name: str, out: Path) -> int:
     if body is None:
         raise PullError(f"Evaluation {name!r} not found in namespace {namespace}")
     evaluation = parse_resource(body)
-    configmaps = kube.list_configmaps(namespace, {**owner_labels(evaluation),
-                                                 COMPONENT: RESULT_KIND})["items"]
+    configmaps = kube.list_configmaps(namespace, result_labels(evaluation))["items"]
     count = write_folder(evaluation, configmaps, out)
     ds = evaluation.spec.dataset
     try:

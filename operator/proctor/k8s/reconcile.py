@@ -30,7 +30,7 @@ from typing import Any
 
 from proctor import __version__
 from proctor.k8s.conditions import ItemCounts, evaluation_status, set_condition
-from proctor.k8s.manifests import LABEL_ATTEMPT, LABEL_ITEM
+from proctor.k8s.manifests import LABEL_ATTEMPT, LABEL_ITEM, selector
 from proctor.k8s.podstatus import (
     ItemState,
     Phase,
@@ -341,5 +341,4 @@ def build_status(evaluation: Evaluation, agent_label: str, views: Sequence[ItemV
         generation=generation, agent=agent_label, counts=counts(views), results=results,
         conditions=conditions, dataset_fingerprint=fingerprint, start_time=start,
         completion_time=end,
-        results_ref={"kind": "ConfigMap", "labelSelector": ",".join(
-            f"{k}={v}" for k, v in result_labels(evaluation).items())})
+        results_ref={"kind": "ConfigMap", "labelSelector": selector(result_labels(evaluation))})

@@ -17,7 +17,7 @@ import yaml
 
 from proctor import __version__
 from proctor.dataset import Selection
-from proctor.k8s.conditions import SERVICE_MODE_UNSUPPORTED, agent_mode
+from proctor.k8s.conditions import agent_refusal
 from proctor.k8s.manifests import TaskTooLarge, desired_objects
 from proctor.model import WorkItem
 from proctor.prepare import Refusal
@@ -35,8 +35,8 @@ def agent_of(evaluation: Evaluation, agents: Sequence[AgentUnderTest]) -> AgentU
         raise Refusal("AgentNotFound", f"Evaluation {evaluation.name!r} asks AgentUnderTest "
                                        f"{ref!r} in namespace {evaluation.namespace}: pass its "
                                        f"manifest too (-f agent.yaml)")
-    if agent_mode(found[0]) == "service":
-        raise Refusal("AgentModeUnsupported", SERVICE_MODE_UNSUPPORTED)
+    if refusal := agent_refusal(found[0], allow_local=True):  # loopback: the operator's flag
+        raise Refusal(*refusal)
     return found[0]
 
 
