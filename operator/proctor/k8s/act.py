@@ -138,7 +138,7 @@ class Pass:
         text = await asyncio.to_thread(self.kube.pod_log, self.evaluation.namespace,
                                        view.state.pod, "grade")
         full, artifacts = parse_grade_log(text)
-        result = reconcile.harvested_result(self.evaluation, view, full, "")
+        result = reconcile.harvested_result(self.evaluation, view, full)
         await self._keep(view, result, artifacts)
         if result.timings.total_seconds is not None:
             self.metrics.job_seconds.labels(self.evaluation.namespace, self.tracked.agent_label

@@ -1,10 +1,6 @@
-"""One reconcile pass of an Evaluation, decided as a pure function of what is observed.
-
-The operator (the shell) reads the Evaluation's Jobs, pods, events and kept results,
-calls `observe` on the items `in_play` and `decide`, carries out the decision (reading
-logs where a result or a patch must be fetched), then writes the status `build_status`
-returns from every item's view.
-Nothing here reads the previous status except a condition's lastTransitionTime.
+"""One reconcile pass of an Evaluation, decided as a pure function of what is observed
+(the controller's docstring shows the pass). Nothing here reads the previous status except
+a condition's lastTransitionTime.
 
 Per item, level-based:
 
@@ -209,45 +205,46 @@ def _degraded_message(view: ItemView) -> str:
     return f"{view.item.key}: {state.reason}: {state.message}"[:1000]
 
 
+def _new_result(evaluation: Evaluation, view: ItemView, **fields: Any) -> RunResult:
+    item = view.item
+    return RunResult(item_id=item.id, instance_id=item.instance_id, variant_id=item.variant_id,
+                     repeat=item.repeat, runner_version=__version__,
+                     **_of_attempts(evaluation, view), **fields)
+
+
+def _of_attempts(evaluation: Evaluation, view: ItemView) -> dict[str, Any]:
+    """What a kept result says that the operator knows and the pod does not."""
+    assert view.state is not None
+    return {"include_hints": evaluation.spec.dataset.include_hints,
+            "predictions": evaluation.spec.predictions.source, "attempts": view.attempt + 1,
+            "images": {k: v.image_id or v.image for k, v in view.state.images.items()}}
+
+
 def failure_result(evaluation: Evaluation, view: ItemView) -> RunResult:
     """The error result of an item whose last attempt failed and will not be retried."""
     state = view.state
     assert state is not None
-    item = view.item
-    kind = state.error_kind or ErrorKind.INFRA
     tries = view.attempt + 1
     message = f"{state.reason}: {state.message}".strip(": ")
     if state.retryable:
         message += f" (after {tries} attempt{'s' if tries > 1 else ''})"
-    return RunResult(item_id=item.id, instance_id=item.instance_id, variant_id=item.variant_id,
-                     repeat=item.repeat, outcome=Outcome.ERROR, error_kind=kind,
-                     error_message=message[:2000], attempts=tries,
-                     include_hints=evaluation.spec.dataset.include_hints,
-                     predictions=evaluation.spec.predictions.source,
-                     images={k: v.image_id or v.image for k, v in state.images.items()},
-                     runner_version=__version__)
+    return _new_result(evaluation, view, outcome=Outcome.ERROR, error_message=message[:2000],
+                       error_kind=state.error_kind or ErrorKind.INFRA)
 
 
-def harvested_result(evaluation: Evaluation, view: ItemView, full: dict | None,
-                     repo: str) -> RunResult:
+def harvested_result(evaluation: Evaluation, view: ItemView, full: dict | None) -> RunResult:
     """The kept result of a succeeded attempt: the grade log's, else the compact one."""
     state = view.state
     assert state is not None
-    item = view.item
-    extra = {"include_hints": evaluation.spec.dataset.include_hints,
-             "predictions": evaluation.spec.predictions.source, "attempts": view.attempt + 1,
-             "images": {k: v.image_id or v.image for k, v in state.images.items()}, "repo": repo}
     if full is not None:
-        result = RunResult.model_validate({**full, **extra})
+        result = RunResult.model_validate({**full, **_of_attempts(evaluation, view)})
         result.timings = step_timings(state, result.timings.eval_seconds)
         return result
     compact = state.result or {}
-    return RunResult(item_id=item.id, instance_id=item.instance_id, variant_id=item.variant_id,
-                     repeat=item.repeat, outcome=Outcome(compact.get("outcome", "error")),
-                     error_kind=compact.get("error_kind"),
-                     error_message=compact.get("message") or
-                     "the full result was lost; kept the pod's compact result",
-                     runner_version=__version__, **extra)
+    lost = "the full result was lost; kept the pod's compact result"
+    return _new_result(evaluation, view, outcome=Outcome(compact.get("outcome", "error")),
+                       error_kind=compact.get("error_kind"),
+                       error_message=compact.get("message") or lost)
 
 
 def step_timings(state: ItemState, eval_seconds: float | None) -> Timings:
