@@ -81,16 +81,6 @@ class Step:
 
 
 @dataclass(frozen=True)
-class ImageRef:
-    """The image a container ran, and its registry digest when the runtime reports one."""
-
-    image: str
-    image_id: str
-    digest: str | None
-    """``sha256:...`` after the ``@`` of imageID; None when the runtime gives only a local id."""
-
-
-@dataclass(frozen=True)
 class ItemState:
     """What an attempt's Job and pod say; see the module docstring."""
 
@@ -115,7 +105,7 @@ class ItemState:
     """The grade step's compact result, when it succeeded and could be read."""
     pod: str | None = None
     node: str | None = None
-    images: dict[str, ImageRef] = field(default_factory=dict)
+    images: dict[str, str] = field(default_factory=dict)
     steps: tuple[Step, ...] = ()
 
 
@@ -137,13 +127,6 @@ def _true_conditions(obj: Obj) -> dict[str, Obj]:
     return {c["type"]: c for c in conditions if c.get("status") == "True"}
 
 
-def _owner_uids(pod: Obj) -> set[str]:
-    meta = pod.get("metadata", {})
-    labels = meta.get("labels") or {}
-    return {ref.get("uid") for ref in meta.get("ownerReferences") or []} | {
-        labels.get("batch.kubernetes.io/controller-uid"), labels.get("controller-uid")}
-
-
 class PodsByJob:
     """Pods indexed by the Job that made them, once for many Jobs: by the Job's uid (owner
     reference, ``controller-uid`` labels), else by its name (``job-name`` labels).
@@ -152,20 +135,20 @@ class PodsByJob:
     """
 
     def __init__(self, pods: Sequence[Obj]):
-        self._by_uid: dict[str, list[Obj]] = {}
-        self._by_name: dict[str, list[Obj]] = {}
+        self._pods: dict[tuple[str, str], list[Obj]] = {}
         for pod in pods:
-            labels = pod.get("metadata", {}).get("labels") or {}
-            names = {labels.get("batch.kubernetes.io/job-name"), labels.get("job-name")}
-            for uid in _owner_uids(pod) - {None, ""}:
-                self._by_uid.setdefault(uid, []).append(pod)
-            for name in names - {None, ""}:
-                self._by_name.setdefault(name, []).append(pod)
+            meta = pod.get("metadata", {})
+            labels = meta.get("labels") or {}
+            uids = [ref.get("uid") for ref in meta.get("ownerReferences") or []]
+            uids += [labels.get("batch.kubernetes.io/controller-uid"), labels.get("controller-uid")]
+            names = [labels.get("batch.kubernetes.io/job-name"), labels.get("job-name")]
+            for key in {("uid", u) for u in uids if u} | {("name", n) for n in names if n}:
+                self._pods.setdefault(key, []).append(pod)
 
     def of(self, job: Obj) -> list[Obj]:
         meta = job.get("metadata", {})
-        uid, name = meta.get("uid"), meta.get("name")
-        return list((uid and self._by_uid.get(uid)) or (name and self._by_name.get(name)) or [])
+        return list(self._pods.get(("uid", meta.get("uid"))) or
+                    self._pods.get(("name", meta.get("name"))) or [])
 
 
 def _about(event: Obj) -> Obj:
@@ -216,17 +199,13 @@ def steps_of(pod: Obj) -> tuple[Step, ...]:
                  for name, init, sidecar in order)
 
 
-def images_of(pod: Obj) -> dict[str, ImageRef]:
-    """The image each container ran, by container name (only those that pulled one)."""
+def images_of(pod: Obj) -> dict[str, str]:
+    """The image each container ran, by container name (only those that pulled one): its
+    imageID, which names the registry digest where the runtime knows it."""
     status = pod.get("status") or {}
-    found: dict[str, ImageRef] = {}
-    for key in ("initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses"):
-        for s in status.get(key) or []:
-            image_id = s.get("imageID") or ""
-            if image_id:
-                digest = image_id.rpartition("@")[2] if "@" in image_id else None
-                found[s["name"]] = ImageRef(s.get("image", ""), image_id, digest)
-    return found
+    return {s["name"]: s["imageID"] for key in ("initContainerStatuses", "containerStatuses",
+                                                "ephemeralContainerStatuses")
+            for s in status.get(key) or [] if s.get("imageID")}
 
 
 def _newest(pods: Sequence[Obj]) -> Obj | None:

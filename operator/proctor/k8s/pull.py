@@ -35,13 +35,9 @@ def write_folder(evaluation: Evaluation, configmaps: Iterable[Mapping[str, Any]]
     folder.claim({"evaluation": evaluation.name, "source": "cluster",
                   "spec": evaluation.spec.model_dump(mode="json", by_alias=True)})
     folder.results_path.unlink(missing_ok=True)  # pulled afresh: the cluster is the truth
-    kept = sorted(((read_result(cm), cm) for cm in configmaps),
-                  key=lambda rc: (rc[0].instance_id, rc[0].variant_id, rc[0].repeat)
-                  if rc[0] else ("", "", 0))
-    count = 0
+    kept = [(result, cm) for cm in configmaps if (result := read_result(cm)) is not None]
+    kept.sort(key=lambda rc: (rc[0].instance_id, rc[0].variant_id, rc[0].repeat))
     for result, cm in kept:
-        if result is None:
-            continue
         work = folder.work_dir(WorkItem(id=result.item_id, instance_id=result.instance_id,
                                         variant_id=result.variant_id, repeat=result.repeat))
         work.root.mkdir(parents=True, exist_ok=True)
@@ -50,8 +46,7 @@ def write_folder(evaluation: Evaluation, configmaps: Iterable[Mapping[str, Any]]
         write_json(work / "result.json", result.model_dump(mode="json"))
         write_json(work / "report.json", result.swebench_report())
         folder.append(result)
-        count += 1
-    return count
+    return len(kept)
 
 
 def pull(kube: Kube, namespace: str, name: str, out: Path) -> int:

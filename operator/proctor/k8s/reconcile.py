@@ -217,7 +217,7 @@ def _of_attempts(evaluation: Evaluation, view: ItemView) -> dict[str, Any]:
     assert view.state is not None
     return {"include_hints": evaluation.spec.dataset.include_hints,
             "predictions": evaluation.spec.predictions.source, "attempts": view.attempt + 1,
-            "images": {k: v.image_id or v.image for k, v in view.state.images.items()}}
+            "images": dict(view.state.images)}
 
 
 def failure_result(evaluation: Evaluation, view: ItemView) -> RunResult:
@@ -293,20 +293,19 @@ def conditions_for(old: Sequence[Obj], views: Sequence[ItemView], decision: Deci
     tally = counts(views)
     finished = tally.done == tally.total
     in_flight = tally.running + tally.pending
-    conditions = set_condition(old, "Ready", True, "Valid", "the spec, agent and dataset are "
-                               "usable", now=now, observed_generation=generation)
     running = "Suspended" if suspended else "ItemsInFlight" if in_flight else "Idle"
     suffix = "; suspended: no item starts" if suspended else ""
-    conditions = set_condition(conditions, "Running", in_flight > 0, running,
-                               f"{tally.running} running, {tally.pending} pending{suffix}",
-                               now=now, observed_generation=generation)
-    conditions = set_condition(conditions, "Succeeded", finished,
-                               "AllItemsDone" if finished else "InProgress",
-                               f"{tally.done} of {tally.total} items done", now=now,
-                               observed_generation=generation)
-    reason, message = decision.degraded or ("AsExpected", "")
-    return set_condition(conditions, "Degraded", decision.degraded is not None, reason, message,
-                         now=now, observed_generation=generation)
+    degraded = decision.degraded or ("AsExpected", "")
+    conditions = list(old)
+    for change in (
+            ("Ready", True, "Valid", "the spec, agent and dataset are usable"),
+            ("Running", in_flight > 0, running,
+             f"{tally.running} running, {tally.pending} pending{suffix}"),
+            ("Succeeded", finished, "AllItemsDone" if finished else "InProgress",
+             f"{tally.done} of {tally.total} items done"),
+            ("Degraded", decision.degraded is not None, *degraded)):
+        conditions = set_condition(conditions, *change, now=now, observed_generation=generation)
+    return conditions
 
 
 def invalid_conditions(old: Sequence[Obj], reason: str, message: str, now: str,
