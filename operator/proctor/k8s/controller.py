@@ -230,7 +230,7 @@ class Controller:
             return item_state(job, own, [e for name in names
                                          for e in self._all("warnings", (key[0], name))])
         chosen = items if rows is None else reconcile.in_play(items, jobs, kept.keys(), rows)
-        return reconcile.observe(chosen, jobs, (), (), kept, state_of)
+        return reconcile.observe(chosen, jobs, kept, state_of)
 
     # --- the status ------------------------------------------------------------------------
 

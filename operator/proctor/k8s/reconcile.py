@@ -30,8 +30,6 @@ from proctor.k8s.manifests import LABEL_ATTEMPT, LABEL_ITEM, selector
 from proctor.k8s.podstatus import (
     ItemState,
     Phase,
-    PodsByJob,
-    item_state,
     parse_time,
     seconds_since,
 )
@@ -99,30 +97,19 @@ def attempt_of(job: Obj) -> int:
     return int(labels.get(LABEL_ATTEMPT, "0"))
 
 
-def observe(items: Sequence[WorkItem], jobs: Sequence[Obj], pods: Sequence[Obj],
-            events: Sequence[Obj], kept: Mapping[str, RunResult],
-            state_of: Callable[[Obj], ItemState] | None = None) -> list[ItemView]:
-    """Each planned item with its Jobs (oldest attempt first) and its kept result.
-    ``state_of(job)``, if given, is `item_state` of the Job with its own pods and events
-    (the controller's indexes hold them by Job); else they are picked from ``pods`` and
-    ``events``."""
+def observe(items: Sequence[WorkItem], jobs: Sequence[Obj], kept: Mapping[str, RunResult],
+            state_of: Callable[[Obj], ItemState]) -> list[ItemView]:
+    """Each planned item with its Jobs (oldest attempt first), its kept result, and the
+    state of its latest Job: ``state_of(job)``, `item_state` of the Job with its own pods
+    and events."""
     by_item: dict[str, list[Obj]] = {}
-    for job in jobs:
-        item_id = item_of(job)
-        if item_id:
-            by_item.setdefault(item_id, []).append(job)
+    for job in sorted(jobs, key=attempt_of):
+        by_item.setdefault(item_of(job), []).append(job)
     views = []
-    if state_of is None:
-        pods_by_job = PodsByJob(pods)
-        state_of = lambda job: item_state(job, pods_by_job.of(job), events)  # noqa: E731
     for item in items:
-        own, result = by_item.get(item.id), kept.get(item.id)
-        if not own:
-            views.append(ItemView(item, [], None, result))
-            continue
-        own.sort(key=attempt_of)
+        own, result = by_item.get(item.id, []), kept.get(item.id)
         # A kept result ends the item: its Jobs' state no longer matters (they are deleted).
-        state = state_of(own[-1]) if result is None else None
+        state = state_of(own[-1]) if own and result is None else None
         views.append(ItemView(item, own, state, result))
     return views
 
