@@ -25,7 +25,7 @@ terminating and holding its node).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -161,9 +161,11 @@ def events_of(kind: str, name: str, events: Sequence[Obj]) -> list[Obj]:
     return [e for e in events if _about(e).get("kind") == kind and _about(e).get("name") == name]
 
 
-def _event_time(event: Obj) -> str | None:
-    return (event.get("firstTimestamp") or event.get("eventTime")
-            or event.get("metadata", {}).get("creationTimestamp"))
+def _earliest(events: Iterable[Obj]) -> str | None:
+    """When the first of ``events`` happened."""
+    times = [t for e in events if (t := e.get("firstTimestamp") or e.get("eventTime")
+                                   or e.get("metadata", {}).get("creationTimestamp"))]
+    return min(times, key=parse_time) if times else None
 
 
 def _step(status: Obj, init: bool, sidecar: bool) -> Step:
@@ -282,22 +284,16 @@ def _failed(job: Obj, pod: Obj | None, common: dict[str, Any]) -> ItemState:
     return _failed_step(pod, common)
 
 
-def _killed(step: Step, common: dict[str, Any]) -> ItemState:
-    """A step killed by the kernel or the kubelet: exit 137 is SIGKILL, mostly memory."""
-    if step.reason == "OOMKilled":
-        cause, why = "OOMKilled", "out of memory"
-    else:
-        cause, why = "Killed", "killed by SIGKILL, most likely out of memory"
-    return _infra(cause, f"step {step.name} exited {step.exit_code}: {why}", step=step.name,
-                  exit_code=step.exit_code, since=step.finished_at, **common)
-
-
 def _failed_step(pod: Obj, common: dict[str, Any]) -> ItemState:
     """The first step that ended badly: OOM, killed (137), or a non-zero exit."""
-    ended = [s for s in steps_of(pod) if s.state == "terminated"]
-    for step in ended:
+    ended = [s for s in common["steps"] if s.state == "terminated"]
+    for step in ended:  # killed by the kernel or the kubelet: 137 is SIGKILL, mostly memory
         if step.reason == "OOMKilled" or step.exit_code == 137:
-            return _killed(step, common)
+            oom = step.reason == "OOMKilled"
+            why = "out of memory" if oom else "killed by SIGKILL, most likely out of memory"
+            return _infra("OOMKilled" if oom else "Killed",
+                          f"step {step.name} exited {step.exit_code}: {why}", step=step.name,
+                          exit_code=step.exit_code, since=step.finished_at, **common)
     for step in ended:
         if step.exit_code and not step.sidecar:
             detail = f": {step.message.strip()[-500:]}" if step.message else ""
@@ -337,11 +333,8 @@ def _waiting_since(pod: Obj, steps: Sequence[Step], index: int) -> str | None:
 def _first_failure(pod: Obj, step: str, events: Sequence[Obj]) -> str | None:
     """The first event of the kubelet failing a step (its image pull, its config)."""
     name = pod.get("metadata", {}).get("name") or ""
-    times = [t for e in events_of("Pod", name, events)
-             if e.get("type") == "Warning"
-             and _about(e).get("fieldPath", "").endswith(f"{{{step}}}")
-             and (t := _event_time(e))]
-    return min(times, key=parse_time) if times else None
+    return _earliest(e for e in events_of("Pod", name, events) if e.get("type") == "Warning"
+                     and _about(e).get("fieldPath", "").endswith(f"{{{step}}}"))
 
 
 def _stuck(pod: Obj, steps: Sequence[Step], events: Sequence[Obj],
@@ -386,12 +379,11 @@ def _no_pod(job: Obj, events: Sequence[Obj], common: dict[str, Any]) -> ItemStat
     """A Job without a pod: just created, or its pods refused (FailedCreate)."""
     name = job.get("metadata", {}).get("name") or ""
     refused = [e for e in events_of("Job", name, events) if e.get("reason") == "FailedCreate"]
-    times = [t for e in refused if (t := _event_time(e))]
     if refused:
         # The job-controller keeps trying; nothing changes until a person fixes the cause.
         return ItemState(phase=Phase.PENDING, reason="FailedCreate",
-                         message=refused[-1].get("message") or "",
-                         since=min(times, key=parse_time) if times else None, **common)
+                         message=refused[-1].get("message") or "", since=_earliest(refused),
+                         **common)
     created = job.get("metadata", {}).get("creationTimestamp")
     return ItemState(phase=Phase.PENDING, reason="Created", since=created, **common)
 
