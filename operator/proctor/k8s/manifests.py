@@ -45,6 +45,8 @@ WORKSPACE_DIR = "/workspace"
 """Mount point of the agent's own copy of the repository (sidecar agents)."""
 REPO_DIR = f"{WORKSPACE_DIR}/repo"
 """The repository as a sidecar agent sees it, sent to it as REPO_DIR."""
+WORK_MOUNT = {"name": "work", "mountPath": WORK_DIR}
+WORKSPACE_MOUNT = {"name": "workspace", "mountPath": WORKSPACE_DIR}
 
 DEFAULT_RUNNER_IMAGE = "proctor-runner"
 """Runner image when neither the spec nor the operator names one; tagged with the version."""
@@ -297,10 +299,6 @@ def _token_env(agent: AgentUnderTest | None) -> list[dict[str, Any]]:
     return [{"name": "PROCTOR_AGENT_TOKEN", "valueFrom": {"secretKeyRef": ref}},
             {"name": "PROCTOR_AGENT_AUTH_HEADER", "value": auth.header},
             {"name": "PROCTOR_AGENT_AUTH_SCHEME", "value": auth.scheme}]
-
-
-WORK_MOUNT = {"name": "work", "mountPath": WORK_DIR}
-WORKSPACE_MOUNT = {"name": "workspace", "mountPath": WORKSPACE_DIR}
 
 
 def _step(name: str, image: str, command: Sequence[str], resources: Mapping[str, Any],

@@ -177,19 +177,13 @@ def decide(evaluation: Evaluation, views: Sequence[ItemView], now: datetime,
                 decision.give_up.append((view, failure_result(evaluation, view)))
         else:
             held += 1
-            if state.reason == "FailedCreate" or (state.retryable and state.phase ==
-                                                    Phase.PENDING):
-                decision.degraded = (state.reason, _degraded_message(view))
+            if state.reason == "FailedCreate" or state.retryable:  # refused, or not pulled
+                message = f"{view.item.key}: {state.reason}: {state.message}"
+                decision.degraded = (state.reason, message[:1000])
     if not spec.suspend:
         free = max(0, spec.max_concurrent_rows - held)
         decision.start = [v.item for v in views if not v.jobs and v.result is None][:free]
     return decision
-
-
-def _degraded_message(view: ItemView) -> str:
-    state = view.state
-    assert state is not None
-    return f"{view.item.key}: {state.reason}: {state.message}"[:1000]
 
 
 def _new_result(evaluation: Evaluation, view: ItemView, **fields: Any) -> RunResult:

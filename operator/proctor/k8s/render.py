@@ -49,7 +49,7 @@ def render(evaluation: Evaluation, agent: AgentUnderTest | None, selection: Sele
     ``runner_image_default`` is the operator's default runner image (the chart sets it
     from its values), used when spec.runner.image is unset.
     """
-    chosen = list(items) if n is None else list(items)[:n]
+    chosen = list(items)[:n]  # all when None
     try:
         configmaps, jobs = desired_objects(evaluation, agent, chosen, selection.by_id,
                                            runner_version=__version__,
