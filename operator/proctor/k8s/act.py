@@ -149,11 +149,13 @@ class Pass:
         twice. The failed Job is deleted only once the next one exists."""
         state, item, spec = view.state, view.item, self.evaluation.spec
         assert state is not None
-        asked = any(s.name == "solve" and s.started_at for s in state.steps)
+        # A given patch (gold, file) is in the task: only an agent's answer is kept.
+        asked = spec.predictions.source == "agent" and any(
+            s.name == "solve" and s.started_at for s in state.steps)
         text = await asyncio.to_thread(self.kube.pod_log, self.evaluation.namespace, state.pod,
                                        "solve") if state.pod and asked else ""
         patch = patch_from_log(text) if text else None
-        if patch is None and asked and spec.predictions.source == "agent":
+        if patch is None and asked:
             lost = f"the agent's answer was lost with its pod ({state.reason}); not asked again"
             result = reconcile.failure_result(self.evaluation, view)
             return await self._keep(view, result.model_copy(update={"error_message": lost}))
