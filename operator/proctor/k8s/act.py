@@ -44,7 +44,7 @@ class Tracked:
     agent_label: str = ""
     expected: Expectations = field(default_factory=Expectations)
     plan: tuple[Any, list[WorkItem]] = (None, [])  # (generation, dataset fingerprint), items
-    tasks: dict[str, Obj] = field(default_factory=dict)  # the plan's task ConfigMaps
+    tasks: dict[str, Obj] = field(default_factory=dict)  # task ConfigMaps made, by task
     status_at: float = float("-inf")
     written: Obj | None = None
     agent: tuple[str, str] | None = None  # its AgentUnderTest, and the items in flight there
@@ -98,15 +98,13 @@ class Pass:
         if task is None:
             task = manifests.task_configmap(self.evaluation, instance, {})
             kopf.adopt(task, owner=self.body)
+            await asyncio.to_thread(self.kube.create, task)
             self.tracked.tasks[instance.instance_id] = task
         job = manifests.desired_job(
             self.evaluation, self.agent, item, instance, task, runner_version=__version__,
             runner_image_default=self.runner_image, kept_patch=kept_patch, attempt=attempt,
             preferred_node=self.nodes.get(instance.instance_id))
         kopf.adopt(job, owner=self.body)
-        if task["metadata"]["name"] not in self.tracked.expected.tasks:
-            await asyncio.to_thread(self.kube.create, task)
-            self.tracked.expected.tasks.add(task["metadata"]["name"])
         if await asyncio.to_thread(self.kube.create, job):
             log.info("Created Job %s item=%s", job["metadata"]["name"], item.key)
         self.tracked.expected.created(job)
@@ -140,7 +138,7 @@ class Pass:
         text = await asyncio.to_thread(self.kube.pod_log, self.evaluation.namespace,
                                        view.state.pod, "grade")
         full, artifacts = parse_grade_log(text)
-        result = reconcile.harvested_result(self.evaluation, view, full, "")
+        result = reconcile.harvested_result(self.evaluation, view, full)
         await self._keep(view, result, artifacts)
         if result.timings.total_seconds is not None:
             self.metrics.job_seconds.labels(self.evaluation.namespace, self.tracked.agent_label
@@ -151,11 +149,13 @@ class Pass:
         twice. The failed Job is deleted only once the next one exists."""
         state, item, spec = view.state, view.item, self.evaluation.spec
         assert state is not None
-        asked = any(s.name == "solve" and s.started_at for s in state.steps)
+        # A given patch (gold, file) is in the task: only an agent's answer is kept.
+        asked = spec.predictions.source == "agent" and any(
+            s.name == "solve" and s.started_at for s in state.steps)
         text = await asyncio.to_thread(self.kube.pod_log, self.evaluation.namespace, state.pod,
                                        "solve") if state.pod and asked else ""
         patch = patch_from_log(text) if text else None
-        if patch is None and asked and spec.predictions.source == "agent":
+        if patch is None and asked:
             lost = f"the agent's answer was lost with its pod ({state.reason}); not asked again"
             result = reconcile.failure_result(self.evaluation, view)
             return await self._keep(view, result.model_copy(update={"error_message": lost}))

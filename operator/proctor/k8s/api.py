@@ -8,14 +8,14 @@ controller runs them in asyncio's default executor. Reads of what the controller
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from proctor.k8s.manifests import LABEL_ITEM
+from proctor.k8s.manifests import LABEL_ITEM, selector
 
 GROUP, VERSION = "proctor.dev", "v1alpha1"
 Obj = dict[str, Any]
@@ -33,32 +33,8 @@ def load_config() -> None:
         config.load_kube_config()
 
 
-def selector(labels: Mapping[str, str]) -> str:
-    return ",".join(f"{k}={v}" for k, v in labels.items())
-
-
 def _json(response: Any) -> Any:
     return orjson.loads(response.data)
-
-
-def _list(list_method: Any, namespace: str, **selectors: str) -> Obj:
-    """A list object (``items`` and ``metadata.resourceVersion``), as plain JSON."""
-    return _json(list_method(namespace, _preload_content=False, **selectors))
-
-
-def lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
-    """The non-empty lines of a stream of chunks, which may end or begin mid-line (a raw
-    watch's events; `benchmarks/operator_sim.py` reads Jobs so)."""
-    pending: list[bytes] = []
-    for chunk in chunks:
-        *complete, last = chunk.split(b"\n")
-        if complete:
-            complete[0] = b"".join([*pending, complete[0]])
-            pending = []
-            yield from filter(None, complete)
-        pending.append(last)
-    if tail := b"".join(pending):
-        yield tail
 
 
 class Kube:
@@ -91,8 +67,8 @@ class Kube:
             GROUP, VERSION, namespace, plural, name, {"status": status})
 
     def list_configmaps(self, namespace: str, labels: Mapping[str, str]) -> Obj:
-        return _list(self.core.list_namespaced_config_map, namespace,
-                     label_selector=selector(labels))
+        return _json(self.core.list_namespaced_config_map(
+            namespace, label_selector=selector(labels), _preload_content=False))
 
     def pod_log(self, namespace: str, pod: str, container: str) -> str:
         try:

@@ -27,7 +27,7 @@ import ipaddress
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -38,19 +38,9 @@ from proctor.metrics import eval_result
 from proctor.model import ORIGINAL_VARIANT, RunResult
 from proctor.spec import AgentUnderTest
 
-CONDITION_TYPES = ("Ready", "Running", "Succeeded", "Degraded")
-"""The condition types of an Evaluation, in the order they are listed."""
 MESSAGE_MAX = 32768
 """metav1.Condition's limit on a message."""
 _REASON = re.compile(r"^[A-Z][A-Za-z0-9]*$")
-
-
-def _status_word(status: bool | str) -> str:
-    if isinstance(status, bool):
-        return "True" if status else "False"
-    if status not in ("True", "False", "Unknown"):
-        raise ValueError(f"condition status {status!r} is not True, False or Unknown")
-    return status
 
 
 def find_condition(conditions: Sequence[Mapping[str, Any]], type_: str
@@ -59,7 +49,7 @@ def find_condition(conditions: Sequence[Mapping[str, Any]], type_: str
     return next((c for c in conditions if c.get("type") == type_), None)
 
 
-def set_condition(conditions: Sequence[Mapping[str, Any]], type_: str, status: bool | str,
+def set_condition(conditions: Sequence[Mapping[str, Any]], type_: str, status: bool,
                   reason: str, message: str = "", *, now: str,
                   observed_generation: int | None = None) -> list[dict[str, Any]]:
     """``conditions`` with ``type_`` set; a new list, the input left as it was.
@@ -69,7 +59,7 @@ def set_condition(conditions: Sequence[Mapping[str, Any]], type_: str, status: b
     """
     if not _REASON.match(reason):
         raise ValueError(f"condition reason {reason!r} must be one CamelCase word")
-    word = _status_word(status)
+    word = "True" if status else "False"
     old = find_condition(conditions, type_)
     changed = old is None or old.get("status") != word
     new: dict[str, Any] = {
@@ -78,10 +68,8 @@ def set_condition(conditions: Sequence[Mapping[str, Any]], type_: str, status: b
     }
     if observed_generation is not None:
         new["observedGeneration"] = observed_generation
-    out = [dict(c) for c in conditions if c.get("type") != type_]
-    position = next((i for i, c in enumerate(conditions) if c.get("type") == type_), len(out))
-    out.insert(position, new)
-    return out
+    out = [new if c.get("type") == type_ else dict(c) for c in conditions]
+    return out if old is not None else [*out, new]
 
 
 # --- Evaluation status ----------------------------------------------------------------------
@@ -103,10 +91,6 @@ class ItemCounts:
     """A result is kept (any outcome, errors included)."""
     retries: int = 0
     """Attempts made again after an infrastructure failure, over all items."""
-
-    def as_status(self) -> dict[str, int]:
-        return {"total": self.total, "waiting": self.waiting, "pending": self.pending,
-                "running": self.running, "done": self.done, "retries": self.retries}
 
 
 def results_table(results: Sequence[RunResult]) -> dict[str, Any]:
@@ -137,7 +121,7 @@ def evaluation_status(*, generation: int | None, agent: str, counts: ItemCounts,
         "agent": agent,
         "progress": f"{counts.done}/{counts.total}",
         "resolvedPercent": resolved_percent(results),
-        "items": counts.as_status(),
+        "items": asdict(counts),
         "outcomes": dict(sorted(Counter(r.outcome.value for r in results).items())),
         "errorKinds": dict(sorted(Counter(r.error_kind.value for r in results
                                           if r.error_kind).items())),

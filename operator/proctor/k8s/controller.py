@@ -56,7 +56,7 @@ from proctor import dataset
 from proctor.exporter import Metrics
 from proctor.k8s import conditions, manifests, reconcile, store
 from proctor.k8s.act import Pass, Tracked, write_status
-from proctor.k8s.api import Kube, load_config, selector
+from proctor.k8s.api import Kube, load_config
 from proctor.k8s.names import label_value
 from proctor.k8s.podstatus import PodsByJob, item_state
 from proctor.k8s.reconcile import Decision, ItemView, Settings
@@ -230,7 +230,7 @@ class Controller:
             return item_state(job, own, [e for name in names
                                          for e in self._all("warnings", (key[0], name))])
         chosen = items if rows is None else reconcile.in_play(items, jobs, kept.keys(), rows)
-        return reconcile.observe(chosen, jobs, (), (), kept, state_of)
+        return reconcile.observe(chosen, jobs, kept, state_of)
 
     # --- the status ------------------------------------------------------------------------
 
@@ -300,7 +300,7 @@ async def _startup(settings: kopf.OperatorSettings, **kwargs: Any) -> None:
     # Watch only what the operator made (and Warning events), not every pod of the cluster.
     for resource, labels in ((("batch", "jobs"), PROCTOR), (("v1", "pods"), PROCTOR),
                              (("v1", "configmaps"), RESULTS)):
-        settings.watching.label_selectors[resource] = selector(labels)
+        settings.watching.label_selectors[resource] = manifests.selector(labels)
     settings.watching.field_selectors["v1", "events"] = "type=Warning"
     load_config()
     _METRICS = _METRICS or Metrics()

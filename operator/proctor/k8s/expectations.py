@@ -31,8 +31,6 @@ class Expectations:
     """Kept results by item id, until the index shows them."""
     deleted: dict[str, float] = field(default_factory=dict)
     """Deleted Jobs by name (each attempt of an item has a name of its own)."""
-    tasks: set[str] = field(default_factory=set)
-    """Task ConfigMaps (by name) known to exist: named by their content, never changed."""
 
     def created(self, job: Obj) -> None:
         self.jobs[job["metadata"]["name"]] = (self.clock(), job)

@@ -45,6 +45,8 @@ WORKSPACE_DIR = "/workspace"
 """Mount point of the agent's own copy of the repository (sidecar agents)."""
 REPO_DIR = f"{WORKSPACE_DIR}/repo"
 """The repository as a sidecar agent sees it, sent to it as REPO_DIR."""
+WORK_MOUNT = {"name": "work", "mountPath": WORK_DIR}
+WORKSPACE_MOUNT = {"name": "workspace", "mountPath": WORKSPACE_DIR}
 
 DEFAULT_RUNNER_IMAGE = "proctor-runner"
 """Runner image when neither the spec nor the operator names one; tagged with the version."""
@@ -118,6 +120,11 @@ def _digest(data: Mapping[str, str]) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
+def selector(labels: Mapping[str, str]) -> str:
+    """The label selector of the objects that carry all of ``labels``."""
+    return ",".join(f"{k}={v}" for k, v in labels.items())
+
+
 def owner_labels(evaluation: Evaluation) -> dict[str, str]:
     """Labels of everything an Evaluation owns: the operator lists its children by them."""
     return {MANAGED_BY: "proctor", LABEL_EVALUATION: label_value(evaluation.name)}
@@ -175,15 +182,6 @@ def runner_resources(resources: Mapping[str, Any] | None) -> dict[str, Any]:
     return out
 
 
-def _node_affinity(node: str | None) -> dict[str, Any] | None:
-    """Prefer the node that ran this task before: its big image is already there."""
-    if not node:
-        return None
-    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
-    return {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-        {"weight": 100, "preference": term}]}}
-
-
 # --- ConfigMaps -----------------------------------------------------------------------------
 
 
@@ -220,41 +218,34 @@ def _check_size(data: Mapping[str, str], what: str) -> None:
             f"leave the task out (dataset.instanceIds) or use fewer prompt variations")
 
 
+def immutable_configmap(evaluation: Evaluation, name: str, labels: Mapping[str, str],
+                        data: Mapping[str, str]) -> dict[str, Any]:
+    """A ConfigMap the Evaluation owns, named by its content: it never changes, so it is
+    immutable, and the kubelet need not watch it (thousands of pods would each keep a
+    watch open)."""
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": evaluation.namespace,
+                         "labels": {**owner_labels(evaluation), **labels}},
+            "immutable": True, "data": dict(data)}
+
+
 def task_configmap(evaluation: Evaluation, instance: Instance, variants: Mapping[str, str],
                    predictions: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The ConfigMap of one task's data, named by its content (see ``task_data``).
-
-    Immutable: the content decides the name, so it never changes, and the kubelet need not
-    watch it (thousands of pods would otherwise each keep a watch open).
-    """
+    """The ConfigMap of one task's data, named by its content (see ``task_data``)."""
     data = task_data(evaluation, instance, variants, predictions)
     _check_size(data, f"the task data of {instance.instance_id}")
-    labels = {**owner_labels(evaluation), COMPONENT: "task",
-              LABEL_INSTANCE: label_value(instance.instance_id)}
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": configmap_name(evaluation.name, "task", _digest(data)),
-                     "namespace": evaluation.namespace, "labels": labels},
-        "immutable": True,
-        "data": data,
-    }
+    return immutable_configmap(
+        evaluation, configmap_name(evaluation.name, "task", _digest(data)),
+        {COMPONENT: "task", LABEL_INSTANCE: label_value(instance.instance_id)}, data)
 
 
 def patch_configmap(evaluation: Evaluation, item: WorkItem, patch: str) -> dict[str, Any]:
     """The patch an earlier attempt got from the agent, for a retry not to ask again."""
     data = {"patch.diff": patch}
     _check_size(data, f"the kept patch of {item.key}")
-    labels = {**owner_labels(evaluation), COMPONENT: "kept-patch", LABEL_ITEM: item.id}
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": configmap_name(evaluation.name, "patch",
-                                            _digest({"item": item.id, **data})),
-                     "namespace": evaluation.namespace, "labels": labels},
-        "immutable": True,
-        "data": data,
-    }
+    name = configmap_name(evaluation.name, "patch", _digest({"item": item.id, **data}))
+    return immutable_configmap(evaluation, name, {COMPONENT: "kept-patch", LABEL_ITEM: item.id},
+                               data)
 
 
 # --- The pod's steps ------------------------------------------------------------------------
@@ -310,13 +301,6 @@ def _token_env(agent: AgentUnderTest | None) -> list[dict[str, Any]]:
             {"name": "PROCTOR_AGENT_AUTH_SCHEME", "value": auth.scheme}]
 
 
-def _mount(volume: str, path: str, read_only: bool = False) -> dict[str, Any]:
-    mount: dict[str, Any] = {"name": volume, "mountPath": path}
-    if read_only:
-        mount["readOnly"] = True
-    return mount
-
-
 def _step(name: str, image: str, command: Sequence[str], resources: Mapping[str, Any],
           mounts: Sequence[dict[str, Any]], env: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     container: dict[str, Any] = {
@@ -330,7 +314,7 @@ def _step(name: str, image: str, command: Sequence[str], resources: Mapping[str,
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
     if mounts:
-        container["volumeMounts"] = list(mounts)
+        container["volumeMounts"] = [dict(mount) for mount in mounts]
     if env:
         container["env"] = list(env)
     return container
@@ -342,7 +326,7 @@ def _sidecar_steps(agent: AgentUnderTest, instance: Instance, task_image: str,
     sidecar = agent.spec.sidecar
     assert sidecar is not None
     workspace = _step("workspace", task_image, ["bash", "-c", WORKSPACE_SCRIPT], resources,
-                      [_mount("workspace", WORKSPACE_DIR)],
+                      [WORKSPACE_MOUNT],
                       [{"name": "TESTBED", "value": TESTBED},
                        {"name": "BASE_COMMIT", "value": instance.base_commit},
                        {"name": "REPO_DIR", "value": REPO_DIR}])
@@ -359,7 +343,7 @@ def _sidecar_steps(agent: AgentUnderTest, instance: Instance, task_image: str,
         "startupProbe": {"tcpSocket": {"port": port}, "periodSeconds": 2,
                          "failureThreshold": AGENT_STARTUP_SECONDS // 2},
         "resources": copy.deepcopy(sidecar.resources or {}),
-        "volumeMounts": [_mount("workspace", WORKSPACE_DIR)],
+        "volumeMounts": [dict(WORKSPACE_MOUNT)],
     }
     return [workspace, agent_container]
 
@@ -387,20 +371,7 @@ def _task_volume(task: Mapping[str, Any], item: WorkItem, source: str,
     return {"name": "task", "projected": {"sources": sources}}
 
 
-def _volumes(task_volume: dict[str, Any], sidecar: bool) -> list[dict[str, Any]]:
-    volumes = [{"name": "work", "emptyDir": {"sizeLimit": WORK_VOLUME_LIMIT}}, task_volume]
-    if sidecar:
-        volumes.append({"name": "workspace", "emptyDir": {"sizeLimit": WORKSPACE_VOLUME_LIMIT}})
-    return volumes
-
-
 # --- The Job --------------------------------------------------------------------------------
-
-
-def _check_kept_patch(evaluation: Evaluation, kept_patch: Mapping[str, Any] | None) -> None:
-    if kept_patch is not None and evaluation.spec.predictions.source != "agent":
-        raise ValueError("a kept patch replaces the agent's answer; predictions.source is "
-                         f"{evaluation.spec.predictions.source!r}, whose patch is in the task")
 
 
 def _pod_spec(evaluation: Evaluation, agent: AgentUnderTest | None, item: WorkItem,
@@ -409,7 +380,6 @@ def _pod_spec(evaluation: Evaluation, agent: AgentUnderTest | None, item: WorkIt
     spec = evaluation.spec
     task_image = instance_image(instance, spec.runner.instance_image_registry)
     resources = runner_resources(spec.runner.resources)
-    work = _mount("work", WORK_DIR)
     sidecar = asks_agent(evaluation, kept_patch) and bool(agent and agent.spec.sidecar)
     token = _token_env(agent) if asks_agent(evaluation, kept_patch) else []
     init = [_step("pull", task_image, ["true"], PULL_RESOURCES, [])]
@@ -417,13 +387,13 @@ def _pod_spec(evaluation: Evaluation, agent: AgentUnderTest | None, item: WorkIt
         init += _sidecar_steps(agent, instance, task_image, resources)
     init += [
         _step("solve", runner, solve_command(evaluation, agent, kept_patch), resources,
-              [work, _mount("task", TASK_DIR, read_only=True)], token),
-        _step("test", task_image, ["bash", f"{WORK_DIR}/run.sh"], resources, [work],
+              [WORK_MOUNT, {"name": "task", "mountPath": TASK_DIR, "readOnly": True}], token),
+        _step("test", task_image, ["bash", f"{WORK_DIR}/run.sh"], resources, [WORK_MOUNT],
               [{"name": "TESTBED", "value": TESTBED}]),
     ]
     grade = _step("grade", runner, ["proctor", "runner", "grade", "--work-dir", WORK_DIR,
                                     "--termination-log", "/dev/termination-log", "--artifacts"],
-                  resources, [work])
+                  resources, [WORK_MOUNT])
     grade |= {"terminationMessagePath": "/dev/termination-log",
               "terminationMessagePolicy": "File"}
     pod: dict[str, Any] = {
@@ -434,16 +404,21 @@ def _pod_spec(evaluation: Evaluation, agent: AgentUnderTest | None, item: WorkIt
         "nodeSelector": {"kubernetes.io/arch": DEFAULT_ARCH, **(spec.runner.node_selector or {})},
         "initContainers": init,
         "containers": [grade],
-        "volumes": _volumes(_task_volume(task, item, spec.predictions.source, kept_patch),
-                            sidecar),
+        "volumes": [{"name": "work", "emptyDir": {"sizeLimit": WORK_VOLUME_LIMIT}},
+                    _task_volume(task, item, spec.predictions.source, kept_patch)],
     }
+    if sidecar:
+        pod["volumes"].append({"name": "workspace",
+                               "emptyDir": {"sizeLimit": WORKSPACE_VOLUME_LIMIT}})
     if spec.runner.tolerations:
         pod["tolerations"] = [dict(t) for t in spec.runner.tolerations]
     if spec.runner.image_pull_secrets:
         pod["imagePullSecrets"] = [{"name": s.name} for s in spec.runner.image_pull_secrets]
-    affinity = _node_affinity(preferred_node)
-    if affinity:
-        pod["affinity"] = affinity
+    if preferred_node:  # the node that ran this task before has its big image already
+        term = {"matchFields": [{"key": "metadata.name", "operator": "In",
+                                 "values": [preferred_node]}]}
+        pod["affinity"] = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 100, "preference": term}]}}
     return pod
 
 
@@ -458,7 +433,9 @@ def desired_job(evaluation: Evaluation, agent: AgentUnderTest | None, item: Work
     twice; ``preferred_node`` a node that ran this task before. The owner reference is
     left to ``kopf.adopt``.
     """
-    _check_kept_patch(evaluation, kept_patch)
+    if kept_patch is not None and evaluation.spec.predictions.source != "agent":
+        raise ValueError("a kept patch replaces the agent's answer; predictions.source is "
+                         f"{evaluation.spec.predictions.source!r}, whose patch is in the task")
     labels = item_labels(evaluation, item, attempt)
     runner = runner_image(evaluation, runner_version, runner_image_default)
     pod = _pod_spec(evaluation, agent, item, instance, task, runner, kept_patch,

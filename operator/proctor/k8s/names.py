@@ -27,11 +27,9 @@ MAX_LABEL = 63
 ITEM_HASH_CHARS = 16
 """Hex digits of the item id kept in a Job's name (64 bits; see the module docstring)."""
 
-MAX_ATTEMPT_SUFFIX = len("-r10")
-"""Room kept for the retry suffix; ``runner.infraRetries`` is at most 10."""
-
-OWNER_PART_MAX = MAX_LABEL - 1 - ITEM_HASH_CHARS - MAX_ATTEMPT_SUFFIX
-"""Characters of a Job's name left for the Evaluation's name (42)."""
+OWNER_PART_MAX = MAX_LABEL - 1 - ITEM_HASH_CHARS - len("-r10")
+"""Characters of a Job's name left for the Evaluation's name (42), with room for the retry
+suffix (``runner.infraRetries`` is at most 10)."""
 
 _NAME_HASH_CHARS = 6
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

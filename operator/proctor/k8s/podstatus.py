@@ -25,7 +25,7 @@ terminating and holding its node).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -81,16 +81,6 @@ class Step:
 
 
 @dataclass(frozen=True)
-class ImageRef:
-    """The image a container ran, and its registry digest when the runtime reports one."""
-
-    image: str
-    image_id: str
-    digest: str | None
-    """``sha256:...`` after the ``@`` of imageID; None when the runtime gives only a local id."""
-
-
-@dataclass(frozen=True)
 class ItemState:
     """What an attempt's Job and pod say; see the module docstring."""
 
@@ -115,7 +105,7 @@ class ItemState:
     """The grade step's compact result, when it succeeded and could be read."""
     pod: str | None = None
     node: str | None = None
-    images: dict[str, ImageRef] = field(default_factory=dict)
+    images: dict[str, str] = field(default_factory=dict)
     steps: tuple[Step, ...] = ()
 
 
@@ -137,30 +127,6 @@ def _true_conditions(obj: Obj) -> dict[str, Obj]:
     return {c["type"]: c for c in conditions if c.get("status") == "True"}
 
 
-def job_finished(job: Obj) -> bool:
-    """Whether the Job has its terminal condition (until then it counts as running)."""
-    conditions = _true_conditions(job)
-    return "Complete" in conditions or "Failed" in conditions
-
-
-def pod_ended(pod: Obj) -> bool:
-    """Whether the pod has ended (Succeeded or Failed): its containers are all down."""
-    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-
-
-def _owner_uids(pod: Obj) -> set[str]:
-    meta = pod.get("metadata", {})
-    labels = meta.get("labels") or {}
-    return {ref.get("uid") for ref in meta.get("ownerReferences") or []} | {
-        labels.get("batch.kubernetes.io/controller-uid"), labels.get("controller-uid")}
-
-
-def job_name_of(pod: Obj) -> str | None:
-    """The name of the Job that made the pod (its ``job-name`` labels)."""
-    labels = pod.get("metadata", {}).get("labels") or {}
-    return labels.get("batch.kubernetes.io/job-name") or labels.get("job-name")
-
-
 class PodsByJob:
     """Pods indexed by the Job that made them, once for many Jobs: by the Job's uid (owner
     reference, ``controller-uid`` labels), else by its name (``job-name`` labels).
@@ -169,25 +135,20 @@ class PodsByJob:
     """
 
     def __init__(self, pods: Sequence[Obj]):
-        self._by_uid: dict[str, list[Obj]] = {}
-        self._by_name: dict[str, list[Obj]] = {}
+        self._pods: dict[tuple[str, str], list[Obj]] = {}
         for pod in pods:
-            labels = pod.get("metadata", {}).get("labels") or {}
-            names = {labels.get("batch.kubernetes.io/job-name"), labels.get("job-name")}
-            for uid in _owner_uids(pod) - {None, ""}:
-                self._by_uid.setdefault(uid, []).append(pod)
-            for name in names - {None, ""}:
-                self._by_name.setdefault(name, []).append(pod)
+            meta = pod.get("metadata", {})
+            labels = meta.get("labels") or {}
+            uids = [ref.get("uid") for ref in meta.get("ownerReferences") or []]
+            uids += [labels.get("batch.kubernetes.io/controller-uid"), labels.get("controller-uid")]
+            names = [labels.get("batch.kubernetes.io/job-name"), labels.get("job-name")]
+            for key in {("uid", u) for u in uids if u} | {("name", n) for n in names if n}:
+                self._pods.setdefault(key, []).append(pod)
 
     def of(self, job: Obj) -> list[Obj]:
         meta = job.get("metadata", {})
-        uid, name = meta.get("uid"), meta.get("name")
-        return list((uid and self._by_uid.get(uid)) or (name and self._by_name.get(name)) or [])
-
-
-def pods_of(job: Obj, pods: Sequence[Obj]) -> list[Obj]:
-    """The pods the Job controller made for ``job`` (see `PodsByJob`)."""
-    return PodsByJob(pods).of(job)
+        return list(self._pods.get(("uid", meta.get("uid"))) or
+                    self._pods.get(("name", meta.get("name"))) or [])
 
 
 def _about(event: Obj) -> Obj:
@@ -200,9 +161,11 @@ def events_of(kind: str, name: str, events: Sequence[Obj]) -> list[Obj]:
     return [e for e in events if _about(e).get("kind") == kind and _about(e).get("name") == name]
 
 
-def _event_time(event: Obj) -> str | None:
-    return (event.get("firstTimestamp") or event.get("eventTime")
-            or event.get("metadata", {}).get("creationTimestamp"))
+def _earliest(events: Iterable[Obj]) -> str | None:
+    """When the first of ``events`` happened."""
+    times = [t for e in events if (t := e.get("firstTimestamp") or e.get("eventTime")
+                                   or e.get("metadata", {}).get("creationTimestamp"))]
+    return min(times, key=parse_time) if times else None
 
 
 def _step(status: Obj, init: bool, sidecar: bool) -> Step:
@@ -238,17 +201,13 @@ def steps_of(pod: Obj) -> tuple[Step, ...]:
                  for name, init, sidecar in order)
 
 
-def images_of(pod: Obj) -> dict[str, ImageRef]:
-    """The image each container ran, by container name (only those that pulled one)."""
+def images_of(pod: Obj) -> dict[str, str]:
+    """The image each container ran, by container name (only those that pulled one): its
+    imageID, which names the registry digest where the runtime knows it."""
     status = pod.get("status") or {}
-    found: dict[str, ImageRef] = {}
-    for key in ("initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses"):
-        for s in status.get(key) or []:
-            image_id = s.get("imageID") or ""
-            if image_id:
-                digest = image_id.rpartition("@")[2] if "@" in image_id else None
-                found[s["name"]] = ImageRef(s.get("image", ""), image_id, digest)
-    return found
+    return {s["name"]: s["imageID"] for key in ("initContainerStatuses", "containerStatuses",
+                                                "ephemeralContainerStatuses")
+            for s in status.get(key) or [] if s.get("imageID")}
 
 
 def _newest(pods: Sequence[Obj]) -> Obj | None:
@@ -282,7 +241,7 @@ def read_compact_result(message: str | None, item_id: str | None = None
 
 def _common(job: Obj, pod: Obj | None) -> dict[str, Any]:
     """The fields every state carries: finished, pod, node, images, steps."""
-    common: dict[str, Any] = {"finished": job_finished(job)}
+    common: dict[str, Any] = {"finished": bool({"Complete", "Failed"} & set(_true_conditions(job)))}
     if pod is not None:
         common |= {"pod": pod.get("metadata", {}).get("name"),
                    "node": (pod.get("spec") or {}).get("nodeName"),
@@ -325,22 +284,16 @@ def _failed(job: Obj, pod: Obj | None, common: dict[str, Any]) -> ItemState:
     return _failed_step(pod, common)
 
 
-def _killed(step: Step, common: dict[str, Any]) -> ItemState:
-    """A step killed by the kernel or the kubelet: exit 137 is SIGKILL, mostly memory."""
-    if step.reason == "OOMKilled":
-        cause, why = "OOMKilled", "out of memory"
-    else:
-        cause, why = "Killed", "killed by SIGKILL, most likely out of memory"
-    return _infra(cause, f"step {step.name} exited {step.exit_code}: {why}", step=step.name,
-                  exit_code=step.exit_code, since=step.finished_at, **common)
-
-
 def _failed_step(pod: Obj, common: dict[str, Any]) -> ItemState:
     """The first step that ended badly: OOM, killed (137), or a non-zero exit."""
-    ended = [s for s in steps_of(pod) if s.state == "terminated"]
-    for step in ended:
+    ended = [s for s in common["steps"] if s.state == "terminated"]
+    for step in ended:  # killed by the kernel or the kubelet: 137 is SIGKILL, mostly memory
         if step.reason == "OOMKilled" or step.exit_code == 137:
-            return _killed(step, common)
+            oom = step.reason == "OOMKilled"
+            why = "out of memory" if oom else "killed by SIGKILL, most likely out of memory"
+            return _infra("OOMKilled" if oom else "Killed",
+                          f"step {step.name} exited {step.exit_code}: {why}", step=step.name,
+                          exit_code=step.exit_code, since=step.finished_at, **common)
     for step in ended:
         if step.exit_code and not step.sidecar:
             detail = f": {step.message.strip()[-500:]}" if step.message else ""
@@ -380,11 +333,8 @@ def _waiting_since(pod: Obj, steps: Sequence[Step], index: int) -> str | None:
 def _first_failure(pod: Obj, step: str, events: Sequence[Obj]) -> str | None:
     """The first event of the kubelet failing a step (its image pull, its config)."""
     name = pod.get("metadata", {}).get("name") or ""
-    times = [t for e in events_of("Pod", name, events)
-             if e.get("type") == "Warning"
-             and _about(e).get("fieldPath", "").endswith(f"{{{step}}}")
-             and (t := _event_time(e))]
-    return min(times, key=parse_time) if times else None
+    return _earliest(e for e in events_of("Pod", name, events) if e.get("type") == "Warning"
+                     and _about(e).get("fieldPath", "").endswith(f"{{{step}}}"))
 
 
 def _stuck(pod: Obj, steps: Sequence[Step], events: Sequence[Obj],
@@ -429,12 +379,11 @@ def _no_pod(job: Obj, events: Sequence[Obj], common: dict[str, Any]) -> ItemStat
     """A Job without a pod: just created, or its pods refused (FailedCreate)."""
     name = job.get("metadata", {}).get("name") or ""
     refused = [e for e in events_of("Job", name, events) if e.get("reason") == "FailedCreate"]
-    times = [t for e in refused if (t := _event_time(e))]
     if refused:
         # The job-controller keeps trying; nothing changes until a person fixes the cause.
         return ItemState(phase=Phase.PENDING, reason="FailedCreate",
-                         message=refused[-1].get("message") or "",
-                         since=min(times, key=parse_time) if times else None, **common)
+                         message=refused[-1].get("message") or "", since=_earliest(refused),
+                         **common)
     created = job.get("metadata", {}).get("creationTimestamp")
     return ItemState(phase=Phase.PENDING, reason="Created", since=created, **common)
 
@@ -442,7 +391,7 @@ def _no_pod(job: Obj, events: Sequence[Obj], common: dict[str, Any]) -> ItemStat
 def item_state(job: Obj, pods: Sequence[Obj] = (), events: Sequence[Obj] = ()) -> ItemState:
     """The state of one attempt: its Job, the pods listed for it, and their events.
 
-    ``pods`` are the Job's own (``pods_of`` picks them from a wider list); ``events`` may
+    ``pods`` are the Job's own (`PodsByJob` picks them from a wider list); ``events`` may
     be the namespace's: only those about the Job and its pod are read.
     """
     pod = _newest(pods)

@@ -15,8 +15,7 @@ from typing import Any
 from proctor import dataset
 from proctor.exits import BadInput
 from proctor.k8s.api import Kube
-from proctor.k8s.manifests import COMPONENT, owner_labels
-from proctor.k8s.store import RESULT_KIND, read_result
+from proctor.k8s.store import read_result, result_labels
 from proctor.manifest import parse_resource
 from proctor.model import WorkItem
 from proctor.results import ResultsFolder, write_outputs
@@ -29,12 +28,6 @@ class PullError(BadInput):
     """The Evaluation cannot be pulled; the message says why."""
 
 
-def item_files(configmap: Mapping[str, Any]) -> dict[str, bytes]:
-    """file name -> content, from one kept result's binaryData (`x.gz` -> `x`)."""
-    return {name.removesuffix(".gz"): unpack(value)
-            for name, value in (configmap.get("binaryData") or {}).items()}
-
-
 def write_folder(evaluation: Evaluation, configmaps: Iterable[Mapping[str, Any]],
                  out: Path) -> int:
     """Write the results folder; the number of results written."""
@@ -42,17 +35,14 @@ def write_folder(evaluation: Evaluation, configmaps: Iterable[Mapping[str, Any]]
     folder.claim({"evaluation": evaluation.name, "source": "cluster",
                   "spec": evaluation.spec.model_dump(mode="json", by_alias=True)})
     folder.results_path.unlink(missing_ok=True)  # pulled afresh: the cluster is the truth
-    kept = sorted(((read_result(cm), cm) for cm in configmaps),
-                  key=lambda rc: (rc[0].instance_id, rc[0].variant_id, rc[0].repeat)
-                  if rc[0] else ("", "", 0))
-    count = 0
+    kept = [(result, cm) for cm in configmaps if (result := read_result(cm)) is not None]
+    kept.sort(key=lambda rc: (rc[0].instance_id, rc[0].variant_id, rc[0].repeat))
     for result, cm in kept:
-        if result is None:
-            continue
         work = folder.work_dir(WorkItem(id=result.item_id, instance_id=result.instance_id,
                                         variant_id=result.variant_id, repeat=result.repeat))
         work.root.mkdir(parents=True, exist_ok=True)
-        files = item_files(cm)
+        files = {name.removesuffix(".gz"): unpack(packed)  # x.gz -> x
+                 for name, packed in (cm.get("binaryData") or {}).items()}
         for name, data in files.items():
             (work / name).write_bytes(data)
         write_json(work / "result.json", result.model_dump(mode="json"))
@@ -60,8 +50,7 @@ def write_folder(evaluation: Evaluation, configmaps: Iterable[Mapping[str, Any]]
         write_json(work / "report.json",
                    result.swebench_report(log.decode(errors="replace") if log else None))
         folder.append(result)
-        count += 1
-    return count
+    return len(kept)
 
 
 def pull(kube: Kube, namespace: str, name: str, out: Path) -> int:
@@ -70,8 +59,7 @@ def pull(kube: Kube, namespace: str, name: str, out: Path) -> int:
     if body is None:
         raise PullError(f"Evaluation {name!r} not found in namespace {namespace}")
     evaluation = parse_resource(body)
-    configmaps = kube.list_configmaps(namespace, {**owner_labels(evaluation),
-                                                 COMPONENT: RESULT_KIND})["items"]
+    configmaps = kube.list_configmaps(namespace, result_labels(evaluation))["items"]
     count = write_folder(evaluation, configmaps, out)
     ds = evaluation.spec.dataset
     try:

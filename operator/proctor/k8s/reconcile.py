@@ -1,10 +1,6 @@
-"""One reconcile pass of an Evaluation, decided as a pure function of what is observed.
-
-The operator (the shell) reads the Evaluation's Jobs, pods, events and kept results,
-calls `observe` on the items `in_play` and `decide`, carries out the decision (reading
-logs where a result or a patch must be fetched), then writes the status `build_status`
-returns from every item's view.
-Nothing here reads the previous status except a condition's lastTransitionTime.
+"""One reconcile pass of an Evaluation, decided as a pure function of what is observed
+(the controller's docstring shows the pass). Nothing here reads the previous status except
+a condition's lastTransitionTime.
 
 Per item, level-based:
 
@@ -30,12 +26,10 @@ from typing import Any
 
 from proctor import __version__
 from proctor.k8s.conditions import ItemCounts, evaluation_status, set_condition
-from proctor.k8s.manifests import LABEL_ATTEMPT, LABEL_ITEM
+from proctor.k8s.manifests import LABEL_ATTEMPT, LABEL_ITEM, selector
 from proctor.k8s.podstatus import (
     ItemState,
     Phase,
-    PodsByJob,
-    item_state,
     parse_time,
     seconds_since,
 )
@@ -103,30 +97,19 @@ def attempt_of(job: Obj) -> int:
     return int(labels.get(LABEL_ATTEMPT, "0"))
 
 
-def observe(items: Sequence[WorkItem], jobs: Sequence[Obj], pods: Sequence[Obj],
-            events: Sequence[Obj], kept: Mapping[str, RunResult],
-            state_of: Callable[[Obj], ItemState] | None = None) -> list[ItemView]:
-    """Each planned item with its Jobs (oldest attempt first) and its kept result.
-    ``state_of(job)``, if given, is `item_state` of the Job with its own pods and events
-    (the controller's indexes hold them by Job); else they are picked from ``pods`` and
-    ``events``."""
+def observe(items: Sequence[WorkItem], jobs: Sequence[Obj], kept: Mapping[str, RunResult],
+            state_of: Callable[[Obj], ItemState]) -> list[ItemView]:
+    """Each planned item with its Jobs (oldest attempt first), its kept result, and the
+    state of its latest Job: ``state_of(job)``, `item_state` of the Job with its own pods
+    and events."""
     by_item: dict[str, list[Obj]] = {}
-    for job in jobs:
-        item_id = item_of(job)
-        if item_id:
-            by_item.setdefault(item_id, []).append(job)
+    for job in sorted(jobs, key=attempt_of):
+        by_item.setdefault(item_of(job), []).append(job)
     views = []
-    if state_of is None:
-        pods_by_job = PodsByJob(pods)
-        state_of = lambda job: item_state(job, pods_by_job.of(job), events)  # noqa: E731
     for item in items:
-        own, result = by_item.get(item.id), kept.get(item.id)
-        if not own:
-            views.append(ItemView(item, [], None, result))
-            continue
-        own.sort(key=attempt_of)
+        own, result = by_item.get(item.id, []), kept.get(item.id)
         # A kept result ends the item: its Jobs' state no longer matters (they are deleted).
-        state = state_of(own[-1]) if result is None else None
+        state = state_of(own[-1]) if own and result is None else None
         views.append(ItemView(item, own, state, result))
     return views
 
@@ -194,60 +177,55 @@ def decide(evaluation: Evaluation, views: Sequence[ItemView], now: datetime,
                 decision.give_up.append((view, failure_result(evaluation, view)))
         else:
             held += 1
-            if state.reason == "FailedCreate" or (state.retryable and state.phase ==
-                                                    Phase.PENDING):
-                decision.degraded = (state.reason, _degraded_message(view))
+            if state.reason == "FailedCreate" or state.retryable:  # refused, or not pulled
+                message = f"{view.item.key}: {state.reason}: {state.message}"
+                decision.degraded = (state.reason, message[:1000])
     if not spec.suspend:
         free = max(0, spec.max_concurrent_rows - held)
         decision.start = [v.item for v in views if not v.jobs and v.result is None][:free]
     return decision
 
 
-def _degraded_message(view: ItemView) -> str:
-    state = view.state
-    assert state is not None
-    return f"{view.item.key}: {state.reason}: {state.message}"[:1000]
+def _new_result(evaluation: Evaluation, view: ItemView, **fields: Any) -> RunResult:
+    item = view.item
+    return RunResult(item_id=item.id, instance_id=item.instance_id, variant_id=item.variant_id,
+                     repeat=item.repeat, runner_version=__version__,
+                     **_of_attempts(evaluation, view), **fields)
+
+
+def _of_attempts(evaluation: Evaluation, view: ItemView) -> dict[str, Any]:
+    """What a kept result says that the operator knows and the pod does not."""
+    assert view.state is not None
+    return {"include_hints": evaluation.spec.dataset.include_hints,
+            "predictions": evaluation.spec.predictions.source, "attempts": view.attempt + 1,
+            "images": dict(view.state.images)}
 
 
 def failure_result(evaluation: Evaluation, view: ItemView) -> RunResult:
     """The error result of an item whose last attempt failed and will not be retried."""
     state = view.state
     assert state is not None
-    item = view.item
-    kind = state.error_kind or ErrorKind.INFRA
     tries = view.attempt + 1
     message = f"{state.reason}: {state.message}".strip(": ")
     if state.retryable:
         message += f" (after {tries} attempt{'s' if tries > 1 else ''})"
-    return RunResult(item_id=item.id, instance_id=item.instance_id, variant_id=item.variant_id,
-                     repeat=item.repeat, outcome=Outcome.ERROR, error_kind=kind,
-                     error_message=message[:2000], attempts=tries,
-                     include_hints=evaluation.spec.dataset.include_hints,
-                     predictions=evaluation.spec.predictions.source,
-                     images={k: v.image_id or v.image for k, v in state.images.items()},
-                     runner_version=__version__)
+    return _new_result(evaluation, view, outcome=Outcome.ERROR, error_message=message[:2000],
+                       error_kind=state.error_kind or ErrorKind.INFRA)
 
 
-def harvested_result(evaluation: Evaluation, view: ItemView, full: dict | None,
-                     repo: str) -> RunResult:
+def harvested_result(evaluation: Evaluation, view: ItemView, full: dict | None) -> RunResult:
     """The kept result of a succeeded attempt: the grade log's, else the compact one."""
     state = view.state
     assert state is not None
-    item = view.item
-    extra = {"include_hints": evaluation.spec.dataset.include_hints,
-             "predictions": evaluation.spec.predictions.source, "attempts": view.attempt + 1,
-             "images": {k: v.image_id or v.image for k, v in state.images.items()}, "repo": repo}
     if full is not None:
-        result = RunResult.model_validate({**full, **extra})
+        result = RunResult.model_validate({**full, **_of_attempts(evaluation, view)})
         result.timings = step_timings(state, result.timings.eval_seconds)
         return result
     compact = state.result or {}
-    return RunResult(item_id=item.id, instance_id=item.instance_id, variant_id=item.variant_id,
-                     repeat=item.repeat, outcome=Outcome(compact.get("outcome", "error")),
-                     error_kind=compact.get("error_kind"),
-                     error_message=compact.get("message") or
-                     "the full result was lost; kept the pod's compact result",
-                     runner_version=__version__, **extra)
+    lost = "the full result was lost; kept the pod's compact result"
+    return _new_result(evaluation, view, outcome=Outcome(compact.get("outcome", "error")),
+                       error_kind=compact.get("error_kind"),
+                       error_message=compact.get("message") or lost)
 
 
 def step_timings(state: ItemState, eval_seconds: float | None) -> Timings:
@@ -296,20 +274,19 @@ def conditions_for(old: Sequence[Obj], views: Sequence[ItemView], decision: Deci
     tally = counts(views)
     finished = tally.done == tally.total
     in_flight = tally.running + tally.pending
-    conditions = set_condition(old, "Ready", True, "Valid", "the spec, agent and dataset are "
-                               "usable", now=now, observed_generation=generation)
     running = "Suspended" if suspended else "ItemsInFlight" if in_flight else "Idle"
     suffix = "; suspended: no item starts" if suspended else ""
-    conditions = set_condition(conditions, "Running", in_flight > 0, running,
-                               f"{tally.running} running, {tally.pending} pending{suffix}",
-                               now=now, observed_generation=generation)
-    conditions = set_condition(conditions, "Succeeded", finished,
-                               "AllItemsDone" if finished else "InProgress",
-                               f"{tally.done} of {tally.total} items done", now=now,
-                               observed_generation=generation)
-    reason, message = decision.degraded or ("AsExpected", "")
-    return set_condition(conditions, "Degraded", decision.degraded is not None, reason, message,
-                         now=now, observed_generation=generation)
+    degraded = decision.degraded or ("AsExpected", "")
+    conditions = list(old)
+    for change in (
+            ("Ready", True, "Valid", "the spec, agent and dataset are usable"),
+            ("Running", in_flight > 0, running,
+             f"{tally.running} running, {tally.pending} pending{suffix}"),
+            ("Succeeded", finished, "AllItemsDone" if finished else "InProgress",
+             f"{tally.done} of {tally.total} items done"),
+            ("Degraded", decision.degraded is not None, *degraded)):
+        conditions = set_condition(conditions, *change, now=now, observed_generation=generation)
+    return conditions
 
 
 def invalid_conditions(old: Sequence[Obj], reason: str, message: str, now: str,
@@ -341,5 +318,4 @@ def build_status(evaluation: Evaluation, agent_label: str, views: Sequence[ItemV
         generation=generation, agent=agent_label, counts=counts(views), results=results,
         conditions=conditions, dataset_fingerprint=fingerprint, start_time=start,
         completion_time=end,
-        results_ref={"kind": "ConfigMap", "labelSelector": ",".join(
-            f"{k}={v}" for k, v in result_labels(evaluation).items())})
+        results_ref={"kind": "ConfigMap", "labelSelector": selector(result_labels(evaluation))})

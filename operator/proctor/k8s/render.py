@@ -17,7 +17,7 @@ import yaml
 
 from proctor import __version__
 from proctor.dataset import Selection
-from proctor.k8s.conditions import SERVICE_MODE_UNSUPPORTED, agent_mode
+from proctor.k8s.conditions import agent_refusal
 from proctor.k8s.manifests import TaskTooLarge, desired_objects
 from proctor.model import WorkItem
 from proctor.prepare import Refusal
@@ -35,8 +35,8 @@ def agent_of(evaluation: Evaluation, agents: Sequence[AgentUnderTest]) -> AgentU
         raise Refusal("AgentNotFound", f"Evaluation {evaluation.name!r} asks AgentUnderTest "
                                        f"{ref!r} in namespace {evaluation.namespace}: pass its "
                                        f"manifest too (-f agent.yaml)")
-    if agent_mode(found[0]) == "service":
-        raise Refusal("AgentModeUnsupported", SERVICE_MODE_UNSUPPORTED)
+    if refusal := agent_refusal(found[0], allow_local=True):  # loopback: the operator's flag
+        raise Refusal(*refusal)
     return found[0]
 
 
@@ -49,7 +49,7 @@ def render(evaluation: Evaluation, agent: AgentUnderTest | None, selection: Sele
     ``runner_image_default`` is the operator's default runner image (the chart sets it
     from its values), used when spec.runner.image is unset.
     """
-    chosen = list(items) if n is None else list(items)[:n]
+    chosen = list(items)[:n]  # all when None
     try:
         configmaps, jobs = desired_objects(evaluation, agent, chosen, selection.by_id,
                                            runner_version=__version__,

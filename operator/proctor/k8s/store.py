@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from proctor.k8s.manifests import COMPONENT, LABEL_INSTANCE, LABEL_ITEM, owner_labels
+from proctor.k8s import manifests as m
 from proctor.k8s.names import configmap_name, label_value
 from proctor.model import RunResult
 from proctor.spec import Evaluation
@@ -23,21 +23,17 @@ LABEL_OUTCOME = "proctor.dev/outcome"
 
 def result_labels(evaluation: Evaluation) -> dict[str, str]:
     """The labels that select every kept result of an Evaluation."""
-    return {**owner_labels(evaluation), COMPONENT: RESULT_KIND}
+    return {**m.owner_labels(evaluation), m.COMPONENT: RESULT_KIND}
 
 
 def result_configmap(evaluation: Evaluation, result: RunResult,
                      artifacts: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The ConfigMap that keeps one item's result and its files."""
-    labels = {**result_labels(evaluation), LABEL_ITEM: result.item_id,
-              LABEL_INSTANCE: label_value(result.instance_id),
+    labels = {m.COMPONENT: RESULT_KIND, m.LABEL_ITEM: result.item_id,
+              m.LABEL_INSTANCE: label_value(result.instance_id),
               LABEL_OUTCOME: result.outcome.value}
-    body: dict[str, Any] = {
-        "apiVersion": "v1", "kind": "ConfigMap", "immutable": True,
-        "metadata": {"name": configmap_name(evaluation.name, RESULT_KIND, result.item_id),
-                     "namespace": evaluation.namespace, "labels": labels},
-        "data": {RESULT_KEY: result.model_dump_json()},
-    }
+    name = configmap_name(evaluation.name, RESULT_KIND, result.item_id)
+    body = m.immutable_configmap(evaluation, name, labels, {RESULT_KEY: result.model_dump_json()})
     if artifacts:
         body["binaryData"] = dict(artifacts)
     return body
