@@ -9,10 +9,10 @@ import pytest
 
 from proctor.agents.server import start_reference_agent
 from proctor.cli import main
+from proctor.exits import NotRun
 from proctor.local.engine import EngineError, run_evaluation
 from proctor.manifest import parse_manifests
 from proctor.model import Outcome
-from proctor.prepare import Refusal
 from proctor.results import ResultsFolder
 from proctor.variants import read_variants
 
@@ -87,14 +87,18 @@ def test_the_evaluation_needs_its_agent_manifest(tmp_path):
         run_evaluation(docs[0], tmp_path, progress=False, agents=[])
 
 
-def test_llm_prompt_variants_are_refused_until_they_are_built(tmp_path):
+def test_an_unreachable_variants_model_stops_the_run_before_anything(tmp_path, monkeypatch):
+    monkeypatch.setenv("PROCTOR_VARIANTS_API_BASE", "http://127.0.0.1:9")  # refused
+    store = tmp_path / "store.jsonl"
     text = manifests("http://127.0.0.1:1/").replace(
         "  maxConcurrentRows: 2\n",
-        "  maxConcurrentRows: 2\n  promptSensitivity: {enabled: true, strategy: llm}\n")
+        "  maxConcurrentRows: 2\n  promptSensitivity: {enabled: true, strategy: llm, "
+        f"model: ollama/nope, variantsFile: {store}}}\n")
     docs = parse_manifests(text)
-    with pytest.raises(Refusal, match="strategy llm is not run yet"):
-        run_evaluation(docs[0], tmp_path, progress=False, agents=docs[1:])
-    assert not any(tmp_path.iterdir())  # refused before anything was written
+    out = tmp_path / "out"
+    with pytest.raises(NotRun, match=r"variants' model ollama/nope .* cannot be used"):
+        run_evaluation(docs[0], out, progress=False, agents=docs[1:])
+    assert not out.exists() and not store.exists()  # stopped before anything was written
 
 
 def test_service_agents_need_a_cluster(tmp_path):
