@@ -37,7 +37,7 @@ from pydantic import ValidationError
 from proctor.exits import NotRun, is_disk_full
 from proctor.metrics import aggregate
 from proctor.model import ORIGINAL_VARIANT, Instance, RunResult, Summary, WorkItem
-from proctor.prepare import agent_label
+from proctor.prepare import agent_label, variants_model
 from proctor.report import render
 from proctor.runner.workdir import WorkDir, write_json
 from proctor.spec import Evaluation
@@ -202,7 +202,7 @@ def write_outputs(folder: ResultsFolder, evaluation: Evaluation,
         r.variant_id != ORIGINAL_VARIANT for r in results)
     summary = aggregate(results, instances, evaluation=evaluation.name,
                         agent=agent or agent_label(evaluation),
-                        green_agent_model=spec.green_agent_model if varied else None,
+                        green_agent_model=variants_model(evaluation) if varied else None,
                         items_planned=planned)
     write_json(folder.root / "summary.json", summary.model_dump(mode="json"))
     (folder.root / "report.md").write_text(render(summary, results))
