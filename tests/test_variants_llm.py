@@ -11,6 +11,7 @@ import pytest
 
 from conftest import make_instance
 from llm_servers import HTTP500, SLOW, ScriptedModel
+from proctor.cli import main
 from proctor.model import Instance
 from proctor.variants import store
 from proctor.variants.llm import ModelSettings, ModelUnreachable, check, generate
@@ -197,3 +198,77 @@ def test_check_names_each_problem():
     assert any("protected span" in p for p in problems[1])
     assert any("length" in p for p in problems[1])
     assert problems[2] == [] and problems[3] == ["same as variant_3"]
+
+
+EVALUATION = """apiVersion: proctor.dev/v1alpha1
+kind: Evaluation
+metadata: {{name: ev}}
+spec:
+  dataset: {{name: proctor-demo, maxRows: 2}}
+  predictions: {{source: gold}}
+  promptSensitivity: {{enabled: true, numVariations: 2{extra}}}
+"""
+
+
+@pytest.fixture
+def ollama(monkeypatch):
+    """An Ollama-protocol server serving the default greenAgentModel, found by litellm
+    through OLLAMA_API_BASE as a local Ollama would be."""
+    srv = ScriptedModel("ollama", models=("qwen2.5-coder:7b",))
+    monkeypatch.setenv("OLLAMA_API_BASE", srv.base)
+    monkeypatch.delenv("PROCTOR_VARIANTS_API_BASE", raising=False)
+    yield srv
+    srv.close()
+
+
+def _restated(prompt: str) -> str:
+    report = prompt.split("variations of this report:\n\n", 1)[1]
+    return _reply("In short: " + report, report + " (as reported)")
+
+
+def test_variants_generate_then_show_with_the_default_model(tmp_path, ollama, capsys):
+    manifest = tmp_path / "ev.yaml"
+    manifest.write_text(EVALUATION.format(extra=""))
+    out = tmp_path / "variants.jsonl"
+    ollama.script = [_restated, "not json", "not json", "not json"]
+    assert main(["variants", "generate", "-f", str(manifest), "--output", str(out)]) == 1
+    captured = capsys.readouterr()
+    assert "1/2" in captured.err and "2/2" in captured.err and "1 failed" in captured.out
+    made = out.read_bytes()
+    calls = len(ollama.calls)
+    # Again: the stored variants and the stored failure, with no model call.
+    assert main(["variants", "generate", "-f", str(manifest), "--output", str(out)]) == 1
+    assert len(ollama.calls) == calls and out.read_bytes() == made
+    ollama.script = [_restated]
+    assert main(["variants", "generate", "-f", str(manifest), "--output", str(out),
+                 "--retry-failed"]) == 0
+    assert len(ollama.calls) > calls
+    capsys.readouterr()
+    records = list(store.load(out).values())
+    first = records[0]["instance_id"]
+    assert main(["variants", "show", str(out), "--instance", first]) == 0
+    shown = capsys.readouterr().out
+    assert f"=== {first}  model ollama/qwen2.5-coder:7b  N 2  ok ===" in shown
+    assert "--- original ---" in shown and "--- llm-1: checks passed ---" in shown
+    assert "In short: " in shown
+    if protected_spans(records[0]["original"]):
+        assert "⟦" in shown
+
+
+def test_variants_generate_stops_with_one_line_when_the_model_is_missing(tmp_path, ollama,
+                                                                         capsys):
+    manifest = tmp_path / "ev.yaml"
+    manifest.write_text(EVALUATION.format(extra=", model: ollama/no-such-model"))
+    out = tmp_path / "variants.jsonl"
+    assert main(["variants", "generate", "-f", str(manifest), "--output", str(out)]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "ollama/no-such-model" in err[0] and "nothing was run" in err[0]
+    assert not out.exists()
+
+
+def test_variants_show_names_a_bad_file(tmp_path, capsys):
+    bad = tmp_path / "v.jsonl"
+    bad.write_text("{not json\n")
+    assert main(["variants", "show", str(bad)]) == 2
+    assert "v.jsonl:1: not a variants record" in capsys.readouterr().err
+    assert main(["variants", "show", str(tmp_path / "none.jsonl")]) == 2

@@ -84,7 +84,7 @@ def record_for(key: StoreKey, original: str, gen: Generation) -> dict:
         "instance_id": key.instance_id, "strategy": STRATEGY, "model": key.model,
         "prompt_version": PROMPT_VERSION, "n": key.n,
         "status": "ok" if gen.ok else "failed", "reason": gen.reason,
-        "attempts": gen.attempts, "original_sha256": _sha(original),
+        "attempts": gen.attempts, "original": original, "original_sha256": _sha(original),
         "prompt_tokens": gen.prompt_tokens, "completion_tokens": gen.completion_tokens,
         "cost_usd": gen.cost_usd,
         # One call writes all N: each variant carries its share of the call's usage.
