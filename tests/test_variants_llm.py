@@ -272,3 +272,17 @@ def test_variants_show_names_a_bad_file(tmp_path, capsys):
     assert main(["variants", "show", str(bad)]) == 2
     assert "v.jsonl:1: not a variants record" in capsys.readouterr().err
     assert main(["variants", "show", str(tmp_path / "none.jsonl")]) == 2
+
+
+def test_the_operator_keeps_refusing_and_template_takes_no_variants_file(tmp_path):
+    from proctor.manifest import parse_manifests
+    from proctor.prepare import Refusal, check_runnable
+
+    llm = parse_manifests(EVALUATION.format(extra=""))[0]
+    check_runnable(llm, on_cluster=False)
+    with pytest.raises(Refusal, match="not run yet on a cluster"):
+        check_runnable(llm, on_cluster=True)
+    template = parse_manifests(EVALUATION.format(
+        extra=f", strategy: template, variantsFile: {tmp_path / 'v.jsonl'}"))[0]
+    with pytest.raises(Refusal, match="variantsFile holds llm variants"):
+        check_runnable(template, on_cluster=False)

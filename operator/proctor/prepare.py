@@ -53,7 +53,13 @@ def _check_prompt_sensitivity(evaluation: Evaluation, on_cluster: bool) -> None:
         return
     if on_cluster:
         raise Refusal("PromptSensitivityUnsupported", PROMPT_SENSITIVITY_ON_CLUSTER)
-    if sensitivity.strategy == "template" and sensitivity.num_variations > MAX_VARIATIONS:
+    if sensitivity.strategy != "template":
+        return
+    if sensitivity.variants_file:
+        raise Refusal("PromptSensitivityUnsupported",
+                      "promptSensitivity.variantsFile holds llm variants; the template "
+                      "strategy writes its own (leave variantsFile out, or use strategy llm)")
+    if sensitivity.num_variations > MAX_VARIATIONS:
         raise Refusal("PromptSensitivityUnsupported",
                       f"promptSensitivity.numVariations is {sensitivity.num_variations}, but "
                       f"the template strategy writes at most {MAX_VARIATIONS} distinct "
