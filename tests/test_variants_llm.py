@@ -272,6 +272,11 @@ def test_variants_show_names_a_bad_file(tmp_path, capsys):
     assert main(["variants", "show", str(bad)]) == 2
     assert "v.jsonl:1: not a variants record" in capsys.readouterr().err
     assert main(["variants", "show", str(tmp_path / "none.jsonl")]) == 2
+    manifest = tmp_path / "ev.yaml"
+    manifest.write_text(EVALUATION.format(extra=""))
+    capsys.readouterr()
+    assert main(["variants", "generate", "-f", str(manifest), "--output", str(bad)]) == 2
+    assert "v.jsonl:1: not a variants record" in capsys.readouterr().err
 
 
 def test_the_operator_keeps_refusing_and_template_takes_no_variants_file(tmp_path):

@@ -184,7 +184,7 @@ def cmd_variants_show(args: argparse.Namespace) -> int:
         raise exits.BadInput(f"{args.store}: no such variants file")
     try:
         records = store.load(Path(args.store))
-    except ValueError as exc:
+    except store.StoreError as exc:
         raise exits.BadInput(str(exc)) from exc
     text = render_store(records, args.instance)
     if not text:

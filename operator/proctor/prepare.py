@@ -91,7 +91,7 @@ def llm_variants(evaluation: Evaluation, selection: dataset.Selection, *,
                             settings_for(variants_model(evaluation)),
                             spec.prompt_sensitivity.num_variations,
                             retry_failed=retry_failed, progress=progress)
-    except ValueError as exc:  # a store that is not one
+    except store.StoreError as exc:
         raise Refusal("VariantsFileUnusable", str(exc)) from exc
 
 

@@ -24,6 +24,10 @@ from proctor.variants.llm import PROMPT_VERSION, Generation, ModelSettings, gene
 STRATEGY = "llm"
 
 
+class StoreError(ValueError):
+    """A variants file that is not one; the message names the file and line."""
+
+
 @dataclass(frozen=True)
 class StoreKey:
     """What decides a task's variants (besides the text, which the revision fixes)."""
@@ -64,7 +68,7 @@ def load(path: Path) -> dict[str, dict]:
             record = json.loads(line)
             out[record["key"]] = record
         except (json.JSONDecodeError, KeyError, TypeError):
-            raise ValueError(f"{path}:{number}: not a variants record") from None
+            raise StoreError(f"{path}:{number}: not a variants record") from None
     return out
 
 
