@@ -137,6 +137,9 @@ def test_llm_variants_are_asked_once_and_every_run_sees_the_same(tmp_path, monke
             == (tmp_path / "b" / "variants.jsonl").read_bytes())
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
     assert summary["green_agent_model"] == "openai/test-model"
+    # The one call's tokens (100 in, 50 out on the scripted server), shared by its variants.
+    assert summary["variants_usage"]["input_tokens"] == 100
+    assert summary["variants_usage"]["output_tokens"] == 50
 
 
 def test_service_agents_need_a_cluster(tmp_path):

@@ -41,6 +41,7 @@ from proctor.prepare import agent_label, variants_model
 from proctor.report import render
 from proctor.runner.workdir import WorkDir, write_json
 from proctor.spec import Evaluation
+from proctor.variants import generation_usage
 
 # Fields that may change between runs on the same folder (as on the cluster, where
 # the spec is immutable except these).
@@ -204,6 +205,8 @@ def write_outputs(folder: ResultsFolder, evaluation: Evaluation,
                         agent=agent or agent_label(evaluation),
                         green_agent_model=variants_model(evaluation) if varied else None,
                         items_planned=planned)
+    if varied:
+        summary = summary.model_copy(update={"variants_usage": generation_usage(folder.root)})
     write_json(folder.root / "summary.json", summary.model_dump(mode="json"))
     (folder.root / "report.md").write_text(render(summary, results))
     return summary

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from proctor.model import Instance
+from proctor.model import Instance, Usage
 from proctor.plan import Variant
 from proctor.variants.llm import PROMPT_VERSION, Generation, ModelSettings, generate
 
@@ -136,5 +136,11 @@ def ensure(path: Path, instances: Sequence[Instance], dataset: str, revision: st
 
 def variants_of(records: dict[str, dict]) -> dict[str, list[Variant]]:
     """The plan's variants: those of good records only (a failed one gives none)."""
-    return {iid: [Variant(v["variant_id"], v["text"]) for v in r["variants"]]
+    return {iid: [Variant(v["variant_id"], v["text"], _usage(v)) for v in r["variants"]]
             for iid, r in records.items() if r["status"] == "ok"}
+
+
+def _usage(variant: dict) -> Usage:
+    tokens = (variant["prompt_tokens"], variant["completion_tokens"])
+    return Usage(input_tokens=round(tokens[0]), output_tokens=round(tokens[1]),
+                 total_tokens=round(sum(tokens)), cost_usd=variant["cost_usd"])
