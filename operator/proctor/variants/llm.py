@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,10 +81,10 @@ class Generation:
         return self.reason is None
 
 
-def settings_for(model: str, timeout_s: float = TIMEOUT_S) -> ModelSettings:
+def settings_for(model: str) -> ModelSettings:
     """The model string, with an endpoint from PROCTOR_VARIANTS_API_BASE when set (else
     litellm's own: OPENAI_API_BASE, OLLAMA_API_BASE, ...)."""
-    return ModelSettings(model, os.environ.get("PROCTOR_VARIANTS_API_BASE") or None, timeout_s)
+    return ModelSettings(model, os.environ.get("PROCTOR_VARIANTS_API_BASE") or None)
 
 
 def keys(n: int) -> list[str]:
@@ -155,9 +154,6 @@ def _short(span: str) -> str:
     return repr(one if len(one) <= 60 else one[:57] + "...")
 
 
-Complete = Callable[..., Any]
-
-
 def _litellm() -> Any:
     # Imported here: slow to import, and only this strategy needs it. Its model price
     # list is the one it ships with: no download at import.
@@ -168,21 +164,17 @@ def _litellm() -> Any:
     return litellm
 
 
-def _litellm_completion(**kwargs: Any) -> Any:
-    return _litellm().completion(**kwargs)
-
-
-def generate(text: str, n: int, settings: ModelSettings,
-             complete: Complete = _litellm_completion) -> Generation:
+def generate(text: str, n: int, settings: ModelSettings) -> Generation:
     """`n` checked rewordings of `text`, or a failed Generation after `settings.attempts`
     tries; ModelUnreachable when the model cannot be reached at all."""
     gen = Generation()
     for attempt in range(1, settings.attempts + 1):
         gen.attempts = attempt
         try:
-            response = complete(model=settings.model, messages=messages(text, n),
-                                api_base=settings.api_base, timeout=settings.timeout_s,
-                                temperature=0.7, num_retries=0, max_retries=0)
+            response = _litellm().completion(model=settings.model, messages=messages(text, n),
+                                             api_base=settings.api_base,
+                                             timeout=settings.timeout_s, temperature=0.7,
+                                             num_retries=0, max_retries=0)
         except Exception as exc:  # classified: unreachable stops, the rest is retried
             _stop_if_unreachable(exc, settings)
             gen.reason = f"model call failed: {_one_line(exc)}"
@@ -206,7 +198,9 @@ def _stop_if_unreachable(exc: Exception, settings: ModelSettings) -> None:
     """Raise ModelUnreachable for errors no retry can cure (no connection, no such model,
     no key); let the others (timeouts, server errors, bad replies) be retried."""
     litellm = _litellm()
-    if isinstance(exc, litellm.Timeout):
+    # A timeout, or a statement too long or refused by the model, is this task's failure.
+    if isinstance(exc, (litellm.Timeout, litellm.ContextWindowExceededError,
+                        litellm.ContentPolicyViolationError)):
         return
     status = getattr(exc, "status_code", None)
     # litellm gives a refused connection status 500 and reports a missing key as a server

@@ -110,8 +110,7 @@ Progress = Callable[[int, int, str, str], None]
 
 def ensure(path: Path, instances: Sequence[Instance], dataset: str, revision: str,
            settings: ModelSettings, n: int, *, retry_failed: bool = False,
-           progress: Progress | None = None, make: Callable[..., Generation] = generate
-           ) -> dict[str, dict]:
+           progress: Progress | None = None) -> dict[str, dict]:
     """Each instance's record, by instance id: the stored one when there is one (a failed
     one too, unless `retry_failed`), else a new generation, appended to the store at once.
     ModelUnreachable stops it; what was made before stays stored."""
@@ -125,7 +124,7 @@ def ensure(path: Path, instances: Sequence[Instance], dataset: str, revision: st
             what = "stored"
         else:
             record = record_for(key, inst.problem_statement,
-                                make(inst.problem_statement, n, settings))
+                                generate(inst.problem_statement, n, settings))
             _append(path, record)
             what = "made" if record["status"] == "ok" else "failed"
         out[inst.instance_id] = record
