@@ -7,12 +7,13 @@ import socket
 
 import pytest
 
+from llm_servers import ScriptedModel
 from proctor.agents.server import start_reference_agent
 from proctor.cli import main
+from proctor.exits import NotRun
 from proctor.local.engine import EngineError, run_evaluation
 from proctor.manifest import parse_manifests
 from proctor.model import Outcome
-from proctor.prepare import Refusal
 from proctor.results import ResultsFolder
 from proctor.variants import read_variants
 
@@ -87,14 +88,58 @@ def test_the_evaluation_needs_its_agent_manifest(tmp_path):
         run_evaluation(docs[0], tmp_path, progress=False, agents=[])
 
 
-def test_llm_prompt_variants_are_refused_until_they_are_built(tmp_path):
+def test_an_unreachable_variants_model_stops_the_run_before_anything(tmp_path, monkeypatch):
+    monkeypatch.setenv("PROCTOR_VARIANTS_API_BASE", "http://127.0.0.1:9")  # refused
+    store = tmp_path / "store.jsonl"
     text = manifests("http://127.0.0.1:1/").replace(
         "  maxConcurrentRows: 2\n",
-        "  maxConcurrentRows: 2\n  promptSensitivity: {enabled: true, strategy: llm}\n")
+        "  maxConcurrentRows: 2\n  promptSensitivity: {enabled: true, strategy: llm, "
+        f"model: ollama/nope, variantsFile: {store}}}\n")
     docs = parse_manifests(text)
-    with pytest.raises(Refusal, match="strategy llm is not run yet"):
-        run_evaluation(docs[0], tmp_path, progress=False, agents=docs[1:])
-    assert not any(tmp_path.iterdir())  # refused before anything was written
+    out = tmp_path / "out"
+    with pytest.raises(NotRun, match=r"variants' model ollama/nope .* cannot be used"):
+        run_evaluation(docs[0], out, progress=False, agents=docs[1:])
+    assert not out.exists() and not store.exists()  # stopped before anything was written
+
+
+def _restated(prompt: str) -> str:
+    report = prompt.split("variations of this report:\n\n", 1)[1]
+    return json.dumps({"variant_1": "In short: " + report, "variant_2": report + " (as seen)"})
+
+
+def test_llm_variants_are_asked_once_and_every_run_sees_the_same(tmp_path, monkeypatch):
+    """The model writes each task's variants once; a second run (another agent's, say)
+    reuses them byte for byte, and the summary names the model."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-loopback")
+    model = ScriptedModel("openai")
+    monkeypatch.setenv("PROCTOR_VARIANTS_API_BASE", model.base + "/v1")
+    model.script = [_restated]
+    store = tmp_path / "store.jsonl"
+    with start_reference_agent("oracle") as server:
+        text = manifests(server.url, rows=1, taskData="true").replace(
+            "  maxConcurrentRows: 2\n",
+            "  maxConcurrentRows: 2\n  promptSensitivity: {enabled: true, strategy: llm, "
+            f"numVariations: 2, model: openai/test-model, variantsFile: {store}}}\n")
+        docs = parse_manifests(text)
+        for out in (tmp_path / "a", tmp_path / "b"):
+            run_evaluation(docs[0], out, progress=False, agents=docs[1:])
+    model.close()
+    assert len(model.calls) == 1
+    results = ResultsFolder(tmp_path / "a").load()
+    assert sorted(r.variant_id for r in results) == ["llm-1", "llm-2", "original"]
+    recorded = read_variants(tmp_path / "a")
+    for r in results:
+        prompt = (tmp_path / "a" / "items" / r.instance_id / r.variant_id / "0" /
+                  "prompt.txt").read_text()
+        assert prompt == recorded[(r.instance_id, r.variant_id)]["text"]
+    assert recorded[(results[0].instance_id, "llm-1")]["text"].startswith("In short: ")
+    assert ((tmp_path / "a" / "variants.jsonl").read_bytes()
+            == (tmp_path / "b" / "variants.jsonl").read_bytes())
+    summary = json.loads((tmp_path / "a" / "summary.json").read_text())
+    assert summary["green_agent_model"] == "openai/test-model"
+    # The one call's tokens (100 in, 50 out on the scripted server), shared by its variants.
+    assert summary["variants_usage"]["input_tokens"] == 100
+    assert summary["variants_usage"]["output_tokens"] == 50
 
 
 def test_service_agents_need_a_cluster(tmp_path):

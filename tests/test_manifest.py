@@ -96,6 +96,8 @@ def test_defaults_fill_omitted_objects() -> None:
         "enabled": False,
         "num_variations": 3,
         "strategy": "llm",
+        "model": None,
+        "variants_file": None,
     }
     assert spec.predictions.source == "agent" and spec.predictions.path is None
     assert (spec.timeouts.test_seconds, spec.timeouts.pod_seconds) == (1800, None)

@@ -154,6 +154,45 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_variants_generate(args: argparse.Namespace) -> int:
+    from proctor.prepare import llm_variants, load_selection
+
+    evaluation, _ = _load_manifests(args.file)
+    if evaluation.spec.prompt_sensitivity.strategy != "llm":
+        raise UsageError("variants generate writes llm variants: the Evaluation's "
+                         "promptSensitivity.strategy is template, which needs none stored")
+    selection = load_selection(evaluation)
+
+    def progress(done: int, total: int, instance_id: str, what: str) -> None:
+        print(f"{done}/{total} {instance_id}: {what}", file=sys.stderr, flush=True)
+
+    records = llm_variants(evaluation, selection, store_path=Path(args.output),
+                           retry_failed=args.retry_failed, progress=progress)
+    failed = [r for r in records.values() if r["status"] != "ok"]
+    print(f"{len(records) - len(failed)} of {len(records)} tasks have variants in "
+          f"{args.output}" + (f"; {len(failed)} failed (see `proctor variants show "
+                              f"{args.output}`; --retry-failed tries them again)"
+                              if failed else ""))
+    return ExitCode.ITEM_ERRORS if failed else ExitCode.OK
+
+
+def cmd_variants_show(args: argparse.Namespace) -> int:
+    from proctor.variants import store
+    from proctor.variants.show import render_store
+
+    if not Path(args.store).exists():
+        raise exits.BadInput(f"{args.store}: no such variants file")
+    try:
+        records = store.load(Path(args.store))
+    except store.StoreError as exc:
+        raise exits.BadInput(str(exc)) from exc
+    text = render_store(records, args.instance)
+    if not text:
+        raise exits.BadInput(f"{args.store} holds no variants of {args.instance}")
+    print(text)
+    return 0
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from proctor.local.validate import validate
 
@@ -382,6 +421,24 @@ def build_parser() -> argparse.ArgumentParser:
     ana.add_argument("--seed", type=int, help="the bootstrap's seed (default: a fixed one)")
     ana.add_argument("--resamples", type=int, help="bootstrap resamples (default 2000)")
     ana.set_defaults(func=cmd_analyze)
+
+    var = sub.add_parser("variants", help="LLM-written prompt variants, stored ahead of runs")
+    var_sub = var.add_subparsers(dest="variants_command", required=True)
+    gen = var_sub.add_parser("generate", help="ask the Evaluation's model for each task's "
+                                              "variants, and store them (stored ones are "
+                                              "reused)")
+    gen.add_argument("-f", "--file", action="append", required=True)
+    gen.add_argument("--output", required=True, help="the variants file (JSON lines) to add "
+                                                     "to; name it as promptSensitivity."
+                                                     "variantsFile")
+    gen.add_argument("--retry-failed", action="store_true",
+                     help="ask again for tasks whose generation failed before")
+    gen.set_defaults(func=cmd_variants_generate)
+    show = var_sub.add_parser("show", help="each variant beside the original, protected "
+                                           "spans marked, with the checks' results")
+    show.add_argument("store", help="a variants file")
+    show.add_argument("--instance", help="only this task")
+    show.set_defaults(func=cmd_variants_show)
 
     val = sub.add_parser("validate", help="run gold and empty predictions to find broken "
                                           "and flaky tasks of the Evaluation's dataset")

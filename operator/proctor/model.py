@@ -354,6 +354,9 @@ class Summary(BaseModel):
     """Error items by kind."""
     usage: Usage = Usage()
     """Summed agent usage over all items that reported it."""
+    variants_usage: Usage | None = None
+    """What writing the prompt variants cost (tokens, litellm's cost estimate), summed;
+    left out of summary.json when no model wrote them."""
     latency_seconds: dict[str, float] = {}
     """Item wall time: mean, median, p90, max."""
 
@@ -362,4 +365,6 @@ class Summary(BaseModel):
         data: dict[str, Any] = handler(self)
         if self.green_agent_model is None:
             data.pop("green_agent_model", None)
+        if self.variants_usage is None:
+            data.pop("variants_usage", None)
         return data

@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from proctor.model import ORIGINAL_VARIANT, Instance, WorkItem
+from proctor.model import ORIGINAL_VARIANT, Instance, Usage, WorkItem
 
 
 @dataclass(frozen=True)
@@ -16,6 +16,8 @@ class Variant:
 
     variant_id: str
     text: str
+    usage: Usage | None = None
+    """What writing it cost (llm variants: the variant's share of its model call)."""
 
 
 @dataclass(frozen=True)

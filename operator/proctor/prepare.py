@@ -15,8 +15,9 @@ from proctor import dataset
 from proctor.exits import BadInput
 from proctor.model import WorkItem
 from proctor.plan import PlanInputs, Variant, plan
-from proctor.spec import PROMPT_SENSITIVITY_LLM, PROMPT_SENSITIVITY_ON_CLUSTER, Evaluation
-from proctor.variants import MAX_VARIATIONS, variants_for
+from proctor.spec import PROMPT_SENSITIVITY_ON_CLUSTER, Evaluation
+from proctor.variants import MAX_VARIATIONS, store, variants_for
+from proctor.variants.llm import settings_for
 
 
 class Refusal(BadInput):
@@ -54,7 +55,11 @@ def _check_prompt_sensitivity(evaluation: Evaluation, on_cluster: bool) -> None:
     if on_cluster:
         raise Refusal("PromptSensitivityUnsupported", PROMPT_SENSITIVITY_ON_CLUSTER)
     if sensitivity.strategy != "template":
-        raise Refusal("PromptSensitivityUnsupported", PROMPT_SENSITIVITY_LLM)
+        return
+    if sensitivity.variants_file:
+        raise Refusal("PromptSensitivityUnsupported",
+                      "promptSensitivity.variantsFile holds llm variants; the template "
+                      "strategy writes its own (leave variantsFile out, or use strategy llm)")
     if sensitivity.num_variations > MAX_VARIATIONS:
         raise Refusal("PromptSensitivityUnsupported",
                       f"promptSensitivity.numVariations is {sensitivity.num_variations}, but "
@@ -62,12 +67,44 @@ def _check_prompt_sensitivity(evaluation: Evaluation, on_cluster: bool) -> None:
                       f"variants per task; ask for {MAX_VARIATIONS} or fewer")
 
 
-def prompt_variants(evaluation: Evaluation, selection: dataset.Selection
-                    ) -> dict[str, list[Variant]]:
-    """Each task's reworded problem statements (none unless promptSensitivity is on)."""
+def variants_model(evaluation: Evaluation) -> str:
+    """The litellm model that writes llm variants: promptSensitivity.model, else
+    greenAgentModel."""
+    spec = evaluation.spec
+    return spec.prompt_sensitivity.model or spec.green_agent_model
+
+
+def variants_store(evaluation: Evaluation) -> Path:
+    """Where llm variants are kept: promptSensitivity.variantsFile, else the user's cache."""
+    named = evaluation.spec.prompt_sensitivity.variants_file
+    return Path(named).expanduser() if named else store.default_path()
+
+
+def llm_variants(evaluation: Evaluation, selection: dataset.Selection, *,
+                 store_path: Path | None = None, retry_failed: bool = False,
+                 progress: store.Progress | None = None) -> dict[str, dict]:
+    """Each task's llm variants record (stored, else generated and stored); stops with
+    ModelUnreachable (exit 3) before anything runs when the model cannot be reached."""
+    spec = evaluation.spec
+    try:
+        return store.ensure(store_path or variants_store(evaluation), selection.instances,
+                            spec.dataset.name, spec.dataset.revision or "",
+                            settings_for(variants_model(evaluation)),
+                            spec.prompt_sensitivity.num_variations,
+                            retry_failed=retry_failed, progress=progress)
+    except store.StoreError as exc:
+        raise Refusal("VariantsFileUnusable", str(exc)) from exc
+
+
+def prompt_variants(evaluation: Evaluation, selection: dataset.Selection,
+                    progress: store.Progress | None = None) -> dict[str, list[Variant]]:
+    """Each task's reworded problem statements (none unless promptSensitivity is on; a
+    task whose llm generation failed gets none, never the original in their place)."""
     sensitivity = evaluation.spec.prompt_sensitivity
     if not sensitivity.enabled:
         return {}
+    if sensitivity.strategy == "llm":
+        return store.variants_of(llm_variants(evaluation, selection, progress=progress))
     return variants_for(selection.instances, sensitivity.num_variations)
 
 

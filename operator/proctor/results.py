@@ -37,10 +37,11 @@ from pydantic import ValidationError
 from proctor.exits import BadInput, NotRun, is_disk_full
 from proctor.metrics import aggregate
 from proctor.model import ORIGINAL_VARIANT, Instance, RunResult, Summary, WorkItem
-from proctor.prepare import agent_label
+from proctor.prepare import agent_label, variants_model
 from proctor.report import render
 from proctor.runner.workdir import WorkDir, write_json
 from proctor.spec import Evaluation
+from proctor.variants import generation_usage
 
 # Fields that may change between runs on the same folder (as on the cluster, where
 # the spec is immutable except these).
@@ -202,8 +203,10 @@ def write_outputs(folder: ResultsFolder, evaluation: Evaluation,
         r.variant_id != ORIGINAL_VARIANT for r in results)
     summary = aggregate(results, instances, evaluation=evaluation.name,
                         agent=agent or agent_label(evaluation),
-                        green_agent_model=spec.green_agent_model if varied else None,
+                        green_agent_model=variants_model(evaluation) if varied else None,
                         items_planned=planned)
+    if varied:
+        summary = summary.model_copy(update={"variants_usage": generation_usage(folder.root)})
     write_json(folder.root / "summary.json", summary.model_dump(mode="json"))
     (folder.root / "report.md").write_text(render(summary, results))
     return summary

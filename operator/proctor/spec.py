@@ -125,13 +125,8 @@ class DatasetSpec(_Spec):
 PROMPT_SENSITIVITY_ON_CLUSTER = (
     "promptSensitivity is not run yet on a cluster: the operator asks each task's original "
     "problem statement only, so it would report no sensitivity at all; run the Evaluation "
-    "on one machine (`proctor run`, strategy template), or leave promptSensitivity out")
+    "on one machine (`proctor run`), or leave promptSensitivity out")
 """The operator's refusal, until it plans and runs variants."""
-
-PROMPT_SENSITIVITY_LLM = (
-    "promptSensitivity strategy llm is not run yet: use strategy: template (deterministic "
-    "rewordings), or leave promptSensitivity out")
-"""Both engines' refusal of LLM-written variants, until they are built."""
 
 
 class PromptSensitivitySpec(_Spec):
@@ -143,6 +138,11 @@ class PromptSensitivitySpec(_Spec):
     """Reworded variations per row, besides the original."""
     strategy: Literal["llm", "template"] = "llm"
     """How variations are written: by green_agent_model, or from fixed templates."""
+    model: str | None = None
+    """litellm model string that writes the llm variations; None uses green_agent_model."""
+    variants_file: str | None = None
+    """The store of llm variants (JSON lines) to reuse and add to; None uses the user's
+    cache. One file shared by runs makes every agent see the same variants."""
 
 
 class PredictionsSpec(_Spec):

@@ -150,11 +150,17 @@ def prepare(evaluation: Evaluation, agents: Sequence[AgentUnderTest] = (),
         raise EngineError(refused[0] + more)
     predictions = (load_predictions(spec.predictions.path, selection.dataset_ids)
                    if spec.predictions.source == "file" and spec.predictions.path else None)
-    variants = prompt_variants(evaluation, selection)
+    variants = prompt_variants(evaluation, selection, progress=_variants_progress)
     items = plan_items(evaluation, selection, variants)
     ctx = RunContext(evaluation, selection.by_id, predictions, agent, slots,
                      sandboxes=sandboxes, variants=variants)
     return ctx, selection, items
+
+
+def _variants_progress(done: int, total: int, instance_id: str, what: str) -> None:
+    """A line per model call of the llm variants (stored ones are silent)."""
+    if what != "stored":
+        print(f"variants {done}/{total}: {instance_id} {what}", file=sys.stderr)
 
 
 def preflight(ctx: RunContext) -> None:

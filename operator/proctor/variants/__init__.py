@@ -4,7 +4,8 @@
 problem statement (see `template`); the original is never among them (the plan adds
 it as variant `original`). Each variant's id is stable (its style) and its text is
 recorded with its sha256 beside the results (`variants.jsonl`), so a reader can tell
-exactly what each item asked.
+exactly what each item asked. The `llm` strategy (`llm`: a model's paraphrases, checked)
+keeps its variants in a store (`store`) that every later run reuses byte for byte.
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from proctor.model import Instance
+from proctor.model import Instance, Usage
 from proctor.plan import Variant
 from proctor.variants.template import MAX_VARIATIONS, reword, style_ids
 
 VARIANTS_FILE = "variants.jsonl"
 
-__all__ = ["MAX_VARIATIONS", "VARIANTS_FILE", "read_variants", "template_variants",
+__all__ = ["MAX_VARIATIONS", "VARIANTS_FILE", "generation_usage", "read_variants",
+           "template_variants",
            "text_hash", "variants_for", "write_variants"]
 
 
@@ -44,16 +46,30 @@ def variants_for(instances: Sequence[Instance], n: int) -> dict[str, list[Varian
 
 def write_variants(folder: Path, instances: Sequence[Instance],
                    variants: Mapping[str, Iterable[Variant]]) -> None:
-    """variants.jsonl: per task, the original and each variant, with its text and hash."""
+    """variants.jsonl: per task, the original and each variant, with its text and hash
+    (and, for llm variants, what writing it cost)."""
     lines = []
     for inst in instances:
         own = [Variant("original", inst.problem_statement), *variants.get(inst.instance_id, ())]
         lines += [json.dumps({"instance_id": inst.instance_id, "variant_id": v.variant_id,
-                              "sha256": text_hash(v.text), "text": v.text}) for v in own]
+                              "sha256": text_hash(v.text), "text": v.text,
+                              **({"usage": v.usage.model_dump()} if v.usage else {})})
+                  for v in own]
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / (VARIANTS_FILE + ".tmp")
     tmp.write_text("".join(line + "\n" for line in lines))
     tmp.replace(folder / VARIANTS_FILE)
+
+
+def generation_usage(folder: Path) -> Usage | None:
+    """What writing the folder's variants cost, summed; None when no model wrote them."""
+    usages = [Usage(**r["usage"]) for r in read_variants(folder).values() if r.get("usage")]
+    if not usages:
+        return None
+    return Usage(input_tokens=sum(u.input_tokens or 0 for u in usages),
+                 output_tokens=sum(u.output_tokens or 0 for u in usages),
+                 total_tokens=sum(u.total_tokens or 0 for u in usages),
+                 cost_usd=sum(u.cost_usd or 0.0 for u in usages))
 
 
 def read_variants(folder: Path) -> dict[tuple[str, str], dict]:

@@ -1,0 +1,145 @@
+"""Frozen variants: generated once, stored, and reused byte for byte by every later run.
+
+A store is a JSON-lines file, one record per task's generation, addressed by the sha256
+of what decides the variants: dataset, revision, instance, strategy, model, prompt version
+and N. A later record of the same key replaces an earlier one (the file is only appended
+to, so a run stopped half-way keeps what it made). A failed generation is recorded too,
+with its reason, and is tried again only when asked (`retry_failed`): every agent
+evaluated with the same settings sees the same variants, or the same absence of them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from proctor.model import Instance, Usage
+from proctor.plan import Variant
+from proctor.variants.llm import PROMPT_VERSION, Generation, ModelSettings, generate
+
+STRATEGY = "llm"
+
+
+class StoreError(ValueError):
+    """A variants file that is not one; the message names the file and line."""
+
+
+@dataclass(frozen=True)
+class StoreKey:
+    """What decides a task's variants (besides the text, which the revision fixes)."""
+
+    dataset: str
+    revision: str
+    instance_id: str
+    model: str
+    n: int
+    text_sha256: str
+    """The original's hash: a dataset read at its latest revision may change a text."""
+
+    @property
+    def digest(self) -> str:
+        fields = {"dataset": self.dataset, "revision": self.revision,
+                  "instance_id": self.instance_id, "text_sha256": self.text_sha256,
+                  "strategy": STRATEGY, "model": self.model,
+                  "prompt_version": PROMPT_VERSION, "n": self.n}
+        return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+
+
+def default_path() -> Path:
+    """Where `proctor run` keeps LLM variants when the Evaluation names no variantsFile:
+    one file per user, shared by every run on this machine."""
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "proctor" / "variants.jsonl"
+
+
+def load(path: Path) -> dict[str, dict]:
+    """The store's records by key (the last of a key wins); empty when there is none."""
+    if not path.exists():
+        return {}
+    out: dict[str, dict] = {}
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            out[record["key"]] = record
+        except (json.JSONDecodeError, KeyError, TypeError):
+            raise StoreError(f"{path}:{number}: not a variants record") from None
+    return out
+
+
+def _append(path: Path, record: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        f.write(json.dumps(record, sort_keys=True) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def record_for(key: StoreKey, original: str, gen: Generation) -> dict:
+    """A store record of one generation (pure)."""
+    share = max(1, len(gen.texts))
+    return {
+        "key": key.digest, "dataset": key.dataset, "revision": key.revision,
+        "instance_id": key.instance_id, "strategy": STRATEGY, "model": key.model,
+        "prompt_version": PROMPT_VERSION, "n": key.n,
+        "status": "ok" if gen.ok else "failed", "reason": gen.reason,
+        "attempts": gen.attempts, "original": original, "original_sha256": _sha(original),
+        "prompt_tokens": gen.prompt_tokens, "completion_tokens": gen.completion_tokens,
+        "cost_usd": gen.cost_usd,
+        # One call writes all N: each variant carries its share of the call's usage.
+        "variants": [{"variant_id": f"llm-{i}", "text": text, "sha256": _sha(text),
+                      "prompt_tokens": gen.prompt_tokens / share,
+                      "completion_tokens": gen.completion_tokens / share,
+                      "cost_usd": gen.cost_usd / share}
+                     for i, text in enumerate(gen.texts, 1)],
+    }
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+Progress = Callable[[int, int, str, str], None]
+"""(done, total, instance id, what happened: stored, made, failed)."""
+
+
+def ensure(path: Path, instances: Sequence[Instance], dataset: str, revision: str,
+           settings: ModelSettings, n: int, *, retry_failed: bool = False,
+           progress: Progress | None = None) -> dict[str, dict]:
+    """Each instance's record, by instance id: the stored one when there is one (a failed
+    one too, unless `retry_failed`), else a new generation, appended to the store at once.
+    ModelUnreachable stops it; what was made before stays stored."""
+    stored = load(path)
+    out: dict[str, dict] = {}
+    for done, inst in enumerate(instances, 1):
+        key = StoreKey(dataset, revision, inst.instance_id, settings.model, n,
+                       _sha(inst.problem_statement))
+        record = stored.get(key.digest)
+        if record and (record["status"] == "ok" or not retry_failed):
+            what = "stored"
+        else:
+            record = record_for(key, inst.problem_statement,
+                                generate(inst.problem_statement, n, settings))
+            _append(path, record)
+            what = "made" if record["status"] == "ok" else "failed"
+        out[inst.instance_id] = record
+        if progress:
+            progress(done, len(instances), inst.instance_id, what)
+    return out
+
+
+def variants_of(records: dict[str, dict]) -> dict[str, list[Variant]]:
+    """The plan's variants: those of good records only (a failed one gives none)."""
+    return {iid: [Variant(v["variant_id"], v["text"], _usage(v)) for v in r["variants"]]
+            for iid, r in records.items() if r["status"] == "ok"}
+
+
+def _usage(variant: dict) -> Usage:
+    tokens = (variant["prompt_tokens"], variant["completion_tokens"])
+    return Usage(input_tokens=round(tokens[0]), output_tokens=round(tokens[1]),
+                 total_tokens=round(sum(tokens)), cost_usd=variant["cost_usd"])

@@ -1,0 +1,96 @@
+"""Two model servers on loopback for the `llm` variants strategy: one OpenAI-compatible
+(`/v1/chat/completions`), one speaking Ollama's protocol (`/api/generate`, `/api/chat`),
+each answering from a script of replies, so litellm's real client code is exercised.
+
+A script step is the reply text, or one of `HTTP500`, `SLOW` (answers after the client
+gave up), a callable of the request's prompt returning the reply text.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+HTTP500 = "<http 500>"
+SLOW = "<slow>"
+SLOW_S = 3.0
+
+Step = str | Callable[[str], str]
+
+
+class ScriptedModel:
+    """A model server on 127.0.0.1: `base` is its address, `calls` the prompts it got."""
+
+    def __init__(self, protocol: str, models: tuple[str, ...] = ("test-model",)):
+        self.protocol, self.models = protocol, models
+        self.script: list[Step] = []
+        self.calls: list[dict[str, Any]] = []
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                owner._answer(self, self.path, body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def _answer(self, handler: BaseHTTPRequestHandler, path: str, body: dict) -> None:
+        prompt = _prompt(body)
+        self.calls.append({"path": path, "model": body.get("model"), "prompt": prompt})
+        if body.get("model") not in self.models:
+            message = f"model '{body.get('model')}' not found"
+            error = ({"error": message} if self.protocol == "ollama" else
+                     {"error": {"message": message, "type": "invalid_request_error",
+                                "code": "model_not_found"}})
+            return _send(handler, 404, error)
+        step = self.script.pop(0) if self.script else ""
+        if step == HTTP500:
+            return _send(handler, 500, {"error": "internal error"})
+        if step == SLOW:
+            time.sleep(SLOW_S)
+            step = ""
+        text = step(prompt) if callable(step) else step
+        _send(handler, 200, self._reply(path, body["model"], text))
+
+    def _reply(self, path: str, model: str, text: str) -> dict:
+        usage = {"prompt_eval_count": 100, "eval_count": 50}
+        if path.endswith("/api/generate"):
+            return {"model": model, "response": text, "done": True, **usage}
+        if path.endswith("/api/chat"):
+            return {"model": model, "message": {"role": "assistant", "content": text},
+                    "done": True, **usage}
+        return {"id": "x", "object": "chat.completion", "created": int(time.time()),
+                "model": model,
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": text}}],
+                "usage": {"prompt_tokens": 100, "completion_tokens": 50, "total_tokens": 150}}
+
+
+def _prompt(body: dict) -> str:
+    if "prompt" in body:
+        return body["prompt"]
+    return "\n".join(m.get("content", "") for m in body.get("messages", [])
+                     if isinstance(m.get("content"), str))
+
+
+def _send(handler: BaseHTTPRequestHandler, status: int, payload: dict) -> None:
+    data = json.dumps(payload).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
