@@ -29,12 +29,11 @@ PARQUET_NAME = "SWE-bench_Verified_test.parquet"
 def _verified_statements() -> list[tuple[str, str]]:
     import pyarrow.parquet as pq
 
-    for base in (VERIFIED, Path("/work/shared/data/swebench-verified")):
-        if (base / PARQUET_NAME).exists():
-            table = pq.read_table(base / PARQUET_NAME, columns=["instance_id",
-                                                                 "problem_statement"])
-            return list(zip(*(table.column(c).to_pylist() for c in table.column_names),
-                            strict=True))
+    if (VERIFIED / PARQUET_NAME).exists():
+        table = pq.read_table(VERIFIED / PARQUET_NAME, columns=["instance_id",
+                                                               "problem_statement"])
+        return list(zip(*(table.column(c).to_pylist() for c in table.column_names),
+                        strict=True))
     pytest.skip("the SWE-bench Verified parquet is not on this machine")
 
 
