@@ -9,7 +9,6 @@ import pytest
 
 from proctor.k8s.conditions import (
     ItemCounts,
-    agent_conditions,
     agent_refusal,
     agent_status,
     evaluation_status,
@@ -161,9 +160,8 @@ def test_the_results_table_has_the_crd_fields_and_the_headline_denominators() ->
 def test_the_agent_status_is_valid() -> None:
     aut = AgentUnderTest(name="a", namespace="ns", spec=AgentUnderTestSpec(
         service={"image": "agent:1", "port": 8080}))
-    status = agent_status(aut, generation=2, tasks_in_flight=3,
-                          conditions=set_condition([], "Ready", True, "Available", now=T0))
-    assert status["mode"] == "service" and status["endpoint"] == "http://a.ns.svc:8080/"
+    status = agent_status(aut, [], now=T0, generation=2, tasks_in_flight=3)
+    assert (status["mode"], status["endpoint"], status["tasksInFlight"]) == ("service", "", 3)
     parse_resource({"apiVersion": "proctor.dev/v1alpha1", "kind": "AgentUnderTest",
                     "metadata": {"name": "a"}, "spec": {"service": {"image": "agent:1"}},
                     "status": status})
@@ -172,12 +170,13 @@ def test_the_agent_status_is_valid() -> None:
 def test_an_agent_is_ready_unless_the_operator_cannot_run_its_mode() -> None:
     endpoint = AgentUnderTest(name="a", namespace="ns", spec=AgentUnderTestSpec(
         endpoint="http://agent:9999/"))
-    (ready,) = agent_conditions([], endpoint, now=T0, generation=1)
+    (ready,) = agent_status(endpoint, [], now=T0, generation=1, tasks_in_flight=0)["conditions"]
     assert (ready["type"], ready["status"], ready["reason"]) == ("Ready", "True", "Usable")
     assert "http://agent:9999/" in ready["message"] and ready["observedGeneration"] == 1
     service = AgentUnderTest(name="a", namespace="ns", spec=AgentUnderTestSpec(
         service={"image": "agent:1", "port": 8080}))
-    (refused,) = agent_conditions([ready], service, now="2026-11-22T13:00:00Z", generation=2)
+    (refused,) = agent_status(service, [ready], now="2026-11-22T13:00:00Z", generation=2,
+                              tasks_in_flight=0)["conditions"]
     assert (refused["status"], refused["reason"]) == ("False", "AgentModeUnsupported")
     assert refused["lastTransitionTime"] == "2026-11-22T13:00:00Z"
 
@@ -195,9 +194,10 @@ def test_loopback_and_link_local_endpoints_are_local(url: str, local: bool) -> N
 def test_a_local_endpoint_is_refused_unless_allowed() -> None:
     aut = AgentUnderTest(name="a", namespace="ns", spec=AgentUnderTestSpec(
         endpoint="http://127.0.0.1:9009/"))
-    (refused,) = agent_conditions([], aut, now=T0, generation=1)
+    (refused,) = agent_status(aut, [], now=T0, generation=1, tasks_in_flight=0)["conditions"]
     assert (refused["status"], refused["reason"]) == ("False", "LocalEndpoint")
     assert "127.0.0.1" in refused["message"] and "--allow-local-endpoints" in refused["message"]
     assert agent_refusal(aut, allow_local=True) is None
-    (ready,) = agent_conditions([], aut, now=T0, generation=1, allow_local=True)
+    (ready,) = agent_status(aut, [], now=T0, generation=1, tasks_in_flight=0,
+                            allow_local=True)["conditions"]
     assert ready["status"] == "True"

@@ -189,24 +189,17 @@ def agent_refusal(agent: AgentUnderTest, allow_local: bool = False) -> tuple[str
     return None
 
 
-def agent_conditions(old: Sequence[Mapping[str, Any]], agent: AgentUnderTest, *, now: str,
-                     generation: int | None, allow_local: bool = False
-                     ) -> list[dict[str, Any]]:
-    """Ready: whether the operator can send the agent tasks (see `agent_refusal`)."""
+def agent_status(agent: AgentUnderTest, old: Sequence[Mapping[str, Any]], *, now: str,
+                 generation: int | None, tasks_in_flight: int, allow_local: bool = False
+                 ) -> dict[str, Any]:
+    """An AgentUnderTest's status: how it is reached, how busy it is, and Ready: whether the
+    operator can send it tasks (see `agent_refusal`). ``old`` are its conditions so far."""
+    mode, endpoint = agent_mode(agent), agent_endpoint(agent)
     refusal = agent_refusal(agent, allow_local)
-    if refusal is not None:
-        return set_condition(old, "Ready", False, *refusal, now=now,
-                             observed_generation=generation)
-    return set_condition(old, "Ready", True, "Usable", f"tasks go to {agent_endpoint(agent)} "
-                         f"({agent_mode(agent)})", now=now, observed_generation=generation)
-
-
-def agent_status(agent: AgentUnderTest, *, generation: int | None, tasks_in_flight: int,
-                 conditions: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """An AgentUnderTest's status: how it is reached, how busy it is, its conditions."""
-    status: dict[str, Any] = {"mode": agent_mode(agent), "endpoint": agent_endpoint(agent),
-                              "tasksInFlight": tasks_in_flight,
-                              "conditions": [dict(c) for c in conditions]}
+    ready = (False, *refusal) if refusal else (True, "Usable", f"tasks go to {endpoint} ({mode})")
+    status: dict[str, Any] = {"mode": mode, "endpoint": endpoint, "tasksInFlight": tasks_in_flight,
+                              "conditions": set_condition(old, "Ready", *ready, now=now,
+                                                          observed_generation=generation)}
     if generation is not None:
         status["observedGeneration"] = generation
     return status

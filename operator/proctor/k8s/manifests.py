@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from proctor.images import instance_image
-from proctor.k8s.names import agent_service_url, configmap_name, job_name, label_value
+from proctor.k8s.names import configmap_name, job_name, label_value
 from proctor.model import ORIGINAL_VARIANT, Instance, WorkItem
 from proctor.predictions import patch_for
 from proctor.spec import AgentUnderTest, Evaluation
@@ -252,15 +252,10 @@ def patch_configmap(evaluation: Evaluation, item: WorkItem, patch: str) -> dict[
 
 
 def agent_endpoint(agent: AgentUnderTest) -> str:
-    """The URL the solve step sends the task to."""
+    """The URL the solve step sends the task to; none for a service-mode agent, which the
+    operator refuses (``AgentModeUnsupported``)."""
     spec = agent.spec
-    if spec.sidecar:
-        return f"http://127.0.0.1:{spec.sidecar.port}/"
-    if spec.service:
-        return agent_service_url(agent.name, agent.namespace, spec.service.port)
-    if spec.endpoint:
-        return spec.endpoint
-    raise ValueError(f"AgentUnderTest {agent.name!r} has no endpoint, service or sidecar")
+    return f"http://127.0.0.1:{spec.sidecar.port}/" if spec.sidecar else spec.endpoint or ""
 
 
 def solve_command(evaluation: Evaluation, agent: AgentUnderTest | None,
@@ -485,24 +480,3 @@ def desired_objects(evaluation: Evaluation, agent: AgentUnderTest | None,
                                 preferred_node=(nodes or {}).get(item.instance_id)))
     return list(configmaps.values()), jobs
 
-
-def task_files(job: Mapping[str, Any], configmaps: Iterable[Mapping[str, Any]]) -> dict[str, str]:
-    """What /task holds in the pod of ``job``: path -> text, as the kubelet projects it.
-
-    For tests, and for anything that plays the kubelet: it resolves the projected volume
-    from the ConfigMaps given and the pod template's annotations.
-    """
-    by_name = {cm["metadata"]["name"]: cm.get("data", {}) for cm in configmaps}
-    template = job["spec"]["template"]
-    annotations = template["metadata"].get("annotations", {})
-    (volume,) = [v for v in template["spec"]["volumes"] if v["name"] == "task"]
-    files: dict[str, str] = {}
-    for source in volume["projected"]["sources"]:
-        if "configMap" in source:
-            data = by_name[source["configMap"]["name"]]
-            files |= {entry["path"]: data[entry["key"]] for entry in source["configMap"]["items"]}
-        for entry in source.get("downwardAPI", {}).get("items", []):
-            key = re.fullmatch(r"metadata\.annotations\['(.+)'\]", entry["fieldRef"]["fieldPath"])
-            assert key is not None
-            files[entry["path"]] = annotations[key.group(1)]
-    return files

@@ -33,7 +33,6 @@ suffix (``runner.infraRetries`` is at most 10)."""
 
 _NAME_HASH_CHARS = 6
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
@@ -106,18 +105,3 @@ def configmap_name(evaluation: str, kind: str, content_digest: str) -> str:
     owner = _dns_part(evaluation, MAX_LABEL - len(kind) - 2 - ITEM_HASH_CHARS)
     return f"{owner}-{kind}-{content_digest[:ITEM_HASH_CHARS]}"
 
-
-def agent_service_name(agent: str) -> str:
-    """The Service (and Deployment) of an AgentUnderTest run in service mode.
-
-    A Service's name must be a DNS-1035 label (starting with a letter); the agent's own name
-    is used when it is one, so that its URL reads ``http://<agent>.<namespace>.svc:<port>/``.
-    """
-    if len(agent) <= MAX_LABEL and _DNS_1035_LABEL.match(agent):
-        return agent
-    return f"aut-{_dns_part(agent, MAX_LABEL - 4)}"
-
-
-def agent_service_url(agent: str, namespace: str, port: int) -> str:
-    """The in-cluster URL of a service-mode agent."""
-    return f"http://{agent_service_name(agent)}.{namespace}.svc:{port}/"
