@@ -457,26 +457,20 @@ def desired_job(evaluation: Evaluation, agent: AgentUnderTest | None, item: Work
 
 def desired_objects(evaluation: Evaluation, agent: AgentUnderTest | None,
                     items: Iterable[WorkItem], instances: Mapping[str, Instance],
-                    variants: Mapping[str, Mapping[str, str]] | None = None,
-                    predictions: Mapping[str, str] | None = None, *, runner_version: str,
-                    runner_image_default: str | None = None,
-                    nodes: Mapping[str, str] | None = None
+                    variants: Mapping[str, Mapping[str, str]] | None = None, *,
+                    runner_version: str, runner_image_default: str | None = None
                     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The task ConfigMaps (one per task) and first-attempt Jobs (one per item) of ``items``.
-
-    ``variants`` maps instance ids to their variants' texts; ``nodes`` maps instance ids to
-    a node that ran the task before.
-    """
+    """The task ConfigMaps (one per task) and first-attempt Jobs (one per item) of ``items``;
+    ``variants`` maps instance ids to their variants' texts."""
     configmaps: dict[str, dict[str, Any]] = {}
     jobs: list[dict[str, Any]] = []
     for item in items:
         instance = instances[item.instance_id]
         if item.instance_id not in configmaps:
             configmaps[item.instance_id] = task_configmap(
-                evaluation, instance, (variants or {}).get(item.instance_id, {}), predictions)
+                evaluation, instance, (variants or {}).get(item.instance_id, {}))
         jobs.append(desired_job(evaluation, agent, item, instance, configmaps[item.instance_id],
                                 runner_version=runner_version,
-                                runner_image_default=runner_image_default,
-                                preferred_node=(nodes or {}).get(item.instance_id)))
+                                runner_image_default=runner_image_default))
     return list(configmaps.values()), jobs
 

@@ -88,7 +88,6 @@ class ItemState:
     Completed, ResultUnreadable, DeadlineExceeded, Evicted, OOMKilled, Killed, NodeLost,
     Preempted, Rejected, PodLost, ResultLost, StepFailed, ..."""
     message: str = ""
-    exit_code: int | None = None
     since: str | None = None
     """When the present state began (for a stuck pending pod: its first failure)."""
     error_kind: ErrorKind | None = None
@@ -164,14 +163,12 @@ def _earliest(events: Iterable[Obj]) -> str | None:
 
 def _step(status: Obj, init: bool, sidecar: bool) -> Step:
     state = status.get("state") or {}
-    for kind in ("terminated", "running", "waiting"):
-        if kind in state:
-            detail = state[kind] or {}
-            return Step(name=status["name"], state=kind, reason=detail.get("reason"),
-                        message=detail.get("message"), exit_code=detail.get("exitCode"),
-                        started_at=detail.get("startedAt"), finished_at=detail.get("finishedAt"),
-                        init=init, sidecar=sidecar)
-    return Step(name=status["name"], state="unknown", init=init, sidecar=sidecar)
+    kind = next((k for k in ("terminated", "running", "waiting") if k in state), "unknown")
+    detail = state.get(kind) or {}
+    return Step(name=status["name"], state=kind, reason=detail.get("reason"),
+                message=detail.get("message"), exit_code=detail.get("exitCode"),
+                started_at=detail.get("startedAt"), finished_at=detail.get("finishedAt"),
+                init=init, sidecar=sidecar)
 
 
 def steps_of(pod: Obj) -> tuple[Step, ...]:
@@ -202,13 +199,6 @@ def images_of(pod: Obj) -> dict[str, str]:
     return {s["name"]: s["imageID"] for key in ("initContainerStatuses", "containerStatuses",
                                                 "ephemeralContainerStatuses")
             for s in status.get(key) or [] if s.get("imageID")}
-
-
-def _newest(pods: Sequence[Obj]) -> Obj | None:
-    """The pod to read: the newest one (a Job with backoffLimit 0 has one)."""
-    ordered = sorted(pods, key=lambda p: (p.get("metadata", {}).get("creationTimestamp") or "",
-                                          p.get("metadata", {}).get("name") or ""))
-    return ordered[-1] if ordered else None
 
 
 # --- Compact results ------------------------------------------------------------------------
@@ -286,14 +276,13 @@ def _failed_step(pod: Obj, common: dict[str, Any]) -> ItemState:
             why = "out of memory" if oom else "killed by SIGKILL, most likely out of memory"
             return _infra("OOMKilled" if oom else "Killed",
                           f"step {step.name} exited {step.exit_code}: {why}",
-                          exit_code=step.exit_code, since=step.finished_at, **common)
+                          since=step.finished_at, **common)
     for step in ended:
         if step.exit_code and not step.sidecar:
             detail = f": {step.message.strip()[-500:]}" if step.message else ""
             return ItemState(phase=Phase.FAILED, reason="StepFailed",
                              message=f"step {step.name} exited {step.exit_code}{detail}",
-                             exit_code=step.exit_code, since=step.finished_at,
-                             error_kind=ErrorKind.SANDBOX, **common)
+                             since=step.finished_at, error_kind=ErrorKind.SANDBOX, **common)
     message = (pod.get("status") or {}).get("message") or "the pod failed with no step failing"
     return _infra("PodFailed", message, **common)
 
@@ -386,7 +375,9 @@ def item_state(job: Obj, pods: Sequence[Obj] = (), events: Sequence[Obj] = ()) -
     ``pods`` are the Job's own (`PodsByJob` picks them from a wider list); ``events`` may
     be the namespace's: only those about the Job and its pod are read.
     """
-    pod = _newest(pods)
+    # The pod to read: the newest one (a Job with backoffLimit 0 has one).
+    pod = max(pods, default=None, key=lambda p: (p.get("metadata", {}).get("creationTimestamp")
+                                                 or "", p.get("metadata", {}).get("name") or ""))
     common = _common(pod)
     conditions = _true_conditions(job)
     if "Failed" in conditions or "FailureTarget" in conditions:
