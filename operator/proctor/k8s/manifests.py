@@ -158,16 +158,6 @@ def asks_agent(evaluation: Evaluation, kept_patch: Mapping[str, Any] | None = No
     return evaluation.spec.predictions.source == "agent" and kept_patch is None
 
 
-def pod_deadline_seconds(evaluation: Evaluation, agent: AgentUnderTest | None,
-                         asks: bool = True) -> int:
-    """activeDeadlineSeconds: timeouts.podSeconds, else agent + tests + a margin."""
-    timeouts = evaluation.spec.timeouts
-    if timeouts.pod_seconds:
-        return timeouts.pod_seconds
-    agent_seconds = agent.spec.request_timeout_seconds if asks and agent else 0
-    return agent_seconds + timeouts.test_seconds + POD_DEADLINE_MARGIN_SECONDS
-
-
 def runner_resources(resources: Mapping[str, Any] | None) -> dict[str, Any]:
     """The steps' resources: spec.runner.resources (else defaults), plus ephemeral storage.
 
@@ -436,6 +426,9 @@ def desired_job(evaluation: Evaluation, agent: AgentUnderTest | None, item: Work
     pod = _pod_spec(evaluation, agent, item, instance, task, runner, kept_patch,
                     preferred_node)
     annotations = {ANNOTATION_ITEM_KEY: item.key, ANNOTATION_RUNNER_VERSION: runner_version}
+    timeouts = evaluation.spec.timeouts  # the deadline: podSeconds, else agent + tests + margin
+    agent_seconds = agent.spec.request_timeout_seconds if agent and asks_agent(
+        evaluation, kept_patch) else 0
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -444,8 +437,8 @@ def desired_job(evaluation: Evaluation, agent: AgentUnderTest | None, item: Work
                      "annotations": annotations},
         "spec": {
             "backoffLimit": 0,
-            "activeDeadlineSeconds": pod_deadline_seconds(
-                evaluation, agent, asks_agent(evaluation, kept_patch)),
+            "activeDeadlineSeconds": timeouts.pod_seconds or (
+                agent_seconds + timeouts.test_seconds + POD_DEADLINE_MARGIN_SECONDS),
             "template": {
                 "metadata": {"labels": dict(labels),
                              "annotations": {ANNOTATION_ITEM: item.model_dump_json()}},

@@ -70,9 +70,7 @@ def owner_part(evaluation: str) -> str:
 
 
 def job_name(evaluation: str, item_id: str, attempt: int = 0) -> str:
-    """The Job of one attempt at one item; attempt 0 is the first try."""
-    if not re.fullmatch(r"[0-9a-f]{16,64}", item_id):
-        raise ValueError(f"item id {item_id!r} is not a hex hash")
+    """The Job of one attempt at one item (a hex id); attempt 0 is the first try."""
     if not 0 <= attempt <= 10:
         raise ValueError(f"attempt {attempt} is outside 0..10 (runner.infraRetries <= 10)")
     retry = f"-r{attempt}" if attempt else ""
@@ -96,11 +94,9 @@ def label_value(text: str) -> str:
 def configmap_name(evaluation: str, kind: str, content_digest: str) -> str:
     """A content-addressed ConfigMap of an Evaluation: equal content, equal name.
 
-    ``kind`` says what it holds (``task``, ``patch``); 16 hex digits of the content's hash
-    keep distinct contents apart with the same odds as Job names.
+    ``kind`` says what it holds (``task``, ``patch``, ``result``); 16 hex digits of the
+    content's hash keep distinct contents apart with the same odds as Job names.
     """
-    if not re.fullmatch(r"[a-z]{1,8}", kind):
-        raise ValueError(f"configmap kind {kind!r} must be 1-8 lowercase letters")
     # Kept to 63 characters, like every name here, though a ConfigMap's may be longer.
     owner = _dns_part(evaluation, MAX_LABEL - len(kind) - 2 - ITEM_HASH_CHARS)
     return f"{owner}-{kind}-{content_digest[:ITEM_HASH_CHARS]}"

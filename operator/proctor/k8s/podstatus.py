@@ -99,6 +99,8 @@ class ItemState:
     pod: str | None = None
     node: str | None = None
     images: dict[str, str] = field(default_factory=dict)
+    """The image each step ran (those that pulled one): its imageID, which names the
+    registry digest where the runtime knows it."""
     steps: tuple[Step, ...] = ()
 
 
@@ -192,15 +194,6 @@ def steps_of(pod: Obj) -> tuple[Step, ...]:
                  for name, init, sidecar in order)
 
 
-def images_of(pod: Obj) -> dict[str, str]:
-    """The image each container ran, by container name (only those that pulled one): its
-    imageID, which names the registry digest where the runtime knows it."""
-    status = pod.get("status") or {}
-    return {s["name"]: s["imageID"] for key in ("initContainerStatuses", "containerStatuses",
-                                                "ephemeralContainerStatuses")
-            for s in status.get(key) or [] if s.get("imageID")}
-
-
 # --- Compact results ------------------------------------------------------------------------
 
 
@@ -227,9 +220,11 @@ def _common(pod: Obj | None) -> dict[str, Any]:
     """The fields every state with a pod carries: pod, node, images, steps."""
     if pod is None:
         return {}
+    statuses = [s for key in ("initContainerStatuses", "containerStatuses")
+                for s in (pod.get("status") or {}).get(key) or []]
     return {"pod": pod.get("metadata", {}).get("name"),
-            "node": (pod.get("spec") or {}).get("nodeName"),
-            "images": images_of(pod), "steps": steps_of(pod)}
+            "node": (pod.get("spec") or {}).get("nodeName"), "steps": steps_of(pod),
+            "images": {s["name"]: s["imageID"] for s in statuses if s.get("imageID")}}
 
 
 def _infra(reason: str, message: str, **fields: Any) -> ItemState:
