@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,3 +90,23 @@ def prepare_work(tmp_path: Path, instance: Instance, patch: str, time_limit: int
     write_patch(work, patch)
     write_test_step(work, instance, time_limit, test_without_patch=without_patch)
     return work
+
+
+def task_files(job: Mapping[str, Any], configmaps: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """What /task holds in the pod of ``job``: path -> text, as a kubelet projects it from
+    the ConfigMaps given and the pod template's annotations (written apart from the test
+    cluster's kubelet, so that each checks the other)."""
+    by_name = {cm["metadata"]["name"]: cm.get("data", {}) for cm in configmaps}
+    template = job["spec"]["template"]
+    annotations = template["metadata"].get("annotations", {})
+    (volume,) = [v for v in template["spec"]["volumes"] if v["name"] == "task"]
+    files: dict[str, str] = {}
+    for source in volume["projected"]["sources"]:
+        if "configMap" in source:
+            data = by_name[source["configMap"]["name"]]
+            files |= {entry["path"]: data[entry["key"]] for entry in source["configMap"]["items"]}
+        for entry in source.get("downwardAPI", {}).get("items", []):
+            key = re.fullmatch(r"metadata\.annotations\['(.+)'\]", entry["fieldRef"]["fieldPath"])
+            assert key is not None
+            files[entry["path"]] = annotations[key.group(1)]
+    return files

@@ -8,19 +8,16 @@ from typing import Any
 import pytest
 
 from proctor.k8s.conditions import (
-    ItemCounts,
-    agent_conditions,
     agent_refusal,
     agent_status,
-    evaluation_status,
     find_condition,
     is_local_endpoint,
-    resolved_percent,
     results_table,
     set_condition,
 )
+from proctor.k8s.reconcile import ItemView, build_status
 from proctor.manifest import ManifestError, openapi_schema, parse_resource
-from proctor.model import ErrorKind, Outcome, PassFail, RunResult
+from proctor.model import ErrorKind, Outcome, PassFail, RunResult, WorkItem
 from proctor.spec import AgentUnderTest, AgentUnderTestSpec
 
 T0, T1, T2 = "2026-05-01T10:00:00Z", "2026-05-01T11:00:00Z", "2026-05-01T12:00:00Z"
@@ -99,31 +96,34 @@ def conditions() -> list[dict[str, Any]]:
                          observed_generation=1)
 
 
-def status_for(found: list[RunResult], total: int) -> dict[str, Any]:
-    return evaluation_status(
-        generation=1, agent="my-agent", counts=ItemCounts(total=total, done=len(found),
-                                                           retries=7),
-        results=found, conditions=conditions(), dataset_fingerprint="0123456789abcdef",
-        start_time=T0, completion_time=T1,
-        results_ref={"kind": "ConfigMap", "labelSelector": "proctor.dev/evaluation=demo"})
-
-
-def evaluation_with(status: dict[str, Any]) -> dict[str, Any]:
+def evaluation_with(status: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"apiVersion": "proctor.dev/v1alpha1", "kind": "Evaluation",
             "metadata": {"name": "demo"}, "spec": {"agentRef": {"name": "my-agent"}},
-            "status": status}
+            **({"status": status} if status is not None else {})}
+
+
+def status_for(found: list[RunResult], waiting: int = 0, generation: int | None = 1,
+               found_conditions: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """`build_status` of an Evaluation whose items have ``found`` and ``waiting`` more."""
+    views = [ItemView(WorkItem(id=r.item_id, instance_id=r.instance_id), result=r)
+             for r in found]
+    views += [ItemView(WorkItem(id=f"{n:032x}", instance_id="org__repo-0"))
+              for n in range(waiting)]
+    return build_status(parse_resource(evaluation_with()), "my-agent", views, found,
+                        conditions() if found_conditions is None else found_conditions,
+                        generation=generation, fingerprint="0123456789abcdef")
 
 
 def test_the_status_of_2000_items_is_small_and_valid() -> None:
     found = results(500)
-    status = status_for(found, 2000)
+    status = status_for(found)
     size = len(json.dumps(status).encode())
     assert size < 4096, size  # far under 256 KiB: no per-item details
-    assert size - len(json.dumps(status_for(results(5), 20)).encode()) < 64
+    assert size - len(json.dumps(status_for(results(5))).encode()) < 64
     parse_resource(evaluation_with(status))  # the CRD's status schema accepts it
     assert status["progress"] == "2000/2000"
     assert status["items"] == {"total": 2000, "waiting": 0, "pending": 0, "running": 0,
-                               "done": 2000, "retries": 7}
+                               "done": 2000, "retries": 0}
     assert sum(status["outcomes"].values()) == 2000
     assert status["errorKinds"] == {"infra": status["outcomes"]["error"]}
     assert status["results"]["totalInstances"] == 500
@@ -132,16 +132,16 @@ def test_the_status_of_2000_items_is_small_and_valid() -> None:
 
 
 def test_a_status_before_any_result() -> None:
-    status = evaluation_status(generation=None, agent="gold", counts=ItemCounts(total=3,
-                                                                                waiting=3),
-                               results=[], conditions=[])
+    status = status_for([], waiting=3, generation=None, found_conditions=[])
     assert status["resolvedPercent"] == "-" and status["progress"] == "0/3"
+    assert status["items"]["waiting"] == 3 and "proctor.dev/evaluation=demo" in status[
+        "resultsRef"]["labelSelector"]
     assert "observedGeneration" not in status and "startTime" not in status
     parse_resource(evaluation_with(status))
 
 
 def test_the_crd_refuses_a_malformed_status() -> None:
-    status = status_for(results(2), 8)
+    status = status_for(results(2))
     status["conditions"][0]["status"] = "Yes"
     status["conditions"].append(dict(status["conditions"][1]))
     with pytest.raises(ManifestError) as caught:
@@ -155,15 +155,13 @@ def test_the_results_table_has_the_crd_fields_and_the_headline_denominators() ->
     status_schema = openapi_schema("Evaluation")["properties"]["status"]["properties"]
     assert set(table) == set(status_schema["results"]["properties"])
     assert table["totalInstances"] == 10  # tasks, not items: variants and repeats excluded
-    assert resolved_percent([]) == "-"
 
 
 def test_the_agent_status_is_valid() -> None:
     aut = AgentUnderTest(name="a", namespace="ns", spec=AgentUnderTestSpec(
         service={"image": "agent:1", "port": 8080}))
-    status = agent_status(aut, generation=2, tasks_in_flight=3,
-                          conditions=set_condition([], "Ready", True, "Available", now=T0))
-    assert status["mode"] == "service" and status["endpoint"] == "http://a.ns.svc:8080/"
+    status = agent_status(aut, [], now=T0, generation=2, tasks_in_flight=3)
+    assert (status["mode"], status["endpoint"], status["tasksInFlight"]) == ("service", "", 3)
     parse_resource({"apiVersion": "proctor.dev/v1alpha1", "kind": "AgentUnderTest",
                     "metadata": {"name": "a"}, "spec": {"service": {"image": "agent:1"}},
                     "status": status})
@@ -172,12 +170,13 @@ def test_the_agent_status_is_valid() -> None:
 def test_an_agent_is_ready_unless_the_operator_cannot_run_its_mode() -> None:
     endpoint = AgentUnderTest(name="a", namespace="ns", spec=AgentUnderTestSpec(
         endpoint="http://agent:9999/"))
-    (ready,) = agent_conditions([], endpoint, now=T0, generation=1)
+    (ready,) = agent_status(endpoint, [], now=T0, generation=1, tasks_in_flight=0)["conditions"]
     assert (ready["type"], ready["status"], ready["reason"]) == ("Ready", "True", "Usable")
     assert "http://agent:9999/" in ready["message"] and ready["observedGeneration"] == 1
     service = AgentUnderTest(name="a", namespace="ns", spec=AgentUnderTestSpec(
         service={"image": "agent:1", "port": 8080}))
-    (refused,) = agent_conditions([ready], service, now="2026-11-22T13:00:00Z", generation=2)
+    (refused,) = agent_status(service, [ready], now="2026-11-22T13:00:00Z", generation=2,
+                              tasks_in_flight=0)["conditions"]
     assert (refused["status"], refused["reason"]) == ("False", "AgentModeUnsupported")
     assert refused["lastTransitionTime"] == "2026-11-22T13:00:00Z"
 
@@ -195,9 +194,10 @@ def test_loopback_and_link_local_endpoints_are_local(url: str, local: bool) -> N
 def test_a_local_endpoint_is_refused_unless_allowed() -> None:
     aut = AgentUnderTest(name="a", namespace="ns", spec=AgentUnderTestSpec(
         endpoint="http://127.0.0.1:9009/"))
-    (refused,) = agent_conditions([], aut, now=T0, generation=1)
+    (refused,) = agent_status(aut, [], now=T0, generation=1, tasks_in_flight=0)["conditions"]
     assert (refused["status"], refused["reason"]) == ("False", "LocalEndpoint")
     assert "127.0.0.1" in refused["message"] and "--allow-local-endpoints" in refused["message"]
     assert agent_refusal(aut, allow_local=True) is None
-    (ready,) = agent_conditions([], aut, now=T0, generation=1, allow_local=True)
+    (ready,) = agent_status(aut, [], now=T0, generation=1, tasks_in_flight=0,
+                            allow_local=True)["conditions"]
     assert ready["status"] == "True"

@@ -10,7 +10,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from conftest import SHARED_DATA, git
+from conftest import SHARED_DATA, git, task_files
 from proctor import dataset
 from proctor.cli import build_parser
 from proctor.cli import main as cli_main
@@ -132,7 +132,7 @@ def test_retry_with_a_kept_patch_validates_and_never_asks_the_agent(task: Instan
     assert job["metadata"]["name"].endswith("-r1")
     assert job["metadata"]["labels"][m.LABEL_ATTEMPT] == "1"
     assert job["spec"]["activeDeadlineSeconds"] == 1800 + m.POD_DEADLINE_MARGIN_SECONDS
-    assert m.task_files(job, [cm, kept])["patch.diff"] == "diff --git a/x b/x\n"
+    assert task_files(job, [cm, kept])["patch.diff"] == "diff --git a/x b/x\n"
 
 
 def test_a_kept_patch_is_only_for_agent_predictions(task: Instance) -> None:
@@ -271,12 +271,6 @@ def test_solve_asks_an_endpoint_agent(task: Instance) -> None:
         "/proctor", "/task", 1800, False)
 
 
-def test_solve_asks_a_service_agent_at_its_service(task: Instance) -> None:
-    args = solve_args(job_for(evaluation(), agent(service={"image": "a:1", "port": 8080}),
-                              task)[1])
-    assert args.endpoint == "http://agent.evals.svc:8080/"
-
-
 @pytest.mark.parametrize(("source", "patch_file", "without_patch"), [
     ("gold", "/task/patch.diff", False), ("file", "/task/patch.diff", False),
     ("empty", "", True)])
@@ -371,7 +365,7 @@ def test_the_runner_starts_its_work_folder_from_the_projected_task(task: Instanc
     item = item_of(task, variant="v1")
     cm = m.task_configmap(ev, task, {"v1": "reworded problem"})
     job = m.desired_job(ev, None, item, task, cm, runner_version="0.1.0")
-    files = m.task_files(job, [cm])
+    files = task_files(job, [cm])
     assert sorted(files) == ["instance.json", "item.json", "patch.diff", "prompt.txt"]
     assert files["prompt.txt"] == "reworded problem"
     task_dir, work_dir = tmp_path / "task", tmp_path / "proctor"
@@ -395,7 +389,7 @@ def test_init_from_task_reads_an_agent_items_files(task: Instance, tmp_path: Pat
     ev = evaluation()
     item = item_of(task, repeat=2)
     cm = m.task_configmap(ev, task, {})
-    files = m.task_files(m.desired_job(ev, agent(), item, task, cm, runner_version="1"), [cm])
+    files = task_files(m.desired_job(ev, agent(), item, task, cm, runner_version="1"), [cm])
     assert sorted(files) == ["instance.json", "item.json", "prompt.txt"]
     for name, text in files.items():
         (tmp_path / name).write_bytes(text.encode())

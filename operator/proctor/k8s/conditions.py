@@ -16,18 +16,17 @@ The condition types Proctor writes on an Evaluation:
 
 The status's top-level ``reason`` (`status_reason`) is the one word ``kubectl get`` shows.
 
-The status holds counts and the headline table only, never per-item details, so that it
-stays a few KiB at any size (an object must stay far under etcd's 1.5 MiB limit; 2,000
-items of details would not).
+The Evaluation's status (`reconcile.build_status`, from the pieces here) holds counts and
+the headline table only, never per-item details, so that it stays a few KiB at any size
+(an object must stay far under etcd's 1.5 MiB limit; 2,000 items of details would not).
 """
 
 from __future__ import annotations
 
 import ipaddress
 import re
-from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -100,42 +99,6 @@ def results_table(results: Sequence[RunResult]) -> dict[str, Any]:
     return {to_camel(name): value for name, value in figures.items()}
 
 
-def resolved_percent(results: Sequence[RunResult]) -> str:
-    """The resolved share for ``kubectl get``: ``41.2%``, or ``-`` before any result."""
-    original = [r for r in results if r.variant_id == ORIGINAL_VARIANT]
-    return f"{eval_result(original).resolved_pct * 100:.1f}%" if original else "-"
-
-
-def evaluation_status(*, generation: int | None, agent: str, counts: ItemCounts,
-                      results: Sequence[RunResult], conditions: Sequence[Mapping[str, Any]],
-                      dataset_fingerprint: str = "", start_time: str | None = None,
-                      completion_time: str | None = None,
-                      results_ref: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """An Evaluation's whole status, from what this pass observed.
-
-    ``agent`` is the agent (or predictions source) evaluated, shown by ``kubectl get``;
-    ``results`` the kept result of each finished item; ``conditions`` already set with
-    ``set_condition``; ``results_ref`` names where the full results are kept.
-    """
-    status: dict[str, Any] = {
-        "agent": agent,
-        "progress": f"{counts.done}/{counts.total}",
-        "resolvedPercent": resolved_percent(results),
-        "items": asdict(counts),
-        "outcomes": dict(sorted(Counter(r.outcome.value for r in results).items())),
-        "errorKinds": dict(sorted(Counter(r.error_kind.value for r in results
-                                          if r.error_kind).items())),
-        "results": results_table(results),
-        "conditions": [dict(c) for c in conditions],
-        "reason": status_reason(conditions),
-    }
-    optional = {"observedGeneration": generation, "datasetFingerprint": dataset_fingerprint,
-                "startTime": start_time, "completionTime": completion_time,
-                "resultsRef": dict(results_ref) if results_ref else None}
-    status |= {key: value for key, value in optional.items() if value not in (None, "")}
-    return status
-
-
 def status_reason(conditions: Sequence[Mapping[str, Any]]) -> str:
     """One word for ``kubectl get``: why the Evaluation cannot go on (Ready=False's reason:
     InvalidSpec, AgentNotFound, LocalEndpoint, ...) or what a person should look at
@@ -173,40 +136,28 @@ def is_local_endpoint(url: str) -> bool:
     return address.is_loopback or address.is_link_local
 
 
-def agent_mode(agent: AgentUnderTest) -> str:
-    """How the agent is reached: endpoint, service or sidecar."""
-    spec = agent.spec
-    return "sidecar" if spec.sidecar else "service" if spec.service else "endpoint"
-
-
 def agent_refusal(agent: AgentUnderTest, allow_local: bool = False) -> tuple[str, str] | None:
     """Why the operator cannot send the agent tasks (a reason and a message), or None."""
-    if agent_mode(agent) == "service":
+    url = agent.spec.endpoint
+    if agent.spec.service:
         return "AgentModeUnsupported", SERVICE_MODE_UNSUPPORTED
-    url = agent.spec.endpoint or ""
-    if agent_mode(agent) == "endpoint" and not allow_local and is_local_endpoint(url):
+    if url and not allow_local and is_local_endpoint(url):
         return "LocalEndpoint", LOCAL_ENDPOINT.format(url=url)
     return None
 
 
-def agent_conditions(old: Sequence[Mapping[str, Any]], agent: AgentUnderTest, *, now: str,
-                     generation: int | None, allow_local: bool = False
-                     ) -> list[dict[str, Any]]:
-    """Ready: whether the operator can send the agent tasks (see `agent_refusal`)."""
+def agent_status(agent: AgentUnderTest, old: Sequence[Mapping[str, Any]], *, now: str,
+                 generation: int | None, tasks_in_flight: int, allow_local: bool = False
+                 ) -> dict[str, Any]:
+    """An AgentUnderTest's status: how it is reached, how busy it is, and Ready: whether the
+    operator can send it tasks (see `agent_refusal`). ``old`` are its conditions so far."""
+    spec, endpoint = agent.spec, agent_endpoint(agent)
+    mode = "sidecar" if spec.sidecar else "service" if spec.service else "endpoint"
     refusal = agent_refusal(agent, allow_local)
-    if refusal is not None:
-        return set_condition(old, "Ready", False, *refusal, now=now,
-                             observed_generation=generation)
-    return set_condition(old, "Ready", True, "Usable", f"tasks go to {agent_endpoint(agent)} "
-                         f"({agent_mode(agent)})", now=now, observed_generation=generation)
-
-
-def agent_status(agent: AgentUnderTest, *, generation: int | None, tasks_in_flight: int,
-                 conditions: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """An AgentUnderTest's status: how it is reached, how busy it is, its conditions."""
-    status: dict[str, Any] = {"mode": agent_mode(agent), "endpoint": agent_endpoint(agent),
-                              "tasksInFlight": tasks_in_flight,
-                              "conditions": [dict(c) for c in conditions]}
+    ready = (False, *refusal) if refusal else (True, "Usable", f"tasks go to {endpoint} ({mode})")
+    status: dict[str, Any] = {"mode": mode, "endpoint": endpoint, "tasksInFlight": tasks_in_flight,
+                              "conditions": set_condition(old, "Ready", *ready, now=now,
+                                                          observed_generation=generation)}
     if generation is not None:
         status["observedGeneration"] = generation
     return status

@@ -272,10 +272,9 @@ class Controller:
         except ManifestError:  # the API server checks the same schema: only a CRD changed
             return log.exception("AgentUnderTest %s/%s is invalid", namespace, name)
         busy = sum(t.in_flight for t in self.tracked.values() if t.agent == (namespace, name))
-        status = conditions.agent_status(agent, generation=generation, tasks_in_flight=busy,
-                                         conditions=conditions.agent_conditions(
-                                             seen.get("conditions") or [], agent, now=_now(),
-                                             generation=generation, allow_local=self.allow_local))
+        status = conditions.agent_status(agent, seen.get("conditions") or [], now=_now(),
+                                         generation=generation, tasks_in_flight=busy,
+                                         allow_local=self.allow_local)
         if not all(seen.get(k) == v for k, v in status.items()):
             await asyncio.to_thread(self.kube.patch_status, "agentundertests", namespace, name,
                                     status)

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from proctor.images import instance_image
-from proctor.k8s.names import agent_service_url, configmap_name, job_name, label_value
+from proctor.k8s.names import configmap_name, job_name, label_value
 from proctor.model import ORIGINAL_VARIANT, Instance, WorkItem
 from proctor.predictions import patch_for
 from proctor.spec import AgentUnderTest, Evaluation
@@ -158,16 +158,6 @@ def asks_agent(evaluation: Evaluation, kept_patch: Mapping[str, Any] | None = No
     return evaluation.spec.predictions.source == "agent" and kept_patch is None
 
 
-def pod_deadline_seconds(evaluation: Evaluation, agent: AgentUnderTest | None,
-                         asks: bool = True) -> int:
-    """activeDeadlineSeconds: timeouts.podSeconds, else agent + tests + a margin."""
-    timeouts = evaluation.spec.timeouts
-    if timeouts.pod_seconds:
-        return timeouts.pod_seconds
-    agent_seconds = agent.spec.request_timeout_seconds if asks and agent else 0
-    return agent_seconds + timeouts.test_seconds + POD_DEADLINE_MARGIN_SECONDS
-
-
 def runner_resources(resources: Mapping[str, Any] | None) -> dict[str, Any]:
     """The steps' resources: spec.runner.resources (else defaults), plus ephemeral storage.
 
@@ -252,15 +242,10 @@ def patch_configmap(evaluation: Evaluation, item: WorkItem, patch: str) -> dict[
 
 
 def agent_endpoint(agent: AgentUnderTest) -> str:
-    """The URL the solve step sends the task to."""
+    """The URL the solve step sends the task to; none for a service-mode agent, which the
+    operator refuses (``AgentModeUnsupported``)."""
     spec = agent.spec
-    if spec.sidecar:
-        return f"http://127.0.0.1:{spec.sidecar.port}/"
-    if spec.service:
-        return agent_service_url(agent.name, agent.namespace, spec.service.port)
-    if spec.endpoint:
-        return spec.endpoint
-    raise ValueError(f"AgentUnderTest {agent.name!r} has no endpoint, service or sidecar")
+    return f"http://127.0.0.1:{spec.sidecar.port}/" if spec.sidecar else spec.endpoint or ""
 
 
 def solve_command(evaluation: Evaluation, agent: AgentUnderTest | None,
@@ -441,6 +426,9 @@ def desired_job(evaluation: Evaluation, agent: AgentUnderTest | None, item: Work
     pod = _pod_spec(evaluation, agent, item, instance, task, runner, kept_patch,
                     preferred_node)
     annotations = {ANNOTATION_ITEM_KEY: item.key, ANNOTATION_RUNNER_VERSION: runner_version}
+    timeouts = evaluation.spec.timeouts  # the deadline: podSeconds, else agent + tests + margin
+    agent_seconds = agent.spec.request_timeout_seconds if agent and asks_agent(
+        evaluation, kept_patch) else 0
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -449,8 +437,8 @@ def desired_job(evaluation: Evaluation, agent: AgentUnderTest | None, item: Work
                      "annotations": annotations},
         "spec": {
             "backoffLimit": 0,
-            "activeDeadlineSeconds": pod_deadline_seconds(
-                evaluation, agent, asks_agent(evaluation, kept_patch)),
+            "activeDeadlineSeconds": timeouts.pod_seconds or (
+                agent_seconds + timeouts.test_seconds + POD_DEADLINE_MARGIN_SECONDS),
             "template": {
                 "metadata": {"labels": dict(labels),
                              "annotations": {ANNOTATION_ITEM: item.model_dump_json()}},
@@ -462,47 +450,20 @@ def desired_job(evaluation: Evaluation, agent: AgentUnderTest | None, item: Work
 
 def desired_objects(evaluation: Evaluation, agent: AgentUnderTest | None,
                     items: Iterable[WorkItem], instances: Mapping[str, Instance],
-                    variants: Mapping[str, Mapping[str, str]] | None = None,
-                    predictions: Mapping[str, str] | None = None, *, runner_version: str,
-                    runner_image_default: str | None = None,
-                    nodes: Mapping[str, str] | None = None
+                    variants: Mapping[str, Mapping[str, str]] | None = None, *,
+                    runner_version: str, runner_image_default: str | None = None
                     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The task ConfigMaps (one per task) and first-attempt Jobs (one per item) of ``items``.
-
-    ``variants`` maps instance ids to their variants' texts; ``nodes`` maps instance ids to
-    a node that ran the task before.
-    """
+    """The task ConfigMaps (one per task) and first-attempt Jobs (one per item) of ``items``;
+    ``variants`` maps instance ids to their variants' texts."""
     configmaps: dict[str, dict[str, Any]] = {}
     jobs: list[dict[str, Any]] = []
     for item in items:
         instance = instances[item.instance_id]
         if item.instance_id not in configmaps:
             configmaps[item.instance_id] = task_configmap(
-                evaluation, instance, (variants or {}).get(item.instance_id, {}), predictions)
+                evaluation, instance, (variants or {}).get(item.instance_id, {}))
         jobs.append(desired_job(evaluation, agent, item, instance, configmaps[item.instance_id],
                                 runner_version=runner_version,
-                                runner_image_default=runner_image_default,
-                                preferred_node=(nodes or {}).get(item.instance_id)))
+                                runner_image_default=runner_image_default))
     return list(configmaps.values()), jobs
 
-
-def task_files(job: Mapping[str, Any], configmaps: Iterable[Mapping[str, Any]]) -> dict[str, str]:
-    """What /task holds in the pod of ``job``: path -> text, as the kubelet projects it.
-
-    For tests, and for anything that plays the kubelet: it resolves the projected volume
-    from the ConfigMaps given and the pod template's annotations.
-    """
-    by_name = {cm["metadata"]["name"]: cm.get("data", {}) for cm in configmaps}
-    template = job["spec"]["template"]
-    annotations = template["metadata"].get("annotations", {})
-    (volume,) = [v for v in template["spec"]["volumes"] if v["name"] == "task"]
-    files: dict[str, str] = {}
-    for source in volume["projected"]["sources"]:
-        if "configMap" in source:
-            data = by_name[source["configMap"]["name"]]
-            files |= {entry["path"]: data[entry["key"]] for entry in source["configMap"]["items"]}
-        for entry in source.get("downwardAPI", {}).get("items", []):
-            key = re.fullmatch(r"metadata\.annotations\['(.+)'\]", entry["fieldRef"]["fieldPath"])
-            assert key is not None
-            files[entry["path"]] = annotations[key.group(1)]
-    return files

@@ -33,7 +33,6 @@ suffix (``runner.infraRetries`` is at most 10)."""
 
 _NAME_HASH_CHARS = 6
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
@@ -71,9 +70,7 @@ def owner_part(evaluation: str) -> str:
 
 
 def job_name(evaluation: str, item_id: str, attempt: int = 0) -> str:
-    """The Job of one attempt at one item; attempt 0 is the first try."""
-    if not re.fullmatch(r"[0-9a-f]{16,64}", item_id):
-        raise ValueError(f"item id {item_id!r} is not a hex hash")
+    """The Job of one attempt at one item (a hex id); attempt 0 is the first try."""
     if not 0 <= attempt <= 10:
         raise ValueError(f"attempt {attempt} is outside 0..10 (runner.infraRetries <= 10)")
     retry = f"-r{attempt}" if attempt else ""
@@ -97,27 +94,10 @@ def label_value(text: str) -> str:
 def configmap_name(evaluation: str, kind: str, content_digest: str) -> str:
     """A content-addressed ConfigMap of an Evaluation: equal content, equal name.
 
-    ``kind`` says what it holds (``task``, ``patch``); 16 hex digits of the content's hash
-    keep distinct contents apart with the same odds as Job names.
+    ``kind`` says what it holds (``task``, ``patch``, ``result``); 16 hex digits of the
+    content's hash keep distinct contents apart with the same odds as Job names.
     """
-    if not re.fullmatch(r"[a-z]{1,8}", kind):
-        raise ValueError(f"configmap kind {kind!r} must be 1-8 lowercase letters")
     # Kept to 63 characters, like every name here, though a ConfigMap's may be longer.
     owner = _dns_part(evaluation, MAX_LABEL - len(kind) - 2 - ITEM_HASH_CHARS)
     return f"{owner}-{kind}-{content_digest[:ITEM_HASH_CHARS]}"
 
-
-def agent_service_name(agent: str) -> str:
-    """The Service (and Deployment) of an AgentUnderTest run in service mode.
-
-    A Service's name must be a DNS-1035 label (starting with a letter); the agent's own name
-    is used when it is one, so that its URL reads ``http://<agent>.<namespace>.svc:<port>/``.
-    """
-    if len(agent) <= MAX_LABEL and _DNS_1035_LABEL.match(agent):
-        return agent
-    return f"aut-{_dns_part(agent, MAX_LABEL - 4)}"
-
-
-def agent_service_url(agent: str, namespace: str, port: int) -> str:
-    """The in-cluster URL of a service-mode agent."""
-    return f"http://{agent_service_name(agent)}.{namespace}.svc:{port}/"

@@ -17,9 +17,7 @@ and answers one of four phases:
   ``runner.infraRetries``; a step that exits non-zero is a broken sandbox, not retried.
 
 Job conditions come first: since 1.31 a Job shows FailureTarget / SuccessCriteriaMet as
-soon as the outcome is decided, before Failed / Complete; both count, and ``finished``
-says whether the terminal condition is there yet (until then a pod may still be
-terminating and holding its node).
+soon as the outcome is decided, before Failed / Complete; both count.
 """
 
 from __future__ import annotations
@@ -90,22 +88,19 @@ class ItemState:
     Completed, ResultUnreadable, DeadlineExceeded, Evicted, OOMKilled, Killed, NodeLost,
     Preempted, Rejected, PodLost, ResultLost, StepFailed, ..."""
     message: str = ""
-    step: str | None = None
-    """The container concerned: running, stuck, or failed."""
-    exit_code: int | None = None
     since: str | None = None
     """When the present state began (for a stuck pending pod: its first failure)."""
     error_kind: ErrorKind | None = None
     """The item's error kind if it ends here (for pending: if the operator gives up)."""
     retryable: bool = False
     """An infrastructure failure that ``runner.infraRetries`` covers."""
-    finished: bool = False
-    """The Job has its terminal condition (Complete or Failed)."""
     result: dict[str, Any] | None = None
     """The grade step's compact result, when it succeeded and could be read."""
     pod: str | None = None
     node: str | None = None
     images: dict[str, str] = field(default_factory=dict)
+    """The image each step ran (those that pulled one): its imageID, which names the
+    registry digest where the runtime knows it."""
     steps: tuple[Step, ...] = ()
 
 
@@ -170,14 +165,12 @@ def _earliest(events: Iterable[Obj]) -> str | None:
 
 def _step(status: Obj, init: bool, sidecar: bool) -> Step:
     state = status.get("state") or {}
-    for kind in ("terminated", "running", "waiting"):
-        if kind in state:
-            detail = state[kind] or {}
-            return Step(name=status["name"], state=kind, reason=detail.get("reason"),
-                        message=detail.get("message"), exit_code=detail.get("exitCode"),
-                        started_at=detail.get("startedAt"), finished_at=detail.get("finishedAt"),
-                        init=init, sidecar=sidecar)
-    return Step(name=status["name"], state="unknown", init=init, sidecar=sidecar)
+    kind = next((k for k in ("terminated", "running", "waiting") if k in state), "unknown")
+    detail = state.get(kind) or {}
+    return Step(name=status["name"], state=kind, reason=detail.get("reason"),
+                message=detail.get("message"), exit_code=detail.get("exitCode"),
+                started_at=detail.get("startedAt"), finished_at=detail.get("finishedAt"),
+                init=init, sidecar=sidecar)
 
 
 def steps_of(pod: Obj) -> tuple[Step, ...]:
@@ -199,22 +192,6 @@ def steps_of(pod: Obj) -> tuple[Step, ...]:
                for s in status.get(key) or []}
     return tuple(_step(by_name.get(name, {"name": name}), init, sidecar)
                  for name, init, sidecar in order)
-
-
-def images_of(pod: Obj) -> dict[str, str]:
-    """The image each container ran, by container name (only those that pulled one): its
-    imageID, which names the registry digest where the runtime knows it."""
-    status = pod.get("status") or {}
-    return {s["name"]: s["imageID"] for key in ("initContainerStatuses", "containerStatuses",
-                                                "ephemeralContainerStatuses")
-            for s in status.get(key) or [] if s.get("imageID")}
-
-
-def _newest(pods: Sequence[Obj]) -> Obj | None:
-    """The pod to read: the newest one (a Job with backoffLimit 0 has one)."""
-    ordered = sorted(pods, key=lambda p: (p.get("metadata", {}).get("creationTimestamp") or "",
-                                          p.get("metadata", {}).get("name") or ""))
-    return ordered[-1] if ordered else None
 
 
 # --- Compact results ------------------------------------------------------------------------
@@ -239,14 +216,15 @@ def read_compact_result(message: str | None, item_id: str | None = None
 # --- Classification -------------------------------------------------------------------------
 
 
-def _common(job: Obj, pod: Obj | None) -> dict[str, Any]:
-    """The fields every state carries: finished, pod, node, images, steps."""
-    common: dict[str, Any] = {"finished": bool({"Complete", "Failed"} & set(_true_conditions(job)))}
-    if pod is not None:
-        common |= {"pod": pod.get("metadata", {}).get("name"),
-                   "node": (pod.get("spec") or {}).get("nodeName"),
-                   "images": images_of(pod), "steps": steps_of(pod)}
-    return common
+def _common(pod: Obj | None) -> dict[str, Any]:
+    """The fields every state with a pod carries: pod, node, images, steps."""
+    if pod is None:
+        return {}
+    statuses = [s for key in ("initContainerStatuses", "containerStatuses")
+                for s in (pod.get("status") or {}).get(key) or []]
+    return {"pod": pod.get("metadata", {}).get("name"),
+            "node": (pod.get("spec") or {}).get("nodeName"), "steps": steps_of(pod),
+            "images": {s["name"]: s["imageID"] for s in statuses if s.get("imageID")}}
 
 
 def _infra(reason: str, message: str, **fields: Any) -> ItemState:
@@ -292,15 +270,14 @@ def _failed_step(pod: Obj, common: dict[str, Any]) -> ItemState:
             oom = step.reason == "OOMKilled"
             why = "out of memory" if oom else "killed by SIGKILL, most likely out of memory"
             return _infra("OOMKilled" if oom else "Killed",
-                          f"step {step.name} exited {step.exit_code}: {why}", step=step.name,
-                          exit_code=step.exit_code, since=step.finished_at, **common)
+                          f"step {step.name} exited {step.exit_code}: {why}",
+                          since=step.finished_at, **common)
     for step in ended:
         if step.exit_code and not step.sidecar:
             detail = f": {step.message.strip()[-500:]}" if step.message else ""
             return ItemState(phase=Phase.FAILED, reason="StepFailed",
                              message=f"step {step.name} exited {step.exit_code}{detail}",
-                             step=step.name, exit_code=step.exit_code, since=step.finished_at,
-                             error_kind=ErrorKind.SANDBOX, **common)
+                             since=step.finished_at, error_kind=ErrorKind.SANDBOX, **common)
     message = (pod.get("status") or {}).get("message") or "the pod failed with no step failing"
     return _infra("PodFailed", message, **common)
 
@@ -317,9 +294,9 @@ def _succeeded(job: Obj, pod: Obj | None, common: dict[str, Any]) -> ItemState:
     if result is None:
         return ItemState(phase=Phase.SUCCEEDED, reason="ResultUnreadable",
                          message=f"{why}; read the full result from the grade log",
-                         step=grade.name, since=grade.finished_at, **common)
-    return ItemState(phase=Phase.SUCCEEDED, reason="Completed", step=grade.name,
-                     since=grade.finished_at, result=result, **common)
+                         since=grade.finished_at, **common)
+    return ItemState(phase=Phase.SUCCEEDED, reason="Completed", since=grade.finished_at,
+                     result=result, **common)
 
 
 def _waiting_since(pod: Obj, steps: Sequence[Step], index: int) -> str | None:
@@ -344,7 +321,7 @@ def _stuck(pod: Obj, steps: Sequence[Step], events: Sequence[Obj],
         if step.state == "waiting" and step.reason in PULL_PROBLEMS | CONFIG_PROBLEMS:
             pull = step.reason in PULL_PROBLEMS
             since = _first_failure(pod, step.name, events) or _waiting_since(pod, steps, index)
-            return ItemState(phase=Phase.PENDING, reason=step.reason or "", step=step.name,
+            return ItemState(phase=Phase.PENDING, reason=step.reason or "",
                              message=step.message or "", since=since,
                              error_kind=ErrorKind.INFRA if pull else None, retryable=pull,
                              **common)
@@ -361,7 +338,7 @@ def _live(pod: Obj, events: Sequence[Obj], common: dict[str, Any]) -> ItemState:
     if started:
         current = next((s for s in steps if not s.sidecar and s.state != "terminated"), None)
         step = current or started[-1]
-        return ItemState(phase=Phase.RUNNING, reason="Running", step=step.name,
+        return ItemState(phase=Phase.RUNNING, reason="Running",
                          since=step.started_at or started[-1].finished_at, **common)
     scheduled = next((c for c in (pod.get("status") or {}).get("conditions") or []
                       if c.get("type") == "PodScheduled"), {})
@@ -371,8 +348,7 @@ def _live(pod: Obj, events: Sequence[Obj], common: dict[str, Any]) -> ItemState:
                          since=scheduled.get("lastTransitionTime"), **common)
     waiting = next((s for s in steps if s.state == "waiting"), None)
     return ItemState(phase=Phase.PENDING, reason=(waiting.reason if waiting else None) or
-                     "Pending", step=waiting.name if waiting else None,
-                     since=_waiting_since(pod, steps, 0), **common)
+                     "Pending", since=_waiting_since(pod, steps, 0), **common)
 
 
 def _no_pod(job: Obj, events: Sequence[Obj], common: dict[str, Any]) -> ItemState:
@@ -394,8 +370,10 @@ def item_state(job: Obj, pods: Sequence[Obj] = (), events: Sequence[Obj] = ()) -
     ``pods`` are the Job's own (`PodsByJob` picks them from a wider list); ``events`` may
     be the namespace's: only those about the Job and its pod are read.
     """
-    pod = _newest(pods)
-    common = _common(job, pod)
+    # The pod to read: the newest one (a Job with backoffLimit 0 has one).
+    pod = max(pods, default=None, key=lambda p: (p.get("metadata", {}).get("creationTimestamp")
+                                                 or "", p.get("metadata", {}).get("name") or ""))
+    common = _common(pod)
     conditions = _true_conditions(job)
     if "Failed" in conditions or "FailureTarget" in conditions:
         return _failed(job, pod, common)

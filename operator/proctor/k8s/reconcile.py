@@ -20,19 +20,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence, Set
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
 from proctor import __version__
-from proctor.k8s.conditions import ItemCounts, evaluation_status, set_condition
+from proctor.k8s.conditions import ItemCounts, results_table, set_condition, status_reason
 from proctor.k8s.manifests import LABEL_ATTEMPT, LABEL_ITEM, selector
-from proctor.k8s.podstatus import (
-    ItemState,
-    Phase,
-    parse_time,
-    seconds_since,
-)
+from proctor.k8s.podstatus import ItemState, Phase, parse_time, seconds_since
 from proctor.k8s.store import result_labels
 from proctor.model import ErrorKind, Outcome, RunResult, Timings, WorkItem
 from proctor.spec import Evaluation
@@ -121,15 +116,9 @@ def in_play(items: Sequence[WorkItem], jobs: Sequence[Obj], kept: Set[str],
     every item: an item that is done and has no Job, or is further down the line, changes
     nothing. A pass decides on these, and builds every item's view only for the status."""
     with_jobs = {item_of(job) for job in jobs}
-    chosen: list[WorkItem] = []
-    waiting = 0
-    for item in items:
-        if item.id in with_jobs:
-            chosen.append(item)
-        elif item.id not in kept and waiting < rows:
-            chosen.append(item)
-            waiting += 1
-    return chosen
+    waiting = [item.id for item in items if item.id not in with_jobs and item.id not in kept]
+    chosen = with_jobs | set(waiting[:rows])
+    return [item for item in items if item.id in chosen]
 
 
 def _stuck_too_long(state: ItemState, now: datetime, settings: Settings) -> bool:
@@ -233,34 +222,25 @@ def step_timings(state: ItemState, eval_seconds: float | None) -> Timings:
     spans = {s.name: (s.started_at, s.finished_at) for s in state.steps
              if s.started_at and s.finished_at}
 
-    def length(*names: str) -> float | None:
+    def bounds(*names: str) -> tuple[str | None, str | None]:
         found = [spans[n] for n in names if n in spans]
-        if not found:
-            return None
-        return (parse_time(max(f for _, f in found)) -
-                parse_time(min(s for s, _ in found))).total_seconds()
+        return (min((s for s, _ in found), default=None, key=parse_time),
+                max((f for _, f in found), default=None, key=parse_time))
 
-    everything = tuple(spans)
+    def length(*names: str) -> float | None:
+        start, end = bounds(*names)
+        return (parse_time(end) - parse_time(start)).total_seconds() if start and end else None
+
+    started_at, finished_at = bounds(*spans)
     return Timings(solve_seconds=length("solve"), test_seconds=length("test"),
                    grade_seconds=length("grade"), eval_seconds=eval_seconds,
-                   total_seconds=length(*everything),
-                   started_at=min((s for s, _ in spans.values()), default=None, key=parse_time),
-                   finished_at=max((f for _, f in spans.values()), default=None,
-                                   key=parse_time))
+                   total_seconds=length(*spans), started_at=started_at, finished_at=finished_at)
 
 
 def counts(views: Sequence[ItemView]) -> ItemCounts:
     """Items by where they stand."""
-    tally = Counter()
-    for view in views:
-        if view.result is not None:
-            tally["done"] += 1
-        elif view.state is None:
-            tally["waiting"] += 1
-        elif view.state.phase == Phase.RUNNING:
-            tally["running"] += 1
-        else:
-            tally["pending"] += 1
+    tally = Counter("done" if v.result is not None else "waiting" if v.state is None
+                    else "running" if v.state.phase == Phase.RUNNING else "pending" for v in views)
     # Kept results remember their attempts; their Jobs may be gone.
     retries = sum(max(0, v.result.attempts - 1 if v.result else v.attempt) for v in views)
     return ItemCounts(total=len(views), retries=retries, **tally)
@@ -312,10 +292,26 @@ def _times(views: Sequence[ItemView], results: Sequence[RunResult]) -> tuple[str
 def build_status(evaluation: Evaluation, agent_label: str, views: Sequence[ItemView],
                  results: Sequence[RunResult], conditions: Sequence[Obj], *,
                  generation: int | None, fingerprint: str) -> dict[str, Any]:
-    """The whole status of this pass, rebuilt from what was observed."""
-    start, end = _times(views, results)
-    return evaluation_status(
-        generation=generation, agent=agent_label, counts=counts(views), results=results,
-        conditions=conditions, dataset_fingerprint=fingerprint, start_time=start,
-        completion_time=end,
-        results_ref={"kind": "ConfigMap", "labelSelector": selector(result_labels(evaluation))})
+    """The whole status of this pass, rebuilt from what was observed: ``agent_label`` is
+    what ``kubectl get`` shows as the agent, ``results`` the kept result of each finished
+    item, ``conditions`` already set (`conditions_for`)."""
+    tally, table, (start, end) = counts(views), results_table(results), _times(views, results)
+    status: dict[str, Any] = {
+        "agent": agent_label,
+        "progress": f"{tally.done}/{tally.total}",
+        # The resolved share for `kubectl get`: 41.2%, or - before any original-prompt result.
+        "resolvedPercent": f"{table['resolvedPct'] * 100:.1f}%" if table["totalInstances"]
+        else "-",
+        "items": asdict(tally),
+        "outcomes": dict(sorted(Counter(r.outcome.value for r in results).items())),
+        "errorKinds": dict(sorted(Counter(r.error_kind.value for r in results
+                                          if r.error_kind).items())),
+        "results": table,
+        "conditions": [dict(c) for c in conditions],
+        "reason": status_reason(conditions),
+        "resultsRef": {"kind": "ConfigMap",
+                       "labelSelector": selector(result_labels(evaluation))},
+    }
+    optional = {"observedGeneration": generation, "datasetFingerprint": fingerprint,
+                "startTime": start, "completionTime": end}
+    return status | {key: value for key, value in optional.items() if value not in (None, "")}
