@@ -607,14 +607,15 @@ def test_chart_versions_follow_the_package() -> None:
     assert re.fullmatch(r"\d+\.\d+\.\d+", chart["version"])
 
 
-def test_the_chart_crds_are_byte_identical_copies_of_crds() -> None:
-    """crds/ is the single source; charts/proctor/crds/ is a checked copy of it."""
+@pytest.mark.parametrize("copy", ["charts/proctor/crds", "operator/proctor/crds"])
+def test_the_crd_copies_are_byte_identical_to_crds(copy: str) -> None:
+    """crds/ is the single source; the chart's and the package's (what `proctor run` and
+    the operator validate manifests with) are checked copies of it."""
     source = {p.name: p.read_bytes() for p in (ROOT / "crds").glob("*.yaml")}
-    copies = {p.name: p.read_bytes() for p in (CHART / "crds").iterdir()}
+    copies = {p.name: p.read_bytes() for p in (ROOT / copy).glob("*.yaml")}
     assert sorted(copies) == sorted(source) == ["agentundertest.yaml", "evaluation.yaml"]
     for name, text in source.items():
-        assert copies[name] == text, f"charts/proctor/crds/{name} differs: cp crds/{name} " \
-                                     f"charts/proctor/crds/"
+        assert copies[name] == text, f"{copy}/{name} differs: cp crds/{name} {copy}/"
 
 
 @pytest.mark.parametrize("scenario", ["defaults", "toggles", "namespaced"])
