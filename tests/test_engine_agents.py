@@ -179,3 +179,35 @@ def test_template_variants_and_repeats_run_on_one_machine(tmp_path, task_data):
         run_evaluation(docs[0], out, progress=False, agents=docs[1:])
         assert len(ResultsFolder(out).load()) == 8
         assert (out / "results.jsonl").read_text().count("\n") == 8  # no repeat ran twice
+
+
+def test_template_variants_from_a_variants_file_are_the_ones_it_makes(tmp_path, capsys):
+    """`proctor variants generate` writes the template variants to a file; a run naming it
+    reads them there: the same items and texts as a run without it, and an edit in the
+    file reaches the agent (read, not made again)."""
+    store = tmp_path / "store.jsonl"
+    with start_reference_agent("oracle") as server:
+        plain = _sensitivity(manifests(server.url, rows=1), repeats=1)
+        filed = plain.replace("numVariations: 3}", f"numVariations: 3, variantsFile: {store}}}")
+        (tmp_path / "ev.yaml").write_text(filed)
+        assert main(["variants", "generate", "-f", str(tmp_path / "ev.yaml"),
+                     "--output", str(store)]) == 0
+        assert "1 of 1 tasks have variants" in capsys.readouterr().out
+        for name, text in (("plain", plain), ("filed", filed)):
+            docs = parse_manifests(text)
+            run_evaluation(docs[0], tmp_path / name, progress=False, agents=docs[1:])
+        record = json.loads(store.read_text())
+        record["variants"][0]["text"] = "Edited: " + record["variants"][0]["text"]
+        store.write_text(json.dumps(record) + "\n")
+        docs = parse_manifests(filed)
+        run_evaluation(docs[0], tmp_path / "edited", progress=False, agents=docs[1:])
+
+    def items(name: str) -> list[tuple[str, str]]:
+        return sorted((r.item_id, r.variant_id) for r in ResultsFolder(tmp_path / name).load())
+
+    assert items("filed") == items("plain")
+    assert [v for _, v in items("plain")].count("original") == 1 and len(items("plain")) == 4
+    assert ((tmp_path / "filed" / "variants.jsonl").read_bytes()
+            == (tmp_path / "plain" / "variants.jsonl").read_bytes())
+    edited = read_variants(tmp_path / "edited")
+    assert edited[(record["instance_id"], "formal")]["text"].startswith("Edited: ")

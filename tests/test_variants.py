@@ -119,3 +119,25 @@ def test_variants_file_records_each_text_with_its_hash(tmp_path: Path):
     for row in rows.values():
         assert row["sha256"] == text_hash(row["text"])
     assert rows[(inst.instance_id, "original")]["text"] == inst.problem_statement
+
+
+def test_a_store_keeps_template_variants_apart_from_llm_ones(tmp_path: Path):
+    """Template records: strategy template, no model, no usage, the texts the strategy
+    makes; an llm record of the same task is another key, never taken for them."""
+    from proctor.variants import store
+    from proctor.variants.llm import Generation, ModelSettings
+
+    inst = Instance.model_validate(demo.load_rows()[0])
+    path = tmp_path / "v.jsonl"
+    llm = store.llm_source(ModelSettings("openai/m"))
+    written = Generation(texts=["a", "b"], prompt_tokens=10, completion_tokens=4)
+    offline = store.Source(llm.strategy, llm.model, llm.version, llm.ids, lambda t, n: written)
+    store.ensure(path, [inst], "d", "r", offline, 2)
+    made = store.ensure(path, [inst], "d", "r", store.TEMPLATE, 2)[inst.instance_id]
+    assert (made["strategy"], made["model"]) == ("template", "")
+    assert "cost_usd" not in made and all("cost_usd" not in v for v in made["variants"])
+    assert store.variants_of({inst.instance_id: made}) == {
+        inst.instance_id: template_variants(inst, 2)}
+    stored = list(store.load(path).values())
+    assert [r["strategy"] for r in stored] == ["llm", "template"]
+    assert stored[0]["variants"][0]["prompt_tokens"] == 5  # its share of the call

@@ -128,18 +128,19 @@ def test_stored_variants_are_reused_byte_for_byte_with_no_model_call(server, tmp
     path = tmp_path / "variants.jsonl"
     tasks = [_instance("o__r-1", ISSUE), _instance("o__r-2", ISSUE + "\n\nThanks!")]
     srv.script = [_rewordings] * 2
-    first = store.ensure(path, tasks, "verified", "rev1", settings, 2)
+    source = store.llm_source(settings)
+    first = store.ensure(path, tasks, "verified", "rev1", source, 2)
     stored = path.read_bytes()
     calls = len(srv.calls)
     seen: list[str] = []
-    again = store.ensure(path, tasks, "verified", "rev1", settings, 2,
+    again = store.ensure(path, tasks, "verified", "rev1", source, 2,
                          progress=lambda done, total, iid, what: seen.append(what))
     assert len(srv.calls) == calls and seen == ["stored", "stored"]
     assert path.read_bytes() == stored and again == first
     assert store.variants_of(again)["o__r-1"][0].text == reword(ISSUE, "formal")
     # Another N (or model, revision) is another key: made anew.
     srv.script = [lambda p: _reply(*REWORDED, REWORDED[0] + " Thank you.")]
-    store.ensure(path, tasks[:1], "verified", "rev1", settings, 3)
+    store.ensure(path, tasks[:1], "verified", "rev1", source, 3)
     assert len(srv.calls) > calls
 
 
@@ -148,14 +149,15 @@ def test_a_failed_generation_stays_failed_until_retry_failed(server, tmp_path):
     path = tmp_path / "variants.jsonl"
     tasks = [_instance("o__r-1", ISSUE)]
     srv.script = [""] * settings.attempts
-    failed = store.ensure(path, tasks, "verified", "", settings, 2)["o__r-1"]
+    source = store.llm_source(settings)
+    failed = store.ensure(path, tasks, "verified", "", source, 2)["o__r-1"]
     assert failed["status"] == "failed" and "empty reply" in failed["reason"]
     assert store.variants_of({"o__r-1": failed}) == {}  # left out, not the original
     calls = len(srv.calls)
-    assert store.ensure(path, tasks, "verified", "", settings, 2)["o__r-1"] == failed
+    assert store.ensure(path, tasks, "verified", "", source, 2)["o__r-1"] == failed
     assert len(srv.calls) == calls
     srv.script = [_reply(*REWORDED)]
-    retried = store.ensure(path, tasks, "verified", "", settings, 2, retry_failed=True)
+    retried = store.ensure(path, tasks, "verified", "", source, 2, retry_failed=True)
     assert retried["o__r-1"]["status"] == "ok"
     assert [v.text for v in store.variants_of(retried)["o__r-1"]] == REWORDED
     assert [r["status"] for r in store.load(path).values()] == ["ok"]  # replaces the failure
@@ -279,7 +281,7 @@ def test_variants_show_names_a_bad_file(tmp_path, capsys):
     assert "v.jsonl:1: not a variants record" in capsys.readouterr().err
 
 
-def test_the_operator_keeps_refusing_and_template_takes_no_variants_file(tmp_path):
+def test_the_operator_keeps_refusing_and_template_takes_a_variants_file(tmp_path):
     from proctor.manifest import parse_manifests
     from proctor.prepare import Refusal, check_runnable
 
@@ -289,5 +291,38 @@ def test_the_operator_keeps_refusing_and_template_takes_no_variants_file(tmp_pat
         check_runnable(llm, on_cluster=True)
     template = parse_manifests(EVALUATION.format(
         extra=f", strategy: template, variantsFile: {tmp_path / 'v.jsonl'}"))[0]
-    with pytest.raises(Refusal, match="variantsFile holds llm variants"):
-        check_runnable(template, on_cluster=False)
+    check_runnable(template, on_cluster=False)
+
+
+def test_one_file_holds_both_strategies_and_each_uses_its_own(tmp_path, ollama, capsys):
+    """llm and template records side by side: each Evaluation takes the records of its
+    own strategy (another strategy's key differs), the llm ones with no new model call."""
+    from proctor.manifest import parse_manifests
+    from proctor.prepare import load_selection, prompt_variants
+    from proctor.variants import variants_for
+
+    out = tmp_path / "variants.jsonl"
+    llm, template = tmp_path / "llm.yaml", tmp_path / "template.yaml"
+    llm.write_text(EVALUATION.format(extra=f", variantsFile: {out}"))
+    template.write_text(EVALUATION.format(extra=f", strategy: template, variantsFile: {out}"))
+    ollama.script = [_restated] * 2
+    assert main(["variants", "generate", "-f", str(llm), "--output", str(out)]) == 0
+    calls = len(ollama.calls)
+    assert main(["variants", "generate", "-f", str(template), "--output", str(out)]) == 0
+    records = list(store.load(out).values())
+    assert sorted(r["strategy"] for r in records) == ["llm", "llm", "template", "template"]
+    capsys.readouterr()
+    assert main(["variants", "show", str(out)]) == 0
+    shown = capsys.readouterr().out
+    assert "  model ollama/qwen2.5-coder:7b  N 2  ok ===" in shown
+    assert "  strategy template  N 2  ok ===" in shown and "--- formal: " in shown
+    for manifest in (llm, template):
+        evaluation = parse_manifests(manifest.read_text())[0]
+        selection = load_selection(evaluation)
+        variants = prompt_variants(evaluation, selection)
+        if manifest == llm:
+            assert {v.variant_id for vs in variants.values() for v in vs} == {"llm-1", "llm-2"}
+            assert all(vs[0].text.startswith("In short: ") for vs in variants.values())
+        else:
+            assert variants == variants_for(selection.instances, 2)
+    assert len(ollama.calls) == calls and len(store.load(out)) == 4

@@ -155,19 +155,17 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def cmd_variants_generate(args: argparse.Namespace) -> int:
-    from proctor.prepare import llm_variants, load_selection
+    from proctor.prepare import check_runnable, load_selection, stored_variants
 
     evaluation, _ = _load_manifests(args.file)
-    if evaluation.spec.prompt_sensitivity.strategy != "llm":
-        raise UsageError("variants generate writes llm variants: the Evaluation's "
-                         "promptSensitivity.strategy is template, which needs none stored")
+    check_runnable(evaluation, on_cluster=False)  # e.g. more template variants than exist
     selection = load_selection(evaluation)
 
     def progress(done: int, total: int, instance_id: str, what: str) -> None:
         print(f"{done}/{total} {instance_id}: {what}", file=sys.stderr, flush=True)
 
-    records = llm_variants(evaluation, selection, store_path=Path(args.output),
-                           retry_failed=args.retry_failed, progress=progress)
+    records = stored_variants(evaluation, selection, store_path=Path(args.output),
+                              retry_failed=args.retry_failed, progress=progress)
     failed = [r for r in records.values() if r["status"] != "ok"]
     print(f"{len(records) - len(failed)} of {len(records)} tasks have variants in "
           f"{args.output}" + (f"; {len(failed)} failed (see `proctor variants show "
@@ -422,11 +420,12 @@ def build_parser() -> argparse.ArgumentParser:
     ana.add_argument("--resamples", type=int, help="bootstrap resamples (default 2000)")
     ana.set_defaults(func=cmd_analyze)
 
-    var = sub.add_parser("variants", help="LLM-written prompt variants, stored ahead of runs")
+    var = sub.add_parser("variants", help="prompt variants (llm or template), stored ahead "
+                                          "of runs")
     var_sub = var.add_subparsers(dest="variants_command", required=True)
-    gen = var_sub.add_parser("generate", help="ask the Evaluation's model for each task's "
-                                              "variants, and store them (stored ones are "
-                                              "reused)")
+    gen = var_sub.add_parser("generate", help="write each task's variants by the "
+                                              "Evaluation's strategy (llm: ask its model), "
+                                              "and store them (stored ones are reused)")
     gen.add_argument("-f", "--file", action="append", required=True)
     gen.add_argument("--output", required=True, help="the variants file (JSON lines) to add "
                                                      "to; name it as promptSensitivity."

@@ -56,10 +56,6 @@ def _check_prompt_sensitivity(evaluation: Evaluation, on_cluster: bool) -> None:
         raise Refusal("PromptSensitivityUnsupported", PROMPT_SENSITIVITY_ON_CLUSTER)
     if sensitivity.strategy != "template":
         return
-    if sensitivity.variants_file:
-        raise Refusal("PromptSensitivityUnsupported",
-                      "promptSensitivity.variantsFile holds llm variants; the template "
-                      "strategy writes its own (leave variantsFile out, or use strategy llm)")
     if sensitivity.num_variations > MAX_VARIATIONS:
         raise Refusal("PromptSensitivityUnsupported",
                       f"promptSensitivity.numVariations is {sensitivity.num_variations}, but "
@@ -75,22 +71,29 @@ def variants_model(evaluation: Evaluation) -> str:
 
 
 def variants_store(evaluation: Evaluation) -> Path:
-    """Where llm variants are kept: promptSensitivity.variantsFile, else the user's cache."""
+    """Where stored variants are kept: promptSensitivity.variantsFile, else the user's
+    cache (where only llm variants go: template ones need no store)."""
     named = evaluation.spec.prompt_sensitivity.variants_file
     return Path(named).expanduser() if named else store.default_path()
 
 
-def llm_variants(evaluation: Evaluation, selection: dataset.Selection, *,
-                 store_path: Path | None = None, retry_failed: bool = False,
-                 progress: store.Progress | None = None) -> dict[str, dict]:
-    """Each task's llm variants record (stored, else generated and stored); stops with
-    ModelUnreachable (exit 3) before anything runs when the model cannot be reached."""
+def _source(evaluation: Evaluation) -> store.Source:
+    if evaluation.spec.prompt_sensitivity.strategy == "llm":
+        return store.llm_source(settings_for(variants_model(evaluation)))
+    return store.TEMPLATE
+
+
+def stored_variants(evaluation: Evaluation, selection: dataset.Selection, *,
+                    store_path: Path | None = None, retry_failed: bool = False,
+                    progress: store.Progress | None = None) -> dict[str, dict]:
+    """Each task's variants record of the Evaluation's strategy (stored, else written and
+    stored); stops with ModelUnreachable (exit 3) before anything runs when the llm
+    strategy's model cannot be reached."""
     spec = evaluation.spec
     try:
         return store.ensure(store_path or variants_store(evaluation), selection.instances,
                             spec.dataset.name, spec.dataset.revision or "",
-                            settings_for(variants_model(evaluation)),
-                            spec.prompt_sensitivity.num_variations,
+                            _source(evaluation), spec.prompt_sensitivity.num_variations,
                             retry_failed=retry_failed, progress=progress)
     except store.StoreError as exc:
         raise Refusal("VariantsFileUnusable", str(exc)) from exc
@@ -99,12 +102,13 @@ def llm_variants(evaluation: Evaluation, selection: dataset.Selection, *,
 def prompt_variants(evaluation: Evaluation, selection: dataset.Selection,
                     progress: store.Progress | None = None) -> dict[str, list[Variant]]:
     """Each task's reworded problem statements (none unless promptSensitivity is on; a
-    task whose llm generation failed gets none, never the original in their place)."""
+    task whose llm generation failed gets none, never the original in their place).
+    Template variants come from the variantsFile when one is named, the same texts."""
     sensitivity = evaluation.spec.prompt_sensitivity
     if not sensitivity.enabled:
         return {}
-    if sensitivity.strategy == "llm":
-        return store.variants_of(llm_variants(evaluation, selection, progress=progress))
+    if sensitivity.strategy == "llm" or sensitivity.variants_file:
+        return store.variants_of(stored_variants(evaluation, selection, progress=progress))
     return variants_for(selection.instances, sensitivity.num_variations)
 
 

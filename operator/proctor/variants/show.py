@@ -1,8 +1,8 @@
 """`proctor variants show`: a store's records as text a person checks by eye (pure).
 
-Each task: its model, status and reason, the original, then each variant with the
-original's protected spans marked ⟦like this⟧ where they were found, and the checks'
-results, so a reader sees at once what the model kept and what it reworded.
+Each task: its model (or strategy template), status and reason, the original, then each
+variant with the original's protected spans marked ⟦like this⟧ where they were found, and
+the checks' results, so a reader sees at once what the model kept and what it reworded.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ def mark(text: str, spans: list[str]) -> str:
 
 def render(record: dict) -> str:
     """One task's record: the original and each variant, marked, with the checks."""
-    head = (f"=== {record['instance_id']}  model {record['model']}  N {record['n']}  "
-            f"{record['status']}")
+    who = f"model {record['model']}" if record.get("model") else "strategy template"
+    head = f"=== {record['instance_id']}  {who}  N {record['n']}  {record['status']}"
     lines = [head + (f": {record['reason']}" if record.get("reason") else "") + " ==="]
     original = record.get("original", "")
     spans = protected_spans(original)

@@ -2,10 +2,12 @@
 
 A store is a JSON-lines file, one record per task's generation, addressed by the sha256
 of what decides the variants: dataset, revision, instance, strategy, model, prompt version
-and N. A later record of the same key replaces an earlier one (the file is only appended
-to, so a run stopped half-way keeps what it made). A failed generation is recorded too,
-with its reason, and is tried again only when asked (`retry_failed`): every agent
-evaluated with the same settings sees the same variants, or the same absence of them.
+and N. Both strategies use it: a `Source` says who writes the variants (the llm's model,
+or the template styles, whose records have no model and no usage). A later record of the
+same key replaces an earlier one (the file is only appended to, so a run stopped half-way
+keeps what it made). A failed generation is recorded too, with its reason, and is tried
+again only when asked (`retry_failed`): every agent evaluated with the same settings sees
+the same variants, or the same absence of them.
 """
 
 from __future__ import annotations
@@ -19,13 +21,40 @@ from pathlib import Path
 
 from proctor.model import Instance, Usage
 from proctor.plan import Variant
+from proctor.variants import template
 from proctor.variants.llm import PROMPT_VERSION, Generation, ModelSettings, generate
-
-STRATEGY = "llm"
 
 
 class StoreError(ValueError):
     """A variants file that is not one; the message names the file and line."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """Who writes a task's variants: the strategy, its model ('' for template), the
+    version of its prompt (or styles), the ids of N variants, and the writer itself."""
+
+    strategy: str
+    model: str
+    version: str
+    ids: Callable[[int], list[str]]
+    write: Callable[[str, int], Generation]
+
+
+def llm_source(settings: ModelSettings) -> Source:
+    """The llm strategy: `settings.model` paraphrases, checked (see `llm.generate`)."""
+    return Source("llm", settings.model, PROMPT_VERSION,
+                  lambda n: [f"llm-{i}" for i in range(1, n + 1)],
+                  lambda text, n: generate(text, n, settings))
+
+
+def _template_write(text: str, n: int) -> Generation:
+    return Generation(texts=[template.reword(text, vid) for vid in template.style_ids()[:n]])
+
+
+TEMPLATE = Source("template", "", template.VERSION, lambda n: template.style_ids()[:n],
+                  _template_write)
+"""The template strategy: the first N styles, the same texts it writes without a store."""
 
 
 @dataclass(frozen=True)
@@ -35,7 +64,7 @@ class StoreKey:
     dataset: str
     revision: str
     instance_id: str
-    model: str
+    source: Source
     n: int
     text_sha256: str
     """The original's hash: a dataset read at its latest revision may change a text."""
@@ -44,8 +73,8 @@ class StoreKey:
     def digest(self) -> str:
         fields = {"dataset": self.dataset, "revision": self.revision,
                   "instance_id": self.instance_id, "text_sha256": self.text_sha256,
-                  "strategy": STRATEGY, "model": self.model,
-                  "prompt_version": PROMPT_VERSION, "n": self.n}
+                  "strategy": self.source.strategy, "model": self.source.model,
+                  "prompt_version": self.source.version, "n": self.n}
         return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
 
 
@@ -81,22 +110,23 @@ def _append(path: Path, record: dict) -> None:
 
 
 def record_for(key: StoreKey, original: str, gen: Generation) -> dict:
-    """A store record of one generation (pure)."""
+    """A store record of one generation (pure); usage only when a model wrote it."""
+    source, priced = key.source, bool(key.source.model)
     share = max(1, len(gen.texts))
+    usage = {"prompt_tokens": gen.prompt_tokens, "completion_tokens": gen.completion_tokens,
+             "cost_usd": gen.cost_usd}
+    # One call writes all N: each variant carries its share of the call's usage.
+    each = {name: value / share for name, value in usage.items()}
     return {
         "key": key.digest, "dataset": key.dataset, "revision": key.revision,
-        "instance_id": key.instance_id, "strategy": STRATEGY, "model": key.model,
-        "prompt_version": PROMPT_VERSION, "n": key.n,
+        "instance_id": key.instance_id, "strategy": source.strategy, "model": source.model,
+        "prompt_version": source.version, "n": key.n,
         "status": "ok" if gen.ok else "failed", "reason": gen.reason,
         "attempts": gen.attempts, "original": original, "original_sha256": _sha(original),
-        "prompt_tokens": gen.prompt_tokens, "completion_tokens": gen.completion_tokens,
-        "cost_usd": gen.cost_usd,
-        # One call writes all N: each variant carries its share of the call's usage.
-        "variants": [{"variant_id": f"llm-{i}", "text": text, "sha256": _sha(text),
-                      "prompt_tokens": gen.prompt_tokens / share,
-                      "completion_tokens": gen.completion_tokens / share,
-                      "cost_usd": gen.cost_usd / share}
-                     for i, text in enumerate(gen.texts, 1)],
+        **(usage if priced else {}),
+        "variants": [{"variant_id": vid, "text": text, "sha256": _sha(text),
+                      **(each if priced else {})}
+                     for vid, text in zip(source.ids(key.n), gen.texts, strict=False)],
     }
 
 
@@ -109,7 +139,7 @@ Progress = Callable[[int, int, str, str], None]
 
 
 def ensure(path: Path, instances: Sequence[Instance], dataset: str, revision: str,
-           settings: ModelSettings, n: int, *, retry_failed: bool = False,
+           source: Source, n: int, *, retry_failed: bool = False,
            progress: Progress | None = None) -> dict[str, dict]:
     """Each instance's record, by instance id: the stored one when there is one (a failed
     one too, unless `retry_failed`), else a new generation, appended to the store at once.
@@ -117,14 +147,14 @@ def ensure(path: Path, instances: Sequence[Instance], dataset: str, revision: st
     stored = load(path)
     out: dict[str, dict] = {}
     for done, inst in enumerate(instances, 1):
-        key = StoreKey(dataset, revision, inst.instance_id, settings.model, n,
+        key = StoreKey(dataset, revision, inst.instance_id, source, n,
                        _sha(inst.problem_statement))
         record = stored.get(key.digest)
         if record and (record["status"] == "ok" or not retry_failed):
             what = "stored"
         else:
             record = record_for(key, inst.problem_statement,
-                                generate(inst.problem_statement, n, settings))
+                                source.write(inst.problem_statement, n))
             _append(path, record)
             what = "made" if record["status"] == "ok" else "failed"
         out[inst.instance_id] = record
@@ -139,7 +169,9 @@ def variants_of(records: dict[str, dict]) -> dict[str, list[Variant]]:
             for iid, r in records.items() if r["status"] == "ok"}
 
 
-def _usage(variant: dict) -> Usage:
+def _usage(variant: dict) -> Usage | None:
+    if "cost_usd" not in variant:
+        return None  # written by no model
     tokens = (variant["prompt_tokens"], variant["completion_tokens"])
     return Usage(input_tokens=round(tokens[0]), output_tokens=round(tokens[1]),
                  total_tokens=round(sum(tokens)), cost_usd=variant["cost_usd"])

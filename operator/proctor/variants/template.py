@@ -157,6 +157,9 @@ def style_ids() -> list[str]:
             for c in itertools.combinations(names, n)]
 
 
+VERSION = "1"
+"""Bumped whenever a style's rewording changes: stored template variants of another
+version are not reused."""
 MAX_VARIATIONS = len(style_ids())
 """How many distinct template variants exist (15)."""
 
