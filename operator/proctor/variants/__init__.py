@@ -5,7 +5,8 @@ problem statement (see `template`); the original is never among them (the plan a
 it as variant `original`). Each variant's id is stable (its style) and its text is
 recorded with its sha256 beside the results (`variants.jsonl`), so a reader can tell
 exactly what each item asked. The `llm` strategy (`llm`: a model's paraphrases, checked)
-keeps its variants in a store (`store`) that every later run reuses byte for byte.
+keeps its variants in a store (`store`) that every later run reuses byte for byte; the
+template strategy uses the same store when a variants file is named.
 """
 
 from __future__ import annotations
