@@ -141,8 +141,9 @@ class PromptSensitivitySpec(_Spec):
     model: str | None = None
     """litellm model string that writes the llm variations; None uses green_agent_model."""
     variants_file: str | None = None
-    """The store of llm variants (JSON lines) to reuse and add to; None uses the user's
-    cache. One file shared by runs makes every agent see the same variants."""
+    """The variants store (JSON lines) to reuse and add to, the same format for either
+    strategy; None: llm variants go to the user's cache, template ones are made anew. One
+    file shared by runs makes every agent see the same variants."""
 
 
 class PredictionsSpec(_Spec):
