@@ -326,3 +326,13 @@ def test_one_file_holds_both_strategies_and_each_uses_its_own(tmp_path, ollama, 
         else:
             assert variants == variants_for(selection.instances, 2)
     assert len(ollama.calls) == calls and len(store.load(out)) == 4
+
+
+def test_variants_generate_refuses_more_template_variants_than_exist(tmp_path, capsys):
+    manifest = tmp_path / "ev.yaml"
+    manifest.write_text(EVALUATION.format(extra=", strategy: template").replace(
+        "numVariations: 2", "numVariations: 16"))
+    out = tmp_path / "variants.jsonl"
+    assert main(["variants", "generate", "-f", str(manifest), "--output", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "at most 15" in err[0] and not out.exists()
