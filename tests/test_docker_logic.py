@@ -26,6 +26,7 @@ from proctor.manifest import parse_resource
 from proctor.model import ErrorKind, Instance, Outcome
 from proctor.runner import docker_sandbox as ds
 from proctor.runner.grade import grade_work_dir
+from proctor.runner.sandbox import GRACE_SECONDS
 
 
 class FakeContainer:
@@ -141,7 +142,7 @@ def test_the_test_step_runs_in_a_new_container_that_is_removed(work, calc_task):
                             ds.LABEL_OWNER: f"{socket.gethostname()}:{os.getpid()}"}
     assert kw["network_mode"] == "none"
     assert kw["nano_cpus"] == 500_000_000 and kw["mem_limit"] == 2 * 2**30
-    assert client.waited_with == 60 + ds._GRACE_SECONDS
+    assert client.waited_with == 60 + GRACE_SECONDS
     with tarfile.open(fileobj=io.BytesIO(container.archive)) as tar:
         names = tar.getnames()
     assert {"proctor", "proctor/run.sh", "proctor/eval.sh", "proctor/patch.diff"} <= set(names)

@@ -129,7 +129,7 @@ def agent_target(evaluation: Evaluation, agents: Sequence[AgentUnderTest]) -> Ag
         raise EngineError(f"AgentUnderTest {name!r} reads its credentials from a Kubernetes "
                           f"Secret, which `proctor run` cannot read; use it on a cluster")
     return AgentTarget(endpoint=spec.endpoint, timeout_s=spec.request_timeout_seconds,
-                       task_data=spec.task_data)
+                       task_data=spec.task_data, max_concurrent_tasks=spec.max_concurrent_tasks)
 
 
 def prepare(evaluation: Evaluation, agents: Sequence[AgentUnderTest] = (),
@@ -141,15 +141,16 @@ def prepare(evaluation: Evaluation, agents: Sequence[AgentUnderTest] = (),
     agent, slots = None, None
     if spec.predictions.source == "agent":
         agent = agent_target(evaluation, agents)
-        limit = next(a.spec.max_concurrent_tasks for a in agents if a.name == spec.agent_ref.name)
-        slots = threading.Semaphore(limit)
+        slots = threading.Semaphore(agent.max_concurrent_tasks)
     selection = load_selection(evaluation)
+    # The cheap check of the input first: a bad predictions file is told before Docker is
+    # asked anything (or a host's orphaned containers removed).
+    predictions = (load_predictions(spec.predictions.path, selection.dataset_ids)
+                   if spec.predictions.source == "file" and spec.predictions.path else None)
     sandboxes, refused = assign(sandbox or SandboxOptions(), evaluation, selection.instances)
     if refused:
         more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
         raise EngineError(refused[0] + more)
-    predictions = (load_predictions(spec.predictions.path, selection.dataset_ids)
-                   if spec.predictions.source == "file" and spec.predictions.path else None)
     variants = prompt_variants(evaluation, selection, progress=_variants_progress)
     items = plan_items(evaluation, selection, variants)
     ctx = RunContext(evaluation, selection.by_id, predictions, agent, slots,

@@ -46,7 +46,6 @@ PullPolicy = Literal["missing", "never"]
 LABEL_ITEM = "proctor.dev/item"
 LABEL_EVALUATION = "proctor.dev/evaluation"
 LABEL_OWNER = "proctor.dev/owner"  # host:pid of the process that made the container
-_GRACE_SECONDS = 30  # past run.sh's own watchdog, before the container is killed
 _PROGRESS_SECONDS = 5  # between two lines of a pull's download progress
 _MOUNT = "/proctor"
 _UNITS = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "Ki": 2**10,
@@ -108,7 +107,7 @@ class DockerSandbox:
     def __init__(self, client: Any, registry: str = "", pull: PullPolicy = "missing",
                  network: str | None = None, resources: Mapping[str, Any] | None = None,
                  labels: Mapping[str, str] | None = None, progress: TextIO | None = None,
-                 grace_seconds: int = _GRACE_SECONDS):
+                 grace_seconds: int = sandbox.GRACE_SECONDS):
         self.client, self.registry, self.pull = client, registry, pull
         self.network = network  # None: the daemon's default network
         self.limits = container_limits(resources)
@@ -209,8 +208,9 @@ class DockerSandbox:
         try:
             container.put_archive("/", _pack(work.root))
             container.start()
-            error = self._wait(container, limit)
-            (work / "run.log").write_bytes(container.logs(stdout=True, stderr=True))
+            code = self._wait(container, limit)
+            log = container.logs(stdout=True, stderr=True)
+            (work / "run.log").write_bytes(log)
             _unpack(container.get_archive(_MOUNT)[0], work.root)
         except Exception:
             if self._stopping:  # stop_all removed it under our feet: not the item's fault
@@ -218,7 +218,11 @@ class DockerSandbox:
             raise
         finally:
             self._remove(container)
-        return error
+        if code is None:
+            return f"the test step did not finish within {limit} s; its container was killed"
+        if code != 0:
+            return f"the test step exited {code}: {log[-500:].decode(errors='replace').strip()}"
+        return None
 
     def _create(self, image: str, instance: Instance, options: dict[str, Any]) -> Any:
         """A new (not started) container of `image`, registered for removal."""
@@ -233,21 +237,18 @@ class DockerSandbox:
             self._live.add(container)
         return container
 
-    def _wait(self, container: Any, limit: int) -> str | None:
-        """Wait for the container; past `limit` seconds, kill it."""
+    def _wait(self, container: Any, limit: int) -> int | None:
+        """The container's exit code; None when it ran past `limit` seconds and was killed."""
         import requests
 
         try:
             code = container.wait(timeout=limit)["StatusCode"]
         except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
             container.kill()
-            return f"the test step did not finish within {limit} s; its container was killed"
+            return None
         if self._stopping:
             raise Interrupted("the test step was stopped")
-        if code != 0:
-            tail = container.logs(stdout=True, stderr=True)[-500:].decode(errors="replace")
-            return f"the test step exited {code}: {tail.strip()}"
-        return None
+        return code
 
     def _remove(self, container: Any) -> None:
         import docker

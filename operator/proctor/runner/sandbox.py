@@ -36,7 +36,7 @@ from proctor.runner.workdir import WorkDir
 
 # Signs that an eval script expects the official image rather than any checkout.
 _IMAGE_ONLY_MARKERS = ("/testbed", "conda activate", "/opt/miniconda3")
-_GRACE_SECONDS = 30  # past the script's own watchdog, before we kill it ourselves
+GRACE_SECONDS = 30  # past the script's own watchdog, before the sandbox kills it itself
 STOP_POLL_S = 0.2  # how often a running test step looks whether the run is stopping
 
 Builder = Callable[[Instance, Path], None]
@@ -215,7 +215,7 @@ def run_test_step(work: WorkDir, instance: Instance, time_limit: int,
         except RuntimeError as exc:
             return _broke(work, started, wrapper, str(exc))
         error = _run_script(work, [*wrapper, "bash", str(work / "run.sh")],
-                            clean_env(testbed, home), time_limit + _GRACE_SECONDS, stop)
+                            clean_env(testbed, home), time_limit + GRACE_SECONDS, stop)
     if error:
         return _broke(work, started, wrapper, error)
     return SandboxRun(time.perf_counter() - started, bool(wrapper))

@@ -35,6 +35,8 @@ class AgentTarget:
     streaming: bool = True
     task_data: bool = False
     """Send the data part naming the task (AgentUnderTest.spec.taskData)."""
+    max_concurrent_tasks: int = 8
+    """How many tasks the agent takes at once (AgentUnderTest.spec.maxConcurrentTasks)."""
 
 
 def write_prompt(work: WorkDir, problem_text: str) -> None:
