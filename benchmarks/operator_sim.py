@@ -9,11 +9,11 @@ repository for the one whose repository has none). The test cluster's Job contro
 takes in a pod's end 1 s later, as Kubernetes' does (its syncJobBatchPeriod).
 
 The operator runs as a user runs it, in a process of its own (`kopf run -m MODULE`,
-`--module`; by default whichever of proctor.k8s.controller and proctor.k8s.operator
-exists), and is measured from outside: the test cluster's record of each Job and pod
-change, the operator process's CPU time (/proc), and the test cluster's request counter.
-An item runs from its Job's creation until its pod ends or its Job ends or goes,
-whichever comes first. Printed:
+`--module`, by default proctor.k8s.controller; an older checkout's module, such as
+proctor.k8s.operator, for a before-and-after), and is measured from outside: the test
+cluster's record of each Job and pod change, the operator process's CPU time (/proc), and
+the test cluster's request counter. An item runs from its Job's creation until its pod
+ends or its Job ends or goes, whichever comes first. Printed:
 
 * utilisation: items running / maxConcurrentRows, averaged from the first Job until the
   end that leaves fewer than maxConcurrentRows items (target: at least 0.99);
@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import importlib.util
 import json
 import os
 import random
@@ -52,15 +51,14 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from cluster.emulator import running_cluster  # noqa: E402
 from cluster.faults import Simulation  # noqa: E402
+from proctor.k8s.manifests import ANNOTATION_ITEM  # noqa: E402
 
 NAMESPACE = "bench"
 ROWS = 50
 JOB_SYNC_BATCH_SECONDS = 1.0
 """Kubernetes' Job controller takes in its pods' changes in batches of a second."""
-ITEM_ANNOTATION = "proctor.dev/item-json"
 """The work item a Job's pod runs: what the test cluster's kubelet simulates, read here."""
 SEED = 13
-MODULES = ("proctor.k8s.controller", "proctor.k8s.operator")
 
 
 @dataclass(frozen=True)
@@ -119,7 +117,7 @@ class Record:
             if name not in self.created:
                 self.created[name] = now
                 template = obj["spec"]["template"]["metadata"].get("annotations") or {}
-                self.item_of[name] = json.loads(template.get(ITEM_ANNOTATION, "{}")).get(
+                self.item_of[name] = json.loads(template.get(ANNOTATION_ITEM, "{}")).get(
                     "id", name)
             if kind == "DELETED" or _job_ended(obj):
                 self.ended.setdefault(name, now)
@@ -140,8 +138,7 @@ def main() -> int:
     parser.add_argument("--tasks", type=int, default=500, help="the first N tasks of the split")
     parser.add_argument("--stress", action="store_true",
                         help="4 repeats, durations / 100: correctness only")
-    parser.add_argument("--module", default=next(
-        (m for m in MODULES if importlib.util.find_spec(m)), MODULES[-1]),
+    parser.add_argument("--module", default="proctor.k8s.controller",
                         help="the operator's module, run with `kopf run -m`")
     parser.add_argument("--data", type=Path, default=DATA,
                         help="the folder of SWE-bench_Verified_test.parquet and "

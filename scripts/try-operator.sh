@@ -33,11 +33,8 @@ export KUBECONFIG="$work/kubeconfig"
 
 .venv/bin/proctor agent serve --kind mixed --host 127.0.0.1 --port 9009 >"$work/agent.log" 2>&1 &
 pids+=($!)
-# The agent runs on loopback: an operator that refuses local endpoints is told to allow them.
-allow=()
-.venv/bin/proctor operator --help | grep -q -- --allow-local-endpoints \
-  && allow=(--allow-local-endpoints)
-.venv/bin/proctor operator --namespace default "${allow[@]}" >"$work/operator.log" 2>&1 &
+# The agent runs on loopback, which the operator refuses unless told to allow it.
+.venv/bin/proctor operator --namespace default --allow-local-endpoints >"$work/operator.log" 2>&1 &
 pids+=($!)
 
 cat <<EOF

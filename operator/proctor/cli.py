@@ -99,6 +99,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from proctor.local.engine import run_evaluation
     from proctor.manifest import parse_resource
     from proctor.predictions import load_predictions
+    from proctor.prepare import load_selection
 
     if sum(bool(x) for x in (args.predictions, args.agent, args.file)) != 1:
         raise UsageError("give one of --predictions FILE|gold|empty, --agent URL, "
@@ -113,9 +114,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     evaluation = parse_resource(evaluation_manifest(options, preds.patches if preds else None),
                                 "proctor eval's options")
     out = Path(args.output_dir)
+    selection = load_selection(evaluation)  # once, for the run and for the harness's logs
     summary = run_evaluation(evaluation, out, progress=not args.quiet, agents=agents,
-                             sandbox=_sandbox_options(args))
-    report = write_run_logs(out, evaluation, args.run_id, summary.agent,
+                             sandbox=_sandbox_options(args), selection=selection)
+    report = write_run_logs(out, evaluation, selection, args.run_id, summary.agent,
                             preds.patches if preds else None, options.instance_ids)
     _print_summary(summary, out)
     print(f"swebench's logs in {out / 'logs' / 'run_evaluation' / args.run_id}/, "

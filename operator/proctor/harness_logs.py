@@ -23,9 +23,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from proctor.dataset import Selection
 from proctor.model import ErrorKind, Instance, RunResult, WorkItem
 from proctor.predictions import patch_for
-from proctor.prepare import load_selection, plan_items
+from proctor.prepare import plan_items
 from proctor.results import ResultsFolder
 from proctor.spec import Evaluation
 
@@ -173,13 +174,12 @@ def write_harness_logs(root: Path, run_id: str, model: str, graded: Iterable[Gra
     return path
 
 
-def write_run_logs(root: Path, evaluation: Evaluation, run_id: str, model: str,
-                   file_patches: Mapping[str, str] | None,
+def write_run_logs(root: Path, evaluation: Evaluation, selection: Selection, run_id: str,
+                   model: str, file_patches: Mapping[str, str] | None,
                    instance_ids: Collection[str] = ()) -> Path:
-    """The harness's artefacts of an evaluation run into `root` (its results folder); the
-    run report's path. As in swebench, the run report counts every row of the dataset
-    (within `instance_ids`), predicted or not."""
-    selection = load_selection(evaluation)
+    """The harness's artefacts of an evaluation run on `selection` into `root` (its
+    results folder); the run report's path. As in swebench, the run report counts every
+    row of the dataset (within `instance_ids`), predicted or not."""
     planned = {i.id for i in plan_items(evaluation, selection)}
     folder = ResultsFolder(root)
     results = [r for r in folder.load() if r.item_id in planned]

@@ -747,9 +747,10 @@ class Kubelet:
 
     @staticmethod
     def item_of(pod: Obj) -> Any:
+        from proctor.k8s.manifests import ANNOTATION_ITEM
         from proctor.model import WorkItem
 
-        text = (pod["metadata"].get("annotations") or {}).get("proctor.dev/item-json")
+        text = (pod["metadata"].get("annotations") or {}).get(ANNOTATION_ITEM)
         return WorkItem.model_validate_json(text) if text else None
 
     @staticmethod

@@ -36,7 +36,7 @@ from proctor import demo
 from proctor.agents.answers import Answer, TaskRequest, usage_for
 
 KINDS = ("oracle", "noop", "editor", "mixed", "sensitive")
-LOOKS_UP = ("oracle", "editor", "mixed", "sensitive")
+LOOKS_UP = tuple(k for k in KINDS if k != "noop")
 """The kinds that find the task they are asked: with a reworded text, only by the data part
 (AgentUnderTest taskData)."""
 Solver = Callable[[TaskRequest], Answer]

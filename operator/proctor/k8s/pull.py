@@ -12,12 +12,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from proctor import dataset
 from proctor.exits import BadInput
 from proctor.k8s.api import Kube
 from proctor.k8s.store import read_result, result_labels
 from proctor.manifest import parse_resource
 from proctor.model import WorkItem
+from proctor.prepare import Refusal, load_selection
 from proctor.results import ResultsFolder, write_outputs
 from proctor.runner.artifacts import unpack
 from proctor.runner.workdir import write_json
@@ -61,11 +61,9 @@ def pull(kube: Kube, namespace: str, name: str, out: Path) -> int:
     evaluation = parse_resource(body)
     configmaps = kube.list_configmaps(namespace, result_labels(evaluation))["items"]
     count = write_folder(evaluation, configmaps, out)
-    ds = evaluation.spec.dataset
     try:
-        instances = dataset.load(ds.name, ds.split, ds.revision, ds.instance_ids,
-                                 ds.max_rows).by_id
-    except dataset.DatasetError:
+        instances = load_selection(evaluation).by_id
+    except Refusal:
         instances = {}  # figures still come out; only tests_left_out needs the rows
     planned = ((body.get("status") or {}).get("items") or {}).get("total", count)
     write_outputs(ResultsFolder(out), evaluation, instances, planned)

@@ -133,16 +133,17 @@ def agent_target(evaluation: Evaluation, agents: Sequence[AgentUnderTest]) -> Ag
 
 
 def prepare(evaluation: Evaluation, agents: Sequence[AgentUnderTest] = (),
-            sandbox: SandboxOptions | None = None
+            sandbox: SandboxOptions | None = None, selection: dataset.Selection | None = None
             ) -> tuple[RunContext, dataset.Selection, list[WorkItem]]:
-    """Load the rows and plan the items; refuse early what cannot run here."""
+    """Load the rows (unless the caller has them) and plan the items; refuse early what
+    cannot run here."""
     spec = evaluation.spec
     check_runnable(evaluation, on_cluster=False)
     agent, slots = None, None
     if spec.predictions.source == "agent":
         agent = agent_target(evaluation, agents)
         slots = threading.Semaphore(agent.max_concurrent_tasks)
-    selection = load_selection(evaluation)
+    selection = selection or load_selection(evaluation)
     # The cheap check of the input first: a bad predictions file is told before Docker is
     # asked anything (or a host's orphaned containers removed).
     predictions = (load_predictions(spec.predictions.path, selection.dataset_ids)
@@ -349,9 +350,11 @@ def _kept_patch(ctx: RunContext, work: WorkDir, before: RunResult) -> str | None
 
 def run_evaluation(evaluation: Evaluation, output_dir: Path, progress: bool = True,
                    agents: Sequence[AgentUnderTest] = (), retry_errors: bool = False,
-                   sandbox: SandboxOptions | None = None) -> Summary:
-    """Run (or resume, or extend) an evaluation into `output_dir`; returns its summary."""
-    ctx, selection, items = prepare(evaluation, agents, sandbox)
+                   sandbox: SandboxOptions | None = None,
+                   selection: dataset.Selection | None = None) -> Summary:
+    """Run (or resume, or extend) an evaluation into `output_dir`; returns its summary.
+    `selection`: its rows, when the caller has loaded them already."""
+    ctx, selection, items = prepare(evaluation, agents, sandbox, selection)
     folder = ResultsFolder(output_dir)
     with folder.locked():
         folder.claim({"evaluation": evaluation.name,

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from proctor.model import Instance, Usage
 from proctor.plan import Variant
-from proctor.variants import template
+from proctor.variants import template, text_hash
 from proctor.variants.llm import PROMPT_VERSION, Generation, ModelSettings, generate
 
 
@@ -122,16 +122,12 @@ def record_for(key: StoreKey, original: str, gen: Generation) -> dict:
         "instance_id": key.instance_id, "strategy": source.strategy, "model": source.model,
         "prompt_version": source.version, "n": key.n,
         "status": "ok" if gen.ok else "failed", "reason": gen.reason,
-        "attempts": gen.attempts, "original": original, "original_sha256": _sha(original),
+        "attempts": gen.attempts, "original": original, "original_sha256": text_hash(original),
         **(usage if priced else {}),
-        "variants": [{"variant_id": vid, "text": text, "sha256": _sha(text),
+        "variants": [{"variant_id": vid, "text": text, "sha256": text_hash(text),
                       **(each if priced else {})}
                      for vid, text in zip(source.ids(key.n), gen.texts, strict=False)],
     }
-
-
-def _sha(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 Progress = Callable[[int, int, str, str], None]
@@ -148,7 +144,7 @@ def ensure(path: Path, instances: Sequence[Instance], dataset: str, revision: st
     out: dict[str, dict] = {}
     for done, inst in enumerate(instances, 1):
         key = StoreKey(dataset, revision, inst.instance_id, source, n,
-                       _sha(inst.problem_statement))
+                       text_hash(inst.problem_statement))
         record = stored.get(key.digest)
         if record and (record["status"] == "ok" or not retry_failed):
             what = "stored"
