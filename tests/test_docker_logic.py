@@ -13,6 +13,7 @@ import socket
 import subprocess
 import tarfile
 import threading
+import time
 
 import docker
 import pytest
@@ -45,6 +46,10 @@ class FakeContainer:
 
     def wait(self, timeout: float) -> dict:
         self.client.waited_with = timeout
+        while self.client.block and not self.removed:  # runs until killed and removed
+            time.sleep(0.01)
+        if self.removed:
+            return {"StatusCode": 137}
         if self.client.hang:
             raise requests.exceptions.ReadTimeout("read timed out")
         return {"StatusCode": self.client.exit_code}
@@ -79,6 +84,7 @@ class FakeClient:
         self.pulls: list[tuple[str, str]] = []
         self.created: list[FakeContainer] = []
         self.hang, self.exit_code, self.waited_with = False, 0, None
+        self.block = False
         self.pull_error: str | None = None
         self.outputs = {"proctor/apply_method": "git apply -v\n",
                         "proctor/test_output.txt": "log\n",
@@ -223,14 +229,28 @@ def test_a_failed_pull_stops_every_item_of_that_image_without_retrying():
     assert len(client.pulls) == 1
 
 
-def test_stop_all_removes_what_runs_and_starts_nothing_new(calc_task):
+def test_stop_all_removes_what_runs_and_starts_nothing_new(calc_task, work):
     client = FakeClient({"acme/calc:1": []})
+    client.block = True
     sandbox = _sandbox(client)
-    container = sandbox._create("acme/calc:1", calc_task, {"command": ["true"]})
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            sandbox.run_test_step(work, calc_task, 60)
+        except Interrupted as exc:
+            raised.append(exc)
+    running = threading.Thread(target=run, daemon=True)
+    running.start()
+    deadline = time.monotonic() + 10
+    while not client.created and time.monotonic() < deadline:
+        time.sleep(0.01)
     sandbox.stop_all()
-    assert container.removed
+    running.join(10)
+    assert [c.removed for c in client.created] == [True] and len(raised) == 1
     with pytest.raises(Interrupted):
-        sandbox._create("acme/calc:1", calc_task, {"command": ["true"]})
+        sandbox.run_test_step(work, calc_task, 60)
+    assert len(client.created) == 1
 
 
 def test_containers_of_a_killed_process_of_this_host_are_removed():
@@ -274,7 +294,9 @@ def test_limits_come_from_limits_else_requests():
     ("localhost:5000/a/b", ("localhost:5000/a/b", "latest")),
     ("localhost:5000/a/b:v1", ("localhost:5000/a/b", "v1"))])
 def test_image_tags(image, split):
-    assert ds._split_tag(image) == split
+    client = FakeClient({})
+    _sandbox(client).ensure_image(image)
+    assert client.pulls == [split]
 
 
 @pytest.mark.parametrize("mode, portable, daemon, here, may_pull, expected", [
