@@ -26,7 +26,7 @@ import orjson
 
 from proctor.analysis import compute, write
 from proctor.analysis.load import load_agents
-from proctor.model import Outcome, PassFail, RunResult, Timings, Usage
+from proctor.core.model import Outcome, PassFail, RunResult, Timings, Usage
 
 VARIANTS = ("original", "formal", "terse", "steps")
 

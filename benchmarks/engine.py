@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from proctor.agents.server import start_reference_agent
-from proctor.local.demo import demo_manifests, run_demo
+from proctor.cli.demo import demo_manifests, run_demo
 from proctor.local.engine import run_evaluation
 from proctor.results import ResultsFolder
 

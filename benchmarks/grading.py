@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from proctor.model import Instance
+from proctor.core.model import Instance
 
 
 def make_log(target_bytes: int, seed: int = 7) -> tuple[str, list[str], list[str]]:

@@ -15,13 +15,13 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from proctor import dataset
+from proctor import datasets
+from proctor.core.model import Outcome, PassFail, RunResult
+from proctor.core.plan import PlanInputs, Variant, plan
+from proctor.formats.manifest import parse_resource
 from proctor.k8s.manifests import desired_objects
 from proctor.k8s.podstatus import item_state
 from proctor.k8s.reconcile import build_status, conditions_for, decide, observe
-from proctor.manifest import parse_resource
-from proctor.model import Outcome, PassFail, RunResult
-from proctor.plan import PlanInputs, Variant, plan
 
 DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "swebench-verified" / \
     "SWE-bench_Verified_test.parquet"
@@ -29,7 +29,7 @@ DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "swebench-ve
 
 def main() -> None:
     path = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT
-    selection = dataset.load(str(path), max_rows=-1)
+    selection = datasets.load(str(path), max_rows=-1)
     evaluation = parse_resource({
         "apiVersion": "proctor.dev/v1alpha1", "kind": "Evaluation", "metadata": {"name": "v"},
         "spec": {"agentRef": {"name": "a"}, "dataset": {"name": str(path), "maxRows": -1},

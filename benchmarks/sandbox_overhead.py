@@ -19,15 +19,15 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from proctor import demo
-from proctor.dataset import to_instance
-from proctor.model import WorkItem
-from proctor.runner import docker_sandbox, sandbox
+from proctor.core.model import WorkItem
+from proctor.datasets import demo, to_instance
 from proctor.runner.grade import eval_seconds
 from proctor.runner.workdir import WorkDir, write_patch, write_task, write_test_step
+from proctor.sandboxes import docker as docker_sandbox
+from proctor.sandboxes import process
 
 
-def measure(rounds: int, run_test_step=sandbox.run_test_step) -> list[float]:
+def measure(rounds: int, run_test_step=process.run_test_step) -> list[float]:
     instances = [to_instance(r, i) for i, r in enumerate(demo.load_rows())]
     overheads = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -56,9 +56,9 @@ def main() -> None:
             client, pull="never").run_test_step))
         isolated, target = "no (the daemon's default network)", ""
     else:
-        sandbox.network_wrapper()  # the one-off probe is not per-item cost
+        process.network_wrapper()  # the one-off probe is not per-item cost
         values = sorted(measure(args.rounds))
-        isolated, target = str(bool(sandbox.network_wrapper())), " (target: median < 150 ms)"
+        isolated, target = str(bool(process.network_wrapper())), " (target: median < 150 ms)"
     ms = [1000 * v for v in values]
     print(f"items: {len(ms)}  sandbox: {args.sandbox}  network isolated: {isolated}")
     print(f"sandbox overhead per item: median {statistics.median(ms):.0f} ms, "

@@ -37,8 +37,8 @@ from pathlib import Path
 
 import docker
 
-from proctor import demo
-from proctor.demo.images import build_demo_images
+from proctor.datasets import demo
+from proctor.sandboxes.demo_images import build_demo_images
 
 HARNESS = "swebench.harness.run_evaluation"
 RUN_ID = "peer"
@@ -103,7 +103,7 @@ def harness(rows: Path, cwd: Path, workers: int, timeout: int, host: str | None)
 
 def proctor(cwd: Path, workers: int, timeout: int) -> float:
     cwd.mkdir()
-    return timed([sys.executable, "-m", "proctor.cli", "eval", "-p", "gold", "-d",
+    return timed([sys.executable, "-m", "proctor.cli.main", "eval", "-p", "gold", "-d",
                   demo.DATASET_NAME, "-j", str(workers), "--run_id", RUN_ID, "-t", str(timeout),
                   "--sandbox", "docker", "--pull", "never", "--output-dir", ".", "-q"], cwd)
 

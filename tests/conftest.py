@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from proctor.model import Instance, WorkItem
+from proctor.core.model import Instance, WorkItem
 from proctor.runner.workdir import WorkDir, write_patch, write_task, write_test_step
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

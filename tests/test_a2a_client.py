@@ -28,7 +28,7 @@ from a2a03.scripted import PATCH, USAGE, CountingMiddleware, answer_parts, parse
 from proctor.a2a.client import SolveResult, pinned_url, solve, solve_sync
 from proctor.a2a.message import TaskMessage
 from proctor.agents.server import agent_card, build_app, start_in_thread
-from proctor.model import ErrorKind, Usage
+from proctor.core.model import ErrorKind, Usage
 
 STATES = {"completed": TaskState.TASK_STATE_COMPLETED, "failed": TaskState.TASK_STATE_FAILED,
           "canceled": TaskState.TASK_STATE_CANCELED, "rejected": TaskState.TASK_STATE_REJECTED,

@@ -13,8 +13,8 @@ from proctor.a2a.extract import (
     patch_from_part,
     patch_from_text,
 )
-from proctor.model import Usage
-from proctor.patches import check_patch
+from proctor.core.model import Usage
+from proctor.core.patches import check_patch
 
 PATCH = ("diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n"
          "@@ -1,5 +1,5 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n \n \n"

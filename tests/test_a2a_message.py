@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from a2a.helpers import get_data_parts, get_text_parts
 
-from proctor import demo
 from proctor.a2a.client import to_a2a_message
 from proctor.a2a.message import build_message, repo_dir_of
-from proctor.model import Instance
+from proctor.core.model import Instance
+from proctor.datasets import demo
 
 ROWS = {row["instance_id"]: row for row in demo.load_rows()}
 WITH_HINTS = Instance.model_validate(ROWS["proctor-demo__datekit-2"])
@@ -90,8 +90,8 @@ def test_a2a_message_has_text_then_data_part():
 
 @pytest.mark.parametrize("task_data", [False, True])
 def test_task_data_reaches_the_solve_step_of_a_cluster_job(task_data):
+    from proctor.formats.manifest import parse_resource
     from proctor.k8s.manifests import solve_command
-    from proctor.manifest import parse_resource
 
     evaluation = parse_resource({"apiVersion": "proctor.dev/v1alpha1", "kind": "Evaluation",
                                  "metadata": {"name": "ev"}, "spec": {"agentRef": {"name": "a"}}})

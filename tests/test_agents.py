@@ -17,16 +17,16 @@ from pathlib import Path
 import pytest
 
 from a2a03 import support
-from proctor import demo
 from proctor.a2a.client import SolveResult, solve
 from proctor.a2a.message import TaskMessage, build_message
 from proctor.agents.answers import TaskRequest
 from proctor.agents.kinds import Tasks, mixed_recipes, solver_for, wording_chance
 from proctor.agents.server import start_reference_agent
-from proctor.model import ErrorKind, Instance, Outcome, WorkItem
-from proctor.runner import sandbox
+from proctor.core.model import ErrorKind, Instance, Outcome, WorkItem
+from proctor.datasets import demo
 from proctor.runner.grade import grade_work_dir
 from proctor.runner.workdir import WorkDir, write_patch, write_task, write_test_step
+from proctor.sandboxes import process
 from proctor.variants.template import reword, style_ids
 
 INSTANCES = [Instance.model_validate(row) for row in demo.load_rows()]
@@ -158,7 +158,7 @@ def _grade(instance: Instance, patch: str, root: Path) -> Outcome:
     write_task(work, instance, WorkItem(id="0" * 32, instance_id=instance.instance_id))
     write_patch(work, patch)
     write_test_step(work, instance, 120)
-    run = sandbox.run_test_step(work, instance, 120)
+    run = process.run_test_step(work, instance, 120)
     assert run.error is None, run.error
     return grade_work_dir(work).outcome
 

@@ -13,8 +13,8 @@ import pytest
 
 from proctor.analysis import compute, plots
 from proctor.analysis.load import load_agents
-from proctor.cli import main
-from proctor.model import Outcome, PassFail, RunResult, Timings, Usage
+from proctor.cli.main import main
+from proctor.core.model import Outcome, PassFail, RunResult, Timings, Usage
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -30,6 +30,7 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from k8s_tools import ToolMissing, tool_binary
+from tracked import SYMLINK, fresh_clone, tracked_files
 
 ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "charts" / "proctor"
@@ -187,7 +188,7 @@ def test_one_replica_replaced_with_recreate(rendered: dict[str, list[dict[str, A
 
 
 def _parse_operator_args(args: list[str]) -> Any:
-    from proctor.cli import build_parser
+    from proctor.cli.main import build_parser
 
     assert args[:2] == ["proctor", "operator"]
     return build_parser().parse_args(args[1:])
@@ -196,7 +197,7 @@ def _parse_operator_args(args: list[str]) -> Any:
 @pytest.mark.parametrize("scenario", ["defaults", "toggles", "namespaced"])
 def test_the_operator_is_started_as_the_values_say(rendered: dict[str, list[dict[str, Any]]],
                                                    scenario: str) -> None:
-    from proctor.cli import cmd_operator
+    from proctor.cli.main import cmd_operator
 
     operator = container(rendered[scenario])
     parsed = _parse_operator_args(operator["args"])
@@ -501,7 +502,7 @@ def test_service_monitor_scrapes_the_metrics_service(
 
 def exported_metric_names() -> set[str]:
     """Every series name proctor's exporter can expose."""
-    from proctor.exporter import Metrics
+    from proctor.k8s.exporter import Metrics
 
     registry = CollectorRegistry()
     Metrics(registry)
@@ -525,8 +526,8 @@ def _queries(node: Any) -> Iterator[str]:
 
 def test_the_dashboard_plots_metrics_the_operator_exports(
         rendered: dict[str, list[dict[str, Any]]]) -> None:
-    from proctor.exporter import figure_metric_name
-    from proctor.model import EvalResult
+    from proctor.core.model import EvalResult
+    from proctor.k8s.exporter import figure_metric_name
 
     configmap = only(rendered["toggles"], "ConfigMap")
     assert configmap["metadata"]["namespace"] == "monitoring"
@@ -607,15 +608,31 @@ def test_chart_versions_follow_the_package() -> None:
     assert re.fullmatch(r"\d+\.\d+\.\d+", chart["version"])
 
 
-@pytest.mark.parametrize("copy", ["charts/proctor/crds", "operator/proctor/crds"])
-def test_the_crd_copies_are_byte_identical_to_crds(copy: str) -> None:
-    """crds/ is the single source; the chart's and the package's (what `proctor run` and
-    the operator validate manifests with) are checked copies of it."""
-    source = {p.name: p.read_bytes() for p in (ROOT / "crds").glob("*.yaml")}
-    copies = {p.name: p.read_bytes() for p in (ROOT / copy).glob("*.yaml")}
-    assert sorted(copies) == sorted(source) == ["agentundertest.yaml", "evaluation.yaml"]
-    for name, text in source.items():
-        assert copies[name] == text, f"{copy}/{name} differs: cp crds/{name} {copy}/"
+def test_each_crd_is_committed_once_and_the_copies_link_to_it() -> None:
+    """crds/ holds the one file per CRD; the chart's crds/ and the package's (what `proctor
+    run` and the operator validate manifests with) are links to that folder."""
+    modes = {path: mode for mode, path in (line.split(maxsplit=3)[::3] for line in
+                                           tracked_files("-s"))}
+    definitions = sorted(path for path, mode in modes.items() if mode != SYMLINK
+                         and path.endswith(".yaml")
+                         and "kind: CustomResourceDefinition" in (ROOT / path).read_text())
+    assert definitions == ["crds/agentundertest.yaml", "crds/evaluation.yaml"]
+    for link in ("charts/proctor/crds", "operator/proctor/crds"):
+        assert modes[link] == SYMLINK, f"{link} is not a link"
+        assert (ROOT / link).resolve() == (ROOT / "crds").resolve()
+
+
+def test_the_chart_of_a_fresh_clone_renders_the_crds(helm: Path, tmp_path: Path) -> None:
+    """Helm follows the link: `helm template --include-crds` (what `helm install
+    ./charts/proctor` renders) on the tracked files alone gives crds/ byte for byte."""
+    clone = fresh_clone(tmp_path / "clone")
+    done = run_helm(helm, "template", RELEASE, str(clone / "charts" / "proctor"),
+                    "--include-crds")
+    assert done.returncode == 0, done.stderr
+    rendered = [d for d in yaml.safe_load_all(done.stdout)
+                if d and d["kind"] == "CustomResourceDefinition"]
+    assert rendered == [yaml.safe_load(p.read_text())
+                        for p in sorted((ROOT / "crds").glob("*.yaml"))]
 
 
 @pytest.mark.parametrize("scenario", ["defaults", "toggles", "namespaced"])

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import subprocess
 
-from proctor import demo
-from proctor.dataset import to_instance
-from proctor.runner import sandbox
+from proctor.datasets import demo, to_instance
+from proctor.sandboxes import process
 
 
 def git(cwd, *args) -> str:
@@ -21,7 +20,7 @@ def test_checkout_holds_nothing_newer_than_base(tmp_path):
                                       str(demo.bundle_path(r["repo"]))).split()[0]
                != r["base_commit"])
     instance = to_instance(row, 0)
-    sandbox.checkout(instance, tmp_path / "repo")
+    process.checkout(instance, tmp_path / "repo")
     repo = tmp_path / "repo"
     assert git(repo, "rev-parse", "HEAD") == instance.base_commit
     assert git(repo, "rev-list", "--all") == git(repo, "rev-list", instance.base_commit)
@@ -35,9 +34,9 @@ def test_checkout_holds_nothing_newer_than_base(tmp_path):
 
 def test_checkouts_are_independent(tmp_path):
     instance = to_instance(demo.load_rows()[0], 0)
-    sandbox.checkout(instance, tmp_path / "a")
+    process.checkout(instance, tmp_path / "a")
     (tmp_path / "a" / "README.md").write_text("changed by an agent")
     git(tmp_path / "a", "-c", "user.name=a", "-c", "user.email=a@a", "commit", "-qam", "x")
-    sandbox.checkout(instance, tmp_path / "b")
+    process.checkout(instance, tmp_path / "b")
     assert git(tmp_path / "b", "status", "--porcelain") == ""
     assert git(tmp_path / "b", "rev-parse", "HEAD") == instance.base_commit

@@ -29,14 +29,14 @@ from kopf.testing import KopfRunner
 from cluster import ApiError, Simulation, Store, register_proctor_crds, running_cluster
 from cluster.emulator import Cluster
 from conftest import SHARED_DATA, task_files
-from proctor import demo
+from proctor.core.model import ErrorKind, Instance, Outcome, RunResult, WorkItem
+from proctor.core.plan import PlanInputs, plan
+from proctor.core.spec import AgentUnderTest, AgentUnderTestSpec, Evaluation, EvaluationSpec
+from proctor.datasets import demo
 from proctor.k8s import manifests as m
 from proctor.k8s.podstatus import ItemState, Phase, PodsByJob, item_state
-from proctor.model import ErrorKind, Instance, Outcome, RunResult, WorkItem
-from proctor.plan import PlanInputs, plan
 from proctor.runner.grade import compact_result
 from proctor.runner.solve import patch_from_log
-from proctor.spec import AgentUnderTest, AgentUnderTestSpec, Evaluation, EvaluationSpec
 
 pytest_plugins = ["cluster.fixtures"]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import csv
 import json
 
-from proctor import demo
-from proctor.cli import main
-from proctor.model import Outcome
+from proctor.cli.main import main
+from proctor.core.model import Outcome
+from proctor.datasets import demo
 from proctor.results import ResultsFolder
 
 NON_ERROR = set(Outcome) - {Outcome.ERROR}

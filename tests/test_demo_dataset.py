@@ -28,8 +28,8 @@ from swebench.harness.log_parsers import PARSER_REGISTRY
 from swebench.harness.utils import make_test_spec
 from swebench.types import SWEbenchInstance
 
-from proctor import demo
-from proctor.demo import build as demo_build
+from proctor.datasets import demo
+from proctor.datasets.demo import build as demo_build
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
@@ -235,7 +235,8 @@ def test_eval_script_is_portable(row):
 
 def test_rebuild_reproduces_shipped_data(tmp_path):
     # From the source tree: the installed package carries the data, not the sources.
-    sources = Path(__file__).resolve().parents[1] / "operator" / "proctor" / "demo" / "repos"
+    sources = (Path(__file__).resolve().parents[1] / "operator" / "proctor" / "datasets" / "demo"
+               / "repos")
     rows = demo_build.build(tmp_path, sources)
     assert [row["base_commit"] for row in rows] == [row["base_commit"] for row in ROWS]
     shipped = demo.dataset_path()

@@ -20,14 +20,14 @@ import pytest
 import requests
 
 from conftest import GOLD, make_instance, prepare_work
-from proctor import demo
-from proctor.exits import Interrupted
-from proctor.local.sandboxes import SandboxOptions, assign, choose
-from proctor.manifest import parse_resource
-from proctor.model import ErrorKind, Instance, Outcome
-from proctor.runner import docker_sandbox as ds
+from proctor.core.exits import Interrupted
+from proctor.core.model import ErrorKind, Instance, Outcome
+from proctor.datasets import demo
+from proctor.formats.manifest import parse_resource
 from proctor.runner.grade import grade_work_dir
-from proctor.runner.sandbox import GRACE_SECONDS
+from proctor.sandboxes import docker as ds
+from proctor.sandboxes.choose import SandboxOptions, assign, choose
+from proctor.sandboxes.process import GRACE_SECONDS
 
 
 class FakeContainer:

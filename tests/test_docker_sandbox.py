@@ -23,16 +23,16 @@ from pathlib import Path
 import pytest
 
 from ports import free_port
-from proctor import demo
-from proctor.demo.images import build_demo_images
-from proctor.local.demo import run_demo
+from proctor.cli.demo import run_demo
+from proctor.core.model import ErrorKind, Instance, Outcome, WorkItem
+from proctor.datasets import demo
+from proctor.formats.manifest import parse_resource
 from proctor.local.engine import run_evaluation
-from proctor.local.sandboxes import SandboxOptions
-from proctor.manifest import parse_resource
-from proctor.model import ErrorKind, Instance, Outcome, WorkItem
 from proctor.results import ResultsFolder
-from proctor.runner import docker_sandbox as ds
 from proctor.runner.workdir import WorkDir, write_patch, write_task, write_test_step
+from proctor.sandboxes import docker as ds
+from proctor.sandboxes.choose import SandboxOptions
+from proctor.sandboxes.demo_images import build_demo_images
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 DOCKER = SandboxOptions(mode="docker", pull="never")
@@ -133,7 +133,7 @@ def test_ctrl_c_leaves_no_container(client, tmp_path):
         "apiVersion": "proctor.dev/v1alpha1", "kind": "Evaluation", "metadata": {"name": name},
         "spec": {"dataset": {"name": str(data), "maxRows": -1}, "maxConcurrentRows": 2,
                  "predictions": {"source": "gold"}}}))
-    proc = subprocess.Popen([sys.executable, "-m", "proctor.cli", "run", "-f", str(manifest),
+    proc = subprocess.Popen([sys.executable, "-m", "proctor.cli.main", "run", "-f", str(manifest),
                              "--output-dir", str(tmp_path / "out"), "--sandbox", "docker",
                              "--pull", "never", "-q"], stderr=subprocess.PIPE, text=True)
     try:
@@ -293,7 +293,7 @@ def test_cpu_and_memory_limits_come_from_runner_resources(client, tmp_path):
 
 def test_repo_dir_comes_from_the_image_when_the_repository_cannot_be_cloned(
         client, tmp_path, monkeypatch):
-    from proctor.runner import sandbox
+    from proctor.sandboxes import process as sandbox
 
     monkeypatch.setattr(sandbox, "repo_source", lambda instance: str(tmp_path / "nowhere"))
     row = demo.load_rows()[3]

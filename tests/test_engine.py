@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from conftest import SHARED_DATA
-from proctor import demo
-from proctor.cli import main
+from proctor.cli.main import main
+from proctor.core.model import Outcome, PassFail, RunResult
+from proctor.datasets import demo
+from proctor.formats.manifest import parse_manifests
 from proctor.local.engine import run_evaluation
-from proctor.manifest import parse_manifests
-from proctor.model import Outcome, PassFail, RunResult
 from proctor.results import ResultsFolder, ResultsFolderError
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

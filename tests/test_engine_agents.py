@@ -9,11 +9,11 @@ import pytest
 
 from llm_servers import ScriptedModel
 from proctor.agents.server import start_reference_agent
-from proctor.cli import main
-from proctor.exits import NotRun
+from proctor.cli.main import main
+from proctor.core.exits import NotRun
+from proctor.core.model import Outcome
+from proctor.formats.manifest import parse_manifests
 from proctor.local.engine import EngineError, run_evaluation
-from proctor.manifest import parse_manifests
-from proctor.model import Outcome
 from proctor.results import ResultsFolder
 from proctor.variants import read_variants
 

@@ -15,16 +15,17 @@ from swebench.harness.grading import get_eval_report
 from swebench.harness.reporting import make_run_report
 from swebench.harness.utils import make_test_spec
 
-from proctor import demo
 from proctor.agents.server import start_reference_agent
-from proctor.cli import build_parser, main
-from proctor.eval_options import EvalOptions, agent_manifest, evaluation_manifest, k8s_name
-from proctor.exits import ExitCode
-from proctor.harness_logs import LOG_DIR, Graded, model_dir, write_harness_logs
-from proctor.manifest import parse_resource
-from proctor.model import ErrorKind, Instance, Outcome, RunResult
+from proctor.cli.eval_options import EvalOptions, agent_manifest, evaluation_manifest, k8s_name
+from proctor.cli.main import build_parser, main
+from proctor.core.exits import ExitCode
+from proctor.core.model import ErrorKind, Instance, Outcome, RunResult
+from proctor.core.spec import AgentUnderTest, Evaluation
+from proctor.datasets import demo
+from proctor.formats.harness_logs import LOG_DIR, Graded, model_dir, write_harness_logs
+from proctor.formats.manifest import parse_resource
+from proctor.formats.report_json import report_json
 from proctor.runner.grade import grade_work_dir
-from proctor.spec import AgentUnderTest, Evaluation
 from test_docker_sandbox import client  # noqa: F401 - the Docker fixture
 from test_engine_agents import closed_port
 from test_legacy_logs import DATA, log_ids, old_run_as_work_dir, verified
@@ -217,7 +218,7 @@ def test_a_log_without_tests_is_classified_as_swebench_does(tmp_path, log):
     work.write_text(log)
     result = RunResult(item_id="1" * 32, instance_id=row["instance_id"],
                        outcome=Outcome.ERROR, error_kind=ErrorKind.SANDBOX)
-    assert result.swebench_report(log) == _swebench_report_of(row, "diff", work)
+    assert report_json(result, log) == _swebench_report_of(row, "diff", work)
 
 
 @pytest.mark.slow

@@ -5,9 +5,9 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from proctor.exporter import Metrics, figure_metric_name
-from proctor.metrics import aggregate
-from proctor.model import EvalResult, Outcome, RunResult
+from proctor.core.metrics import aggregate
+from proctor.core.model import EvalResult, Outcome, RunResult
+from proctor.k8s.exporter import Metrics, figure_metric_name
 
 
 def scrape(registry: CollectorRegistry) -> dict[tuple[str, tuple], float]:

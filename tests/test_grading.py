@@ -2,8 +2,8 @@
 
 import pytest
 
-from proctor.grading import decide_outcome
-from proctor.model import Outcome
+from proctor.core.grading import decide_outcome
+from proctor.core.model import Outcome
 
 # (applied, f2p passed, f2p total, p2p passed, p2p total) -> outcome
 CASES = [

@@ -1,6 +1,7 @@
 """The import contracts of pyproject.toml ([tool.importlinter]), checked with lint-imports:
-no module outside proctor.k8s imports kopf or the Kubernetes client, and proctor.k8s and
-proctor.local never import each other (directly or not)."""
+the packages are layers that import only downwards (the engines, the analysis and the
+reference agents side by side, never importing each other), and no module outside
+proctor.k8s imports kopf or the Kubernetes client."""
 
 from __future__ import annotations
 
@@ -9,13 +10,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 LINT = Path(sys.executable).with_name("lint-imports")
 
 
 def lint(package_parent: Path) -> subprocess.CompletedProcess[str]:
     """lint-imports with the project's contracts, on the package found in ``package_parent``."""
-    return subprocess.run([str(LINT), "--config", str(ROOT / "pyproject.toml"), "--no-cache"],
+    return subprocess.run([str(LINT), str(ROOT / "pyproject.toml"), "--no-cache"],
                           cwd=package_parent, env={"PYTHONPATH": str(package_parent)},
                           capture_output=True, text=True, timeout=120)
 
@@ -29,7 +32,7 @@ def test_the_package_keeps_its_import_contracts() -> None:
 def _copy_with(tmp_path: Path, module: str, line: str) -> Path:
     """The package's Python files, with ``line`` added at the top of ``module``."""
     copy = tmp_path / "proctor"
-    shutil.copytree(ROOT / "operator" / "proctor", copy,
+    shutil.copytree(ROOT / "operator" / "proctor", copy, symlinks=True,
                     ignore=lambda _, names: [n for n in names if "." in n
                                              and not n.endswith(".py")])
     path = copy / module
@@ -38,11 +41,23 @@ def _copy_with(tmp_path: Path, module: str, line: str) -> Path:
 
 
 def test_kopf_imported_outside_k8s_breaks_the_contract(tmp_path: Path) -> None:
-    done = lint(_copy_with(tmp_path, "cli.py", "import kopf  # noqa"))
-    assert done.returncode != 0 and "proctor.cli -> kopf" in done.stdout, done.stdout
+    done = lint(_copy_with(tmp_path, "cli/main.py", "import kopf  # noqa"))
+    assert done.returncode != 0 and "proctor.cli.main -> kopf" in done.stdout, done.stdout
 
 
-def test_the_one_machine_engine_imported_by_k8s_breaks_the_contract(tmp_path: Path) -> None:
-    done = lint(_copy_with(tmp_path, "k8s/pull.py", "import proctor.local.engine  # noqa"))
-    assert done.returncode != 0 and "proctor.k8s.pull -> proctor.local" in done.stdout, \
-        done.stdout
+@pytest.mark.parametrize(("module", "imported", "shown"), [
+    # the ground floor reaching up to the engine
+    ("core/model.py", "proctor.local.engine", "proctor.core.model -> proctor.local.engine"),
+    # a step reaching up to a sandbox
+    ("runner/workdir.py", "proctor.sandboxes.process",
+     "proctor.runner.workdir -> proctor.sandboxes.process"),
+    # the cluster engine and the one-machine engine, side by side
+    ("k8s/pull.py", "proctor.local.engine", "proctor.k8s.pull -> proctor.local.engine"),
+    ("local/engine.py", "proctor.k8s.store", "proctor.local.engine -> proctor.k8s.store"),
+])
+def test_an_import_against_the_layers_breaks_the_contract(
+        tmp_path: Path, module: str, imported: str, shown: str) -> None:
+    done = lint(_copy_with(tmp_path, module, f"import {imported}  # noqa"))
+    assert done.returncode != 0, done.stdout
+    assert "Layers: each package imports only the ones below it BROKEN" in done.stdout
+    assert shown in done.stdout, done.stdout

@@ -7,6 +7,9 @@ from typing import Any
 
 import pytest
 
+from proctor.core.model import ErrorKind, Outcome, PassFail, RunResult, WorkItem
+from proctor.core.spec import AgentUnderTest, AgentUnderTestSpec
+from proctor.formats.manifest import ManifestError, openapi_schema, parse_resource
 from proctor.k8s.conditions import (
     agent_refusal,
     agent_status,
@@ -16,9 +19,6 @@ from proctor.k8s.conditions import (
     set_condition,
 )
 from proctor.k8s.reconcile import ItemView, build_status
-from proctor.manifest import ManifestError, openapi_schema, parse_resource
-from proctor.model import ErrorKind, Outcome, PassFail, RunResult, WorkItem
-from proctor.spec import AgentUnderTest, AgentUnderTestSpec
 
 T0, T1, T2 = "2026-05-01T10:00:00Z", "2026-05-01T11:00:00Z", "2026-05-01T12:00:00Z"
 

@@ -15,7 +15,7 @@ from typing import Any
 import celpy
 import pytest
 
-from proctor.manifest import (
+from proctor.formats.manifest import (
     apply_defaults,
     crd,
     is_transition_rule,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from proctor.core.model import Outcome, RunResult
 from proctor.k8s.expectations import FORGET_AFTER_S, Expectations
-from proctor.model import Outcome, RunResult
 
 
 class FakeClock:

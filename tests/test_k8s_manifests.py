@@ -11,16 +11,16 @@ import kubernetes_validate
 import pytest
 
 from conftest import SHARED_DATA, git, task_files
-from proctor import dataset
-from proctor.cli import build_parser
-from proctor.cli import main as cli_main
+from proctor import datasets
+from proctor.cli.main import build_parser
+from proctor.cli.main import main as cli_main
+from proctor.core.model import Instance, WorkItem
+from proctor.core.plan import PlanInputs, Variant, plan
+from proctor.core.spec import AgentUnderTest, AgentUnderTestSpec, Evaluation, EvaluationSpec
 from proctor.k8s import manifests as m
 from proctor.k8s.names import is_dns_label, is_label_value
-from proctor.model import Instance, WorkItem
-from proctor.plan import PlanInputs, Variant, plan
 from proctor.runner.solve import init_from_task
 from proctor.runner.workdir import WorkDir, eval_script_of
-from proctor.spec import AgentUnderTest, AgentUnderTestSpec, Evaluation, EvaluationSpec
 
 PARQUET = SHARED_DATA / "swebench-verified" / "SWE-bench_Verified_test.parquet"
 VERSIONS = ("1.29", "1.35")
@@ -28,7 +28,7 @@ VERSIONS = ("1.29", "1.35")
 
 @pytest.fixture(scope="module")
 def verified() -> list[Instance]:
-    return list(dataset.load(str(PARQUET), max_rows=-1).instances)
+    return list(datasets.load(str(PARQUET), max_rows=-1).instances)
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,8 @@ import hashlib
 import pytest
 
 from conftest import SHARED_DATA
-from proctor import dataset
+from proctor import datasets
+from proctor.core.plan import PlanInputs, Variant, plan
 from proctor.k8s.names import (
     ITEM_HASH_CHARS,
     MAX_LABEL,
@@ -18,7 +19,6 @@ from proctor.k8s.names import (
     label_value,
     owner_part,
 )
-from proctor.plan import PlanInputs, Variant, plan
 
 PARQUET = SHARED_DATA / "swebench-verified" / "SWE-bench_Verified_test.parquet"
 LONGEST = "a" * 253  # the longest name an Evaluation can have (a DNS subdomain)
@@ -31,7 +31,7 @@ def fake_item_id(n: int) -> str:
 @pytest.fixture(scope="module")
 def verified_plan():
     """The real split x (original + 3 variants): 2,000 work items."""
-    instances = dataset.load(str(PARQUET), max_rows=-1).instances
+    instances = datasets.load(str(PARQUET), max_rows=-1).instances
     variants = {i.instance_id: [Variant(f"v{k}", f"rephrased {k}: {i.problem_statement}")
                                 for k in (1, 2, 3)] for i in instances}
     inputs = PlanInputs(dataset="SWE-bench/SWE-bench_Verified", revision="r", agent="a")

@@ -11,6 +11,16 @@ import pytest
 import yaml
 
 from conftest import SHARED_DATA
+from proctor.core.model import (
+    ErrorKind,
+    Instance,
+    Outcome,
+    PassFail,
+    PatchInfo,
+    RunResult,
+    WorkItem,
+)
+from proctor.core.spec import AgentUnderTest, AgentUnderTestSpec, Evaluation, EvaluationSpec
 from proctor.k8s import manifests as m
 from proctor.k8s.podstatus import (
     Phase,
@@ -20,9 +30,7 @@ from proctor.k8s.podstatus import (
     seconds_since,
     steps_of,
 )
-from proctor.model import ErrorKind, Instance, Outcome, PassFail, PatchInfo, RunResult, WorkItem
 from proctor.runner.grade import compact_result
-from proctor.spec import AgentUnderTest, AgentUnderTestSpec, Evaluation, EvaluationSpec
 
 K8S = SHARED_DATA / "k8s-status"
 REAL_FILES = sorted(p.name for p in K8S.iterdir() if p.suffix in (".json", ".yaml"))

@@ -6,6 +6,8 @@ import json
 import random
 from datetime import UTC, datetime, timedelta
 
+from proctor.core.model import ErrorKind, Outcome, RunResult, WorkItem
+from proctor.formats.manifest import parse_resource
 from proctor.k8s import reconcile
 from proctor.k8s.conditions import status_reason
 from proctor.k8s.manifests import LABEL_ATTEMPT, LABEL_ITEM
@@ -20,8 +22,6 @@ from proctor.k8s.reconcile import (
     in_play,
     invalid_conditions,
 )
-from proctor.manifest import parse_resource
-from proctor.model import ErrorKind, Outcome, RunResult, WorkItem
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 

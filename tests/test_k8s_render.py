@@ -20,12 +20,12 @@ import pytest
 import yaml
 
 from cluster.emulator import Cluster, running_cluster
-from proctor import demo
-from proctor.cli import main as cli_main
+from proctor.cli.main import main as cli_main
+from proctor.datasets import demo
+from proctor.formats.manifest import parse_manifests
 from proctor.k8s.manifests import LABEL_EVALUATION, MANAGED_BY, item_labels
 from proctor.k8s.names import is_dns_label, job_name
 from proctor.k8s.render import agent_of, render, to_yaml
-from proctor.manifest import parse_manifests
 from proctor.prepare import Refusal, load_selection, plan_items
 from test_operator import operator
 

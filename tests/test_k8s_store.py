@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from proctor.core.model import Outcome, RunResult
+from proctor.formats.manifest import parse_resource
 from proctor.k8s.store import read_result, result_configmap
-from proctor.manifest import parse_resource
-from proctor.model import Outcome, RunResult
 
 EVALUATION = parse_resource({
     "apiVersion": "proctor.dev/v1alpha1", "kind": "Evaluation",

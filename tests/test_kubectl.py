@@ -25,9 +25,9 @@ import yaml
 from cluster import Cluster, running_cluster
 from k8s_tools import ToolMissing, tool_binary
 from ports import free_port
-from proctor import demo
 from proctor.agents.kinds import Tasks, solver_for
 from proctor.agents.server import SolverExecutor, agent_card, build_app, start_in_thread
+from proctor.datasets import demo
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMESPACE = "evals"
@@ -88,7 +88,7 @@ def operator(cluster: Cluster, kubectl: Kubectl, tmp_path_factory: pytest.TempPa
     kubectl("apply", "-f", str(ROOT / "crds"))  # the operator looks for its kinds at start
     log = tmp_path_factory.mktemp("operator") / "operator.log"
     with open(log, "wb") as out:
-        process = subprocess.Popen([sys.executable, "-m", "proctor.cli", "operator",
+        process = subprocess.Popen([sys.executable, "-m", "proctor.cli.main", "operator",
                                     *_operator_args()], env=kubectl.env, stdout=out,
                                    stderr=subprocess.STDOUT)
     yield process

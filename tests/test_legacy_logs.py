@@ -16,8 +16,8 @@ from swebench.harness.grading import get_eval_tests_report, get_resolution_statu
 from swebench.harness.log_parsers import PARSER_REGISTRY
 
 from conftest import SHARED_DATA
-from proctor.dataset import load
-from proctor.model import ErrorKind, Instance, Outcome, WorkItem
+from proctor.core.model import ErrorKind, Instance, Outcome, WorkItem
+from proctor.datasets import load
 from proctor.runner.grade import grade_work_dir
 from proctor.runner.workdir import WorkDir, write_task
 

@@ -16,7 +16,14 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from proctor.manifest import (
+from proctor.core.spec import (
+    AgentUnderTest,
+    AgentUnderTestSpec,
+    DatasetSpec,
+    Evaluation,
+    EvaluationSpec,
+)
+from proctor.formats.manifest import (
     KINDS,
     ManifestError,
     apply_defaults,
@@ -26,13 +33,6 @@ from proctor.manifest import (
     parse_resource,
     spec_schema,
     to_json_schema,
-)
-from proctor.spec import (
-    AgentUnderTest,
-    AgentUnderTestSpec,
-    DatasetSpec,
-    Evaluation,
-    EvaluationSpec,
 )
 
 ROOT = Path(__file__).resolve().parents[1]

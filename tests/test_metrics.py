@@ -7,8 +7,8 @@ import json
 import pytest
 
 from conftest import SHARED_DATA
-from proctor.metrics import aggregate, eval_result
-from proctor.model import (
+from proctor.core.metrics import aggregate, eval_result
+from proctor.core.model import (
     ErrorKind,
     EvalResult,
     Instance,
@@ -17,7 +17,7 @@ from proctor.model import (
     RunResult,
     Usage,
 )
-from proctor.report import render
+from proctor.core.report import render
 
 
 def result(iid: str, outcome: Outcome, *, repeat: int = 0, variant: str = "original",

@@ -27,14 +27,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from cluster import Simulation
 from ports import free_port
-from proctor import demo
 from proctor.agents.answers import TaskRequest
 from proctor.agents.kinds import Tasks, solver_for
 from proctor.agents.server import SolverExecutor, agent_card, build_app, start_in_thread
+from proctor.datasets import demo
+from proctor.formats.manifest import parse_resource
 from proctor.k8s.api import Kube
 from proctor.k8s.pull import pull
 from proctor.local.engine import run_evaluation
-from proctor.manifest import parse_resource
 from proctor.results import ResultsFolder
 
 pytest_plugins = ["cluster.fixtures"]

@@ -2,7 +2,7 @@
 
 import pytest
 
-from proctor.patches import check_patch
+from proctor.core.patches import check_patch
 
 GOOD = """diff --git a/src/m.py b/src/m.py
 --- a/src/m.py

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from proctor.reliability import (
+from proctor.analysis.reliability import (
     agent_figures,
     compare,
     mcnemar_exact,

@@ -15,7 +15,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from proctor.reliability import bootstrap_intervals, contributions, figures_from_sums, task_figures
+from proctor.analysis.reliability import (
+    bootstrap_intervals,
+    contributions,
+    figures_from_sums,
+    task_figures,
+)
 
 TASKS, PROMPTS, REPEATS, ERROR = 200, 4, 3, 0.05
 RUNS, RESAMPLES = 1000, 1000

@@ -16,7 +16,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 def start_run(out: Path) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "proctor.cli", "run", "-q", "-f",
+        [sys.executable, "-m", "proctor.cli.main", "run", "-q", "-f",
          str(EXAMPLES / "demo-gold.yaml"), "--output-dir", str(out)],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
 

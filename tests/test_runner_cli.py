@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 
-from proctor import demo
-from proctor.cli import main
-from proctor.dataset import to_instance
-from proctor.model import WorkItem
+from proctor.cli.main import main
+from proctor.core.model import WorkItem
+from proctor.datasets import demo, to_instance
 from proctor.runner.grade import TERMINATION_MESSAGE_LIMIT, compact_result
 from proctor.runner.solve import patch_from_log
 
@@ -54,7 +53,7 @@ def test_solve_with_an_empty_patch_file_means_no_patch(tmp_path, capsys):
 
 
 def test_compact_result_stays_under_the_limit_with_a_huge_message():
-    from proctor.model import Outcome, RunResult
+    from proctor.core.model import Outcome, RunResult
 
     result = RunResult(item_id="d" * 32, instance_id="x", outcome=Outcome.ERROR,
                        error_message="boom " * 10_000)
@@ -67,7 +66,7 @@ def test_patch_from_a_torn_log_is_none():
 
 
 def test_agent_credentials_come_from_the_environment():
-    from proctor.cli import _auth_header
+    from proctor.cli.main import _auth_header
 
     assert _auth_header({}) is None
     assert _auth_header({"PROCTOR_AGENT_TOKEN": "t"}) == ("Authorization", "Bearer t")

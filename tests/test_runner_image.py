@@ -23,6 +23,8 @@ from typing import NamedTuple
 import pytest
 import yaml
 
+from tracked import copy_tracked, tracked_files
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = ROOT / "runner-image" / "Dockerfile"
 BASE_IMAGE = "python:3.11-slim"
@@ -102,8 +104,8 @@ def test_the_build_stage_installs_the_package_from_the_context() -> None:
     runs = " ".join(i.arguments for i in build if i.command == "RUN")
     assert "pip install ." in runs and "proctor --version" in runs
     copied = [i.arguments.split()[:-1] for i in build if i.command == "COPY"]
-    assert sorted(p for sources in copied for p in sources) == ["README.md", "operator/",
-                                                                "pyproject.toml"]
+    assert sorted(p for sources in copied for p in sources) == ["README.md", "crds/",
+                                                                "operator/", "pyproject.toml"]
 
 
 def test_the_image_runs_proctor_under_tini_as_the_charts_user() -> None:
@@ -125,7 +127,7 @@ def test_the_image_runs_proctor_under_tini_as_the_charts_user() -> None:
 
 def test_the_console_script_is_the_one_the_image_calls() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert project["scripts"]["proctor"] == "proctor.cli:main"
+    assert project["scripts"]["proctor"] == "proctor.cli.main:main"
 
 
 # --- the build context ------------------------------------------------------------------------
@@ -162,28 +164,26 @@ def in_context(path: str) -> bool:
 
 def context_files() -> list[str]:
     """The files of a fresh clone (tracked or new, not ignored) that Docker would send."""
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
-                            capture_output=True, text=True, check=True).stdout.splitlines()
-    return sorted(p for p in listed if (ROOT / p).is_file() and in_context(p))
+    return sorted(p for p in tracked_files("-co", "--exclude-standard")
+                  if ((ROOT / p).is_file() or (ROOT / p).is_symlink()) and in_context(p))
 
 
 def test_the_context_is_only_what_the_build_copies() -> None:
     for heavy in (".venv/bin/python", ".git/HEAD", ".tools/helm", "tests/test_chart.py",
                   "proctor-results/demo/x", "operator/proctor/__pycache__/cli.cpython-311.pyc",
-                  "operator/proctor/demo/repos/textkit/setup.py"):
+                  "operator/proctor/datasets/demo/repos/textkit/setup.py"):
         assert not in_context(heavy), heavy
     files = context_files()
     assert "pyproject.toml" in files and "README.md" in files
-    assert "operator/proctor/cli.py" in files
-    assert {p.split("/")[0] for p in files} == {"pyproject.toml", "README.md", "operator"}
+    assert "operator/proctor/cli/main.py" in files
+    assert {p.split("/")[0] for p in files} == {"pyproject.toml", "README.md", "operator",
+                                                "crds"}
 
 
 def test_the_copied_files_build_the_whole_package(tmp_path: Path) -> None:
     """What the build stage's `pip install .` gets builds a wheel with every module and file."""
     with tempfile.TemporaryDirectory() as tmp:
-        for name in context_files():
-            (Path(tmp) / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, Path(tmp) / name)
+        copy_tracked(context_files(), Path(tmp))
         done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
                                "-w", str(tmp_path), tmp], capture_output=True, text=True,
                               timeout=600)
@@ -195,7 +195,7 @@ def test_the_copied_files_build_the_whole_package(tmp_path: Path) -> None:
                if "demo/repos" not in p.as_posix() and "__pycache__" not in p.parts}
     assert not modules - names, sorted(modules - names)
     for data in ("proctor/crds/evaluation.yaml", "proctor/crds/agentundertest.yaml",
-                 "proctor/runner/run.sh", "proctor/demo/data/dataset.jsonl"):
+                 "proctor/runner/run.sh", "proctor/datasets/demo/data/dataset.jsonl"):
         assert data in names
     (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
-    assert "proctor = proctor.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "proctor = proctor.cli.main:main" in zipfile.ZipFile(wheel).read(entry_points).decode()

@@ -8,14 +8,14 @@ import threading
 import pytest
 
 from conftest import GOLD, git, make_instance, prepare_work
-from proctor.model import ErrorKind, Outcome
-from proctor.runner import sandbox
+from proctor.core.model import ErrorKind, Outcome
 from proctor.runner.grade import grade_work_dir
+from proctor.sandboxes import process
 
 
 def run_and_grade(tmp_path, instance, patch, **kw):
     work = prepare_work(tmp_path, instance, patch, **kw)
-    run = sandbox.run_test_step(work, instance, kw.get("time_limit", 60))
+    run = process.run_test_step(work, instance, kw.get("time_limit", 60))
     return work, run, grade_work_dir(work)
 
 
@@ -157,7 +157,7 @@ def test_the_eval_script_sees_no_secrets_and_no_network(tmp_path, calc_task, mon
     _, run, _ = run_and_grade(tmp_path, instance, GOLD)
     server.close()
     assert "sk-secret" not in (tmp_path / "env.txt").read_text()
-    if sandbox.network_wrapper():
+    if process.network_wrapper():
         assert run.network_isolated
         assert (tmp_path / "net.txt").read_text().strip() == "NET=no"
 
@@ -165,5 +165,5 @@ def test_the_eval_script_sees_no_secrets_and_no_network(tmp_path, calc_task, mon
 def test_rows_that_need_their_image_are_refused(tmp_path):
     instance = make_instance("a" * 40, pre="source /opt/miniconda3/bin/activate; cd /testbed")
     work = prepare_work(tmp_path, instance, GOLD)
-    with pytest.raises(sandbox.SandboxRefused, match="Kubernetes"):
-        sandbox.run_test_step(work, instance, 60)
+    with pytest.raises(process.SandboxRefused, match="Kubernetes"):
+        process.run_test_step(work, instance, 60)

@@ -10,12 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from proctor import dataset, demo, exits
-from proctor.cli import main
-from proctor.exits import ExitCode
+from proctor import datasets
+from proctor.cli.main import main
+from proctor.core import exits
+from proctor.core.exits import ExitCode
+from proctor.core.metrics import aggregate
+from proctor.datasets import demo
+from proctor.formats.manifest import parse_manifests
 from proctor.local.engine import run_evaluation
-from proctor.manifest import parse_manifests
-from proctor.metrics import aggregate
 from trust_support import gold_manifest, write
 
 ROWS = demo.load_rows()
@@ -109,11 +111,11 @@ def test_an_output_path_that_is_a_file_is_refused(tmp_path, capsys):
 def test_the_hub_unreachable_fails_at_once_naming_the_local_file_option(monkeypatch):
     for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
         monkeypatch.delenv(name, raising=False)
-    if dataset.hub_unreachable() is None:
+    if datasets.hub_unreachable() is None:
         pytest.skip("the hub is reachable from here")
     started = time.monotonic()
-    with pytest.raises(dataset.DatasetError) as caught:
-        dataset.load(dataset.HUB_DEFAULT)
+    with pytest.raises(datasets.DatasetError) as caught:
+        datasets.load(datasets.HUB_DEFAULT)
     assert time.monotonic() - started < 20, "no half a minute of retries"
     assert "cannot reach the Hugging Face hub" in str(caught.value)
     assert ".parquet" in str(caught.value) and ".jsonl" in str(caught.value)
@@ -143,7 +145,7 @@ def test_one_exit_code_mapping_for_every_command():
     assert exits.for_exception(KeyboardInterrupt()) == ExitCode.INTERRUPTED == 130
     assert exits.for_exception(OSError(errno.ENOSPC, "No space left on device")) == 3
     assert exits.for_exception(PermissionError(errno.EACCES, "Permission denied", "x")) == 2
-    assert exits.for_exception(dataset.DatasetError("bad row")) == ExitCode.BAD_INPUT
+    assert exits.for_exception(datasets.DatasetError("bad row")) == ExitCode.BAD_INPUT
     assert exits.for_exception(ZeroDivisionError()) is None, "a bug keeps its traceback"
     done = aggregate([], {})
     failed = done.model_copy(update={"error_kinds": {"agent": 2}})

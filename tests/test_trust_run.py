@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from proctor.cli import main
-from proctor.model import ErrorKind, Outcome
+from proctor.cli.main import main
+from proctor.core.model import ErrorKind, Outcome
 from proctor.results import ResultsFolder
 from trust_support import (
     NEVER,

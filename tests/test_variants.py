@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from proctor import demo
-from proctor.model import Instance
+from proctor.core.model import Instance
+from proctor.datasets import demo
 from proctor.variants import (
     MAX_VARIATIONS,
     read_variants,

@@ -11,8 +11,8 @@ import pytest
 
 from conftest import make_instance
 from llm_servers import HTTP500, SLOW, ScriptedModel
-from proctor.cli import main
-from proctor.model import Instance
+from proctor.cli.main import main
+from proctor.core.model import Instance
 from proctor.variants import store
 from proctor.variants.llm import ModelSettings, ModelUnreachable, check, generate
 from proctor.variants.spans import protected_spans
@@ -282,7 +282,7 @@ def test_variants_show_names_a_bad_file(tmp_path, capsys):
 
 
 def test_the_operator_keeps_refusing_and_template_takes_a_variants_file(tmp_path):
-    from proctor.manifest import parse_manifests
+    from proctor.formats.manifest import parse_manifests
     from proctor.prepare import Refusal, check_runnable
 
     llm = parse_manifests(EVALUATION.format(extra=""))[0]
@@ -297,7 +297,7 @@ def test_the_operator_keeps_refusing_and_template_takes_a_variants_file(tmp_path
 def test_one_file_holds_both_strategies_and_each_uses_its_own(tmp_path, ollama, capsys):
     """llm and template records side by side: each Evaluation takes the records of its
     own strategy (another strategy's key differs), the llm ones with no new model call."""
-    from proctor.manifest import parse_manifests
+    from proctor.formats.manifest import parse_manifests
     from proctor.prepare import load_selection, prompt_variants
     from proctor.variants import variants_for
 

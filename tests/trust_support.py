@@ -11,7 +11,6 @@ import sys
 import time
 from pathlib import Path
 
-from proctor import demo
 from proctor.agents.kinds import Tasks, solver_for
 from proctor.agents.server import (
     RunningServer,
@@ -20,6 +19,7 @@ from proctor.agents.server import (
     build_app,
     start_in_thread,
 )
+from proctor.datasets import demo
 
 NEVER = 3600.0
 
@@ -79,7 +79,7 @@ def write(path: Path, text: str) -> Path:
 def start_run(manifest: Path, out: Path, *extra: str, **env: str) -> subprocess.Popen:
     """`proctor run` in a session of its own, as a terminal would start it."""
     return subprocess.Popen(
-        [sys.executable, "-m", "proctor.cli", "run", "-q", "-f", str(manifest),
+        [sys.executable, "-m", "proctor.cli.main", "run", "-q", "-f", str(manifest),
          "--output-dir", str(out), *extra],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
         env={**os.environ, **env})

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from proctor import dataset
-from proctor.exits import BadInput
-from proctor.model import WorkItem
-from proctor.plan import PlanInputs, Variant, plan
-from proctor.spec import PROMPT_SENSITIVITY_ON_CLUSTER, Evaluation
+from proctor import datasets
+from proctor.core.exits import BadInput
+from proctor.core.model import WorkItem
+from proctor.core.plan import PlanInputs, Variant, plan
+from proctor.core.spec import PROMPT_SENSITIVITY_ON_CLUSTER, Evaluation
 from proctor.variants import MAX_VARIATIONS, store, variants_for
 from proctor.variants.llm import settings_for
 
@@ -83,7 +83,7 @@ def _source(evaluation: Evaluation) -> store.Source:
     return store.TEMPLATE
 
 
-def stored_variants(evaluation: Evaluation, selection: dataset.Selection, *,
+def stored_variants(evaluation: Evaluation, selection: datasets.Selection, *,
                     store_path: Path | None = None, retry_failed: bool = False,
                     progress: store.Progress | None = None) -> dict[str, dict]:
     """Each task's variants record of the Evaluation's strategy (stored, else written and
@@ -99,7 +99,7 @@ def stored_variants(evaluation: Evaluation, selection: dataset.Selection, *,
         raise Refusal("VariantsFileUnusable", str(exc)) from exc
 
 
-def prompt_variants(evaluation: Evaluation, selection: dataset.Selection,
+def prompt_variants(evaluation: Evaluation, selection: datasets.Selection,
                     progress: store.Progress | None = None) -> dict[str, list[Variant]]:
     """Each task's reworded problem statements (none unless promptSensitivity is on; a
     task whose llm generation failed gets none, never the original in their place).
@@ -112,16 +112,16 @@ def prompt_variants(evaluation: Evaluation, selection: dataset.Selection,
     return variants_for(selection.instances, sensitivity.num_variations)
 
 
-def load_selection(evaluation: Evaluation) -> dataset.Selection:
+def load_selection(evaluation: Evaluation) -> datasets.Selection:
     """The rows the evaluation runs on (slow: it may reach the hub; call it off the loop)."""
     ds = evaluation.spec.dataset
     try:
-        return dataset.load(ds.name, ds.split, ds.revision, ds.instance_ids, ds.max_rows)
-    except dataset.DatasetError as exc:
+        return datasets.load(ds.name, ds.split, ds.revision, ds.instance_ids, ds.max_rows)
+    except datasets.DatasetError as exc:
         raise Refusal("DatasetUnusable", str(exc)) from exc
 
 
-def plan_items(evaluation: Evaluation, selection: dataset.Selection,
+def plan_items(evaluation: Evaluation, selection: datasets.Selection,
                variants: dict[str, list[Variant]] | None = None) -> list[WorkItem]:
     """Every item of the evaluation, in order (pure): task x (original + variants) x repeat.
 

@@ -34,13 +34,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from proctor.exits import BadInput, NotRun, is_disk_full
-from proctor.metrics import aggregate
-from proctor.model import ORIGINAL_VARIANT, Instance, RunResult, Summary, WorkItem
+from proctor.core.exits import BadInput, NotRun, is_disk_full
+from proctor.core.metrics import aggregate
+from proctor.core.model import ORIGINAL_VARIANT, Instance, RunResult, Summary, WorkItem
+from proctor.core.report import render
+from proctor.core.spec import Evaluation
 from proctor.prepare import agent_label, variants_model
-from proctor.report import render
 from proctor.runner.workdir import WorkDir, write_json
-from proctor.spec import Evaluation
 from proctor.variants import generation_usage
 
 # Fields that may change between runs on the same folder (as on the cluster, where

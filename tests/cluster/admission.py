@@ -1,7 +1,7 @@
 """Per-kind defaults and validation, as the apiserver applies them on writes.
 
 Custom resources: pruned to their schema, structurally defaulted, validated with the
-schema and its CEL rules (``proctor.manifest``'s validator), transition rules on updates.
+schema and its CEL rules (``proctor.formats.manifest``'s validator), transition rules on updates.
 Built-in kinds: validated against the upstream OpenAPI schema (kubernetes-validate, unknown
 fields allowed as with ``fieldValidation=Warn``), plus the rules that matter here: Job names
 fit a label, Job templates and pod specs do not change, immutable ConfigMaps stay so,
@@ -23,7 +23,7 @@ import celpy
 from cluster.errors import ApiError
 from cluster.resources import ResourceType, prune_object
 from cluster.store import CONFIGMAP_MAX, validate_labels
-from proctor import manifest
+from proctor.formats import manifest
 
 Obj = dict[str, Any]
 KUBERNETES_VERSION = "1.35"

@@ -604,7 +604,7 @@ class Cluster:
 
 def register_proctor_crds(store: Store) -> None:
     """Serve proctor.dev's kinds from the CRDs the package ships."""
-    from proctor import manifest
+    from proctor.formats import manifest
 
     for kind in ("Evaluation", "AgentUnderTest"):
         store.register_crd(manifest.crd(kind))

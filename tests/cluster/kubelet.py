@@ -747,8 +747,8 @@ class Kubelet:
 
     @staticmethod
     def item_of(pod: Obj) -> Any:
+        from proctor.core.model import WorkItem
         from proctor.k8s.manifests import ANNOTATION_ITEM
-        from proctor.model import WorkItem
 
         text = (pod["metadata"].get("annotations") or {}).get(ANNOTATION_ITEM)
         return WorkItem.model_validate_json(text) if text else None
@@ -756,7 +756,7 @@ class Kubelet:
     @staticmethod
     def simulated_result(item: Any, outcome: str) -> tuple[Obj, Obj]:
         """(full RunResult, compact result) of a simulated item."""
-        from proctor.model import ErrorKind, Outcome, RunResult
+        from proctor.core.model import ErrorKind, Outcome, RunResult
         from proctor.runner.grade import compact_result
 
         kind = ErrorKind.AGENT if outcome == Outcome.ERROR else None

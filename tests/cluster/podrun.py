@@ -4,8 +4,8 @@ its status written as the kubelet writes it.
 Paths in a container's command, args, env and workingDir are moved to local folders: each
 volume mount (emptyDirs are folders, projected/configMap/secret/downwardAPI volumes are
 materialised from the stored objects), ``/testbed`` (a checkout of the task at its base
-commit, made with ``proctor.runner.sandbox.checkout``, for containers of the task's image)
-and the termination message path. ``proctor ...`` runs as ``<python> -m proctor.cli ...``.
+commit, made with ``proctor.sandboxes.process.checkout``, for containers of the task's image)
+and the termination message path. ``proctor ...`` runs as ``<python> -m proctor.cli.main ...``.
 A container's stdout and stderr are its log (the pod log endpoint serves it). When the test
 cluster runs as root, a container runs as its ``runAsUser`` / ``runAsGroup`` (its
 securityContext over the pod's; the group defaults to 0, the fsGroup and supplementalGroups
@@ -637,7 +637,7 @@ class PodRun:
             return None
         argv = [self._port_arg(argv, i) for i in range(len(argv))]
         if argv[0] == "proctor":
-            return [sys.executable, "-m", "proctor.cli", *argv[1:]]
+            return [sys.executable, "-m", "proctor.cli.main", *argv[1:]]
         if argv[0] in ("python", "python3"):
             return [sys.executable, *argv[1:]]
         return argv
@@ -769,13 +769,13 @@ class PodRun:
             out.write(text)
 
     def _checkout(self, dest: Path) -> None:
-        from proctor.model import Instance
-        from proctor.runner import sandbox
+        from proctor.core.model import Instance
+        from proctor.sandboxes import process
 
         if dest.exists():
             return
         dest.parent.mkdir(parents=True, exist_ok=True)
-        sandbox.checkout(Instance.model_validate(self._instance), dest)
+        process.checkout(Instance.model_validate(self._instance), dest)
 
     # --- Native sidecars --------------------------------------------------------------------
 

@@ -66,8 +66,8 @@ from google.protobuf.json_format import ParseError
 
 from proctor.a2a.extract import agent_history, extract_usage, find_patch, metadata_of
 from proctor.a2a.message import TaskMessage
-from proctor.exits import Interrupted
-from proctor.model import ErrorKind, Usage
+from proctor.core.exits import Interrupted
+from proctor.core.model import ErrorKind, Usage
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ status message. In each place, part by part, the first patch found wins:
 
 Last come the agent's earlier messages in the task history, newest first.
 
-Nothing here checks that a patch is safe or applies: `proctor.patches` and the
+Nothing here checks that a patch is safe or applies: `proctor.core.patches` and the
 test step do that for every patch alike.
 """
 
@@ -26,7 +26,7 @@ from typing import Any
 from a2a.types import Artifact, Message, Part, Role, Task
 from google.protobuf.json_format import MessageToDict
 
-from proctor.model import Usage
+from proctor.core.model import Usage
 
 PATCH_KEYS = ("patch", "diff", "model_patch")
 _PATCH_TAG = re.compile(r"<patch>(.*?)</patch>", re.DOTALL)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from proctor.model import Instance
+from proctor.core.model import Instance
 
 REPO_DIR_PREFIX = "REPO_DIR:"
 PROBLEM_HEADER = "Problem Statement:"

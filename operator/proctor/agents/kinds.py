@@ -32,8 +32,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from proctor import demo
 from proctor.agents.answers import Answer, TaskRequest, usage_for
+from proctor.datasets import demo
 
 KINDS = ("oracle", "noop", "editor", "mixed", "sensitive")
 LOOKS_UP = tuple(k for k in KINDS if k != "noop")
@@ -50,7 +50,7 @@ class Tasks:
 
     @classmethod
     def load(cls, dataset_files: Iterable[str] = ()) -> Tasks:
-        from proctor.dataset import read_rows
+        from proctor.datasets import read_rows
 
         rows = {r["instance_id"]: r for r in demo.load_rows()}
         for name in dataset_files:

@@ -1,6 +1,6 @@
 """`proctor analyze`: reliability figures of one or many results folders.
 
-    load (load.py) -> figures per agent (proctor.reliability, pure) -> CSVs (tables.py),
+    load (load.py) -> figures per agent (proctor.analysis.reliability, pure) -> CSVs (tables.py),
     PNGs (plots.py), sensitivity_report.md (markdown.py)
 
 Written under the output folder:
@@ -21,7 +21,7 @@ from pathlib import Path
 from proctor.analysis import plots, tables
 from proctor.analysis.load import AgentRun, AnalysisError, Score, load_agents
 from proctor.analysis.markdown import render
-from proctor.reliability import (
+from proctor.analysis.reliability import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     AgentFigures,

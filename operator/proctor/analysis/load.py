@@ -1,4 +1,4 @@
-"""Results folders -> one agent's scores, ready for `proctor.reliability` (read-only).
+"""Results folders -> one agent's scores, ready for `proctor.analysis.reliability` (read-only).
 
 Reads `results.jsonl` (the last result per item wins, as a resume leaves it; a torn last
 line is skipped, never cut: analysis never writes into a results folder), the agent's
@@ -15,7 +15,7 @@ from typing import Literal
 import numpy as np
 import orjson
 
-from proctor.reliability import scores_array
+from proctor.analysis.reliability import scores_array
 from proctor.variants import read_variants
 
 Score = Literal["resolved", "f2p"]

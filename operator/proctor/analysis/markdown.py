@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 
 from proctor.analysis.load import AgentRun
-from proctor.reliability import AgentFigures, Comparison
+from proctor.analysis.reliability import AgentFigures, Comparison
 
 MEANINGS = [
     ("S_prompt", "1 - mean over tasks of the population variance of the variant scores "

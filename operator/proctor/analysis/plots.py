@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from matplotlib.figure import Figure
 
-from proctor.reliability import AgentFigures
+from proctor.analysis.reliability import AgentFigures
 
 TaskRow = Sequence[object]  # a task_level_sensitivity.csv row (see tables.task_rows)
 

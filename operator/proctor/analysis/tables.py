@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from proctor.analysis.load import AgentRun
-from proctor.reliability import AgentFigures, Comparison
+from proctor.analysis.reliability import AgentFigures, Comparison
 
 SEED_AGENT_COLUMNS = ["agent", "S_prompt", "mean_variance", "std_variance",
                       "mean_min_max_gap", "max_min_max_gap", "num_tasks"]

@@ -18,18 +18,18 @@ from typing import Any
 import kopf
 
 from proctor import __version__
-from proctor.dataset import Selection
-from proctor.exporter import Metrics
+from proctor.core.model import Instance, Outcome, RunResult, WorkItem
+from proctor.core.spec import AgentUnderTest, Evaluation
+from proctor.datasets import Selection
 from proctor.k8s import manifests, reconcile, store
 from proctor.k8s.api import Kube
 from proctor.k8s.conditions import find_condition
 from proctor.k8s.expectations import Expectations
+from proctor.k8s.exporter import Metrics
 from proctor.k8s.reconcile import Decision, ItemView
-from proctor.model import Instance, Outcome, RunResult, WorkItem
 from proctor.prepare import plan_items
 from proctor.runner.artifacts import parse_grade_log
 from proctor.runner.solve import patch_from_log
-from proctor.spec import AgentUnderTest, Evaluation
 
 log = logging.getLogger("proctor.controller")
 Obj = dict[str, Any]

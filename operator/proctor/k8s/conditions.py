@@ -32,10 +32,10 @@ from urllib.parse import urlsplit
 
 from pydantic.alias_generators import to_camel
 
+from proctor.core.metrics import eval_result
+from proctor.core.model import ORIGINAL_VARIANT, RunResult
+from proctor.core.spec import AgentUnderTest
 from proctor.k8s.manifests import agent_endpoint
-from proctor.metrics import eval_result
-from proctor.model import ORIGINAL_VARIANT, RunResult
-from proctor.spec import AgentUnderTest
 
 MESSAGE_MAX = 32768
 """metav1.Condition's limit on a message."""

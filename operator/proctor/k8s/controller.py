@@ -52,20 +52,20 @@ from typing import Any
 
 import kopf
 
-from proctor import dataset
-from proctor.exporter import Metrics
+from proctor import datasets
+from proctor.core.metrics import aggregate
+from proctor.core.model import WorkItem
+from proctor.core.spec import AgentUnderTest, Evaluation
+from proctor.formats.manifest import ManifestError, parse_resource
 from proctor.k8s import conditions, manifests, reconcile, store
 from proctor.k8s.act import Pass, Tracked, write_status
 from proctor.k8s.api import Kube, load_config
+from proctor.k8s.exporter import Metrics
 from proctor.k8s.names import label_value
 from proctor.k8s.podstatus import PodsByJob, item_state
 from proctor.k8s.reconcile import Decision, ItemView, Settings
 from proctor.k8s.workqueue import WorkQueue
-from proctor.manifest import ManifestError, parse_resource
-from proctor.metrics import aggregate
-from proctor.model import WorkItem
 from proctor.prepare import Refusal, agent_label, check_runnable, load_selection
-from proctor.spec import AgentUnderTest, Evaluation
 
 log = logging.getLogger("proctor.controller")
 Obj = dict[str, Any]
@@ -88,7 +88,7 @@ class Controller:
         self.runner_image, self.allow_local = runner_image, allow_local
         self.queue = WorkQueue(self.reconcile)
         self.tracked: dict[Key, Tracked] = {}
-        self._datasets: dict[tuple, dataset.Selection] = {}
+        self._datasets: dict[tuple, datasets.Selection] = {}
         self._parsed: dict[tuple, Any] = {}
         self._resync: asyncio.Task | None = None
 
@@ -195,7 +195,7 @@ class Controller:
                                         tracked.name) or {}).get("metadata", {})
         return meta.get("uid") == tracked.uid and not meta.get("deletionTimestamp")
 
-    async def _dataset(self, evaluation: Evaluation) -> dataset.Selection:
+    async def _dataset(self, evaluation: Evaluation) -> datasets.Selection:
         ds = evaluation.spec.dataset
         key = (ds.name, ds.split, ds.revision, ds.instance_ids, ds.max_rows)
         if key not in self._datasets:
@@ -234,7 +234,7 @@ class Controller:
 
     # --- the status ------------------------------------------------------------------------
 
-    async def _publish(self, key: Key, p: Pass, selection: dataset.Selection,
+    async def _publish(self, key: Key, p: Pass, selection: datasets.Selection,
                        items: list[WorkItem], decision: Decision) -> None:
         """Rebuild the status and metrics from every item as observed, and write them; at
         most every STATUS_SECONDS (a pass is queued for what comes meanwhile)."""

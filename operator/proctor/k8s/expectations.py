@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from proctor.model import RunResult
+from proctor.core.model import RunResult
 
 Obj = dict[str, Any]
 FORGET_AFTER_S = 120.0

@@ -29,11 +29,11 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from proctor.images import instance_image
+from proctor.core.images import instance_image
+from proctor.core.model import ORIGINAL_VARIANT, Instance, WorkItem
+from proctor.core.spec import AgentUnderTest, Evaluation
+from proctor.formats.predictions import patch_for
 from proctor.k8s.names import configmap_name, job_name, label_value
-from proctor.model import ORIGINAL_VARIANT, Instance, WorkItem
-from proctor.predictions import patch_for
-from proctor.spec import AgentUnderTest, Evaluation
 
 WORK_DIR = "/proctor"
 """The work folder (runner/workdir.py) on the pod's ``work`` emptyDir."""

@@ -29,7 +29,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from proctor.model import ErrorKind, Outcome
+from proctor.core.model import ErrorKind, Outcome
 
 Obj = Mapping[str, Any]
 

@@ -12,16 +12,17 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from proctor.exits import BadInput
+from proctor.core.exits import BadInput
+from proctor.core.model import WorkItem
+from proctor.core.spec import Evaluation
+from proctor.formats.manifest import parse_resource
+from proctor.formats.report_json import report_json
 from proctor.k8s.api import Kube
 from proctor.k8s.store import read_result, result_labels
-from proctor.manifest import parse_resource
-from proctor.model import WorkItem
 from proctor.prepare import Refusal, load_selection
 from proctor.results import ResultsFolder, write_outputs
 from proctor.runner.artifacts import unpack
 from proctor.runner.workdir import write_json
-from proctor.spec import Evaluation
 
 
 class PullError(BadInput):
@@ -48,7 +49,7 @@ def write_folder(evaluation: Evaluation, configmaps: Iterable[Mapping[str, Any]]
         write_json(work / "result.json", result.model_dump(mode="json"))
         log = files.get("test_output.txt")  # swebench classifies infra failures from it
         write_json(work / "report.json",
-                   result.swebench_report(log.decode(errors="replace") if log else None))
+                   report_json(result, log.decode(errors="replace") if log else None))
         folder.append(result)
     return len(kept)
 

@@ -25,12 +25,12 @@ from datetime import datetime
 from typing import Any
 
 from proctor import __version__
+from proctor.core.model import ErrorKind, Outcome, RunResult, Timings, WorkItem
+from proctor.core.spec import Evaluation
 from proctor.k8s.conditions import ItemCounts, results_table, set_condition, status_reason
 from proctor.k8s.manifests import LABEL_ATTEMPT, LABEL_ITEM, selector
 from proctor.k8s.podstatus import ItemState, Phase, parse_time, seconds_since
 from proctor.k8s.store import result_labels
-from proctor.model import ErrorKind, Outcome, RunResult, Timings, WorkItem
-from proctor.spec import Evaluation
 
 Obj = Mapping[str, Any]
 

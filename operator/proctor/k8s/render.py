@@ -16,12 +16,12 @@ from typing import Any
 import yaml
 
 from proctor import __version__
-from proctor.dataset import Selection
+from proctor.core.model import WorkItem
+from proctor.core.spec import AgentUnderTest, Evaluation
+from proctor.datasets import Selection
 from proctor.k8s.conditions import agent_refusal
 from proctor.k8s.manifests import TaskTooLarge, desired_objects
-from proctor.model import WorkItem
 from proctor.prepare import Refusal
-from proctor.spec import AgentUnderTest, Evaluation
 
 
 def agent_of(evaluation: Evaluation, agents: Sequence[AgentUnderTest]) -> AgentUnderTest | None:

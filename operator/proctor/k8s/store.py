@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from proctor.core.model import RunResult
+from proctor.core.spec import Evaluation
 from proctor.k8s import manifests as m
 from proctor.k8s.names import configmap_name, label_value
-from proctor.model import RunResult
-from proctor.spec import Evaluation
 
 RESULT_KIND = "result"
 RESULT_KEY = "result.json"

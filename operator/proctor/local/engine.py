@@ -2,7 +2,7 @@
 
 plan -> for each item (maxConcurrentRows at a time): get the patch, write the
 work folder, run the test step in its sandbox (Docker or a process, see
-`local/sandboxes.py`), grade -> results.jsonl,
+`sandboxes/choose.py`), grade -> results.jsonl,
 then summary.json and report.md. The steps are the ones a Kubernetes Job runs
 (`proctor runner ...`); only the way they are started differs.
 """
@@ -27,15 +27,17 @@ from urllib.parse import urlparse
 
 from tqdm import tqdm
 
-from proctor import __version__, dataset, exits
+from proctor import __version__, datasets
 from proctor.a2a.client import AgentProblem, fetch_card
-from proctor.exits import DiskFull, ExitCode, Interrupted, NotRun, is_disk_full
+from proctor.core import exits
+from proctor.core.exits import DiskFull, ExitCode, Interrupted, NotRun, is_disk_full
+from proctor.core.model import ErrorKind, Instance, Outcome, RunResult, Summary, Timings, WorkItem
+from proctor.core.patches import check_patch
+from proctor.core.plan import Variant
+from proctor.core.spec import AgentUnderTest, Evaluation
+from proctor.formats.predictions import Predictions, load_predictions, patch_for
+from proctor.formats.report_json import report_json
 from proctor.local.resume import Todo, resume_message, resume_plan
-from proctor.local.sandboxes import Sandboxes, SandboxOptions, assign
-from proctor.model import ErrorKind, Instance, Outcome, RunResult, Summary, Timings, WorkItem
-from proctor.patches import check_patch
-from proctor.plan import Variant
-from proctor.predictions import Predictions, load_predictions, patch_for
 from proctor.prepare import (
     Refusal,
     agent_label,
@@ -48,7 +50,7 @@ from proctor.results import ResultsFolder, write_outputs
 from proctor.runner.grade import grade_work_dir
 from proctor.runner.solve import AgentTarget, read_solve, solve_error, solve_step, write_prompt
 from proctor.runner.workdir import WorkDir, write_json, write_patch, write_task, write_test_step
-from proctor.spec import AgentUnderTest, Evaluation
+from proctor.sandboxes.choose import Sandboxes, SandboxOptions, assign
 from proctor.variants import write_variants
 
 _LOOPBACK = ("localhost", "127.0.0.1", "::1")
@@ -133,8 +135,8 @@ def agent_target(evaluation: Evaluation, agents: Sequence[AgentUnderTest]) -> Ag
 
 
 def prepare(evaluation: Evaluation, agents: Sequence[AgentUnderTest] = (),
-            sandbox: SandboxOptions | None = None, selection: dataset.Selection | None = None
-            ) -> tuple[RunContext, dataset.Selection, list[WorkItem]]:
+            sandbox: SandboxOptions | None = None, selection: datasets.Selection | None = None
+            ) -> tuple[RunContext, datasets.Selection, list[WorkItem]]:
     """Load the rows (unless the caller has them) and plan the items; refuse early what
     cannot run here."""
     spec = evaluation.spec
@@ -223,7 +225,7 @@ def execute_item(ctx: RunContext, item: WorkItem, work: WorkDir,
                              grade_seconds=done - graded_at,
                              total_seconds=done - clock, started_at=started, finished_at=_now())
     write_json(work / "result.json", result.model_dump(mode="json"))
-    write_json(work / "report.json", result.swebench_report(work.read("test_output.txt")))
+    write_json(work / "report.json", report_json(result, work.read("test_output.txt")))
     return result
 
 
@@ -351,7 +353,7 @@ def _kept_patch(ctx: RunContext, work: WorkDir, before: RunResult) -> str | None
 def run_evaluation(evaluation: Evaluation, output_dir: Path, progress: bool = True,
                    agents: Sequence[AgentUnderTest] = (), retry_errors: bool = False,
                    sandbox: SandboxOptions | None = None,
-                   selection: dataset.Selection | None = None) -> Summary:
+                   selection: datasets.Selection | None = None) -> Summary:
     """Run (or resume, or extend) an evaluation into `output_dir`; returns its summary.
     `selection`: its rows, when the caller has loaded them already."""
     ctx, selection, items = prepare(evaluation, agents, sandbox, selection)

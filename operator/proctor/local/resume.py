@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from proctor.model import ErrorKind, RunResult, WorkItem
+from proctor.core.model import ErrorKind, RunResult, WorkItem
 
 RETESTED = (ErrorKind.INFRA, ErrorKind.SANDBOX)
 """Errors of the machinery, not the agent: its patch is tested again."""

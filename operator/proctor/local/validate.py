@@ -12,13 +12,13 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from proctor.core.model import Outcome, RunResult, Summary
+from proctor.core.spec import Evaluation, PredictionsSpec
 from proctor.local.engine import run_evaluation
-from proctor.local.sandboxes import SandboxOptions
-from proctor.model import Outcome, RunResult, Summary
 from proctor.prepare import load_selection
 from proctor.results import ResultsFolder
 from proctor.runner.workdir import write_json
-from proctor.spec import Evaluation, PredictionsSpec
+from proctor.sandboxes.choose import SandboxOptions
 
 
 @dataclass

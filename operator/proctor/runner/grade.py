@@ -5,7 +5,7 @@ row names, `get_eval_tests_report`), so Proctor grades a log exactly as the
 official harness does: the test section between the Start/End markers, the
 recorded test exit code cross-checked against the parsed statuses, a skipped F2P
 test counted as failed, truncated parametrized ids matched by prefix. The
-outcome then comes from `proctor.grading.decide_outcome`.
+outcome then comes from `proctor.core.grading.decide_outcome`.
 
 A log without markers is `error` (sandbox): the eval script never reached its
 tests. `legacy_log=True` instead parses the whole log, to re-grade runs made
@@ -20,8 +20,8 @@ import re
 from dataclasses import dataclass, field
 
 from proctor import __version__
-from proctor.grading import decide_outcome
-from proctor.model import (
+from proctor.core.grading import decide_outcome
+from proctor.core.model import (
     ErrorKind,
     Instance,
     Outcome,
@@ -122,7 +122,7 @@ def _why_unusable(content: str) -> str:
 def _patch_info(work: WorkDir) -> PatchInfo:
     from swebench.harness.constants import APPLY_PATCH_FAIL
 
-    from proctor.patches import check_patch
+    from proctor.core.patches import check_patch
 
     refused = work.read("patch_refused")
     text = work.read("patch.diff")

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from proctor.model import ErrorKind, Usage
+from proctor.core.model import ErrorKind, Usage
 from proctor.runner.workdir import WorkDir, write_json, write_patch
 
 if TYPE_CHECKING:

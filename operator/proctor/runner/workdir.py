@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from proctor.model import Instance, WorkItem
-from proctor.patches import PatchCheck, check_patch
+from proctor.core.model import Instance, WorkItem
+from proctor.core.patches import PatchCheck, check_patch
 
 RUN_SCRIPT = resources.files("proctor.runner").joinpath("run.sh").read_text()
 

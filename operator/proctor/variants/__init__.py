@@ -16,8 +16,8 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from proctor.model import Instance, Usage
-from proctor.plan import Variant
+from proctor.core.model import Instance, Usage
+from proctor.core.plan import Variant
 from proctor.variants.template import MAX_VARIATIONS, reword, style_ids
 
 VARIANTS_FILE = "variants.jsonl"

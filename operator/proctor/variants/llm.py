@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from proctor.exits import NotRun
+from proctor.core.exits import NotRun
 from proctor.variants.spans import protected_spans
 
 PROMPT_VERSION = "1"

@@ -19,8 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from proctor.model import Instance, Usage
-from proctor.plan import Variant
+from proctor.core.model import Instance, Usage
+from proctor.core.plan import Variant
 from proctor.variants import template, text_hash
 from proctor.variants.llm import PROMPT_VERSION, Generation, ModelSettings, generate
 

@@ -1,0 +1,554 @@
+"""The `proctor` command: run evaluations, validate datasets, run a work item's steps."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from proctor import __version__
+from proctor.core import exits
+from proctor.core.exits import ExitCode, UsageError
+from proctor.core.model import Summary
+from proctor.core.report import terminal_table
+
+EXIT_EPILOG = "exit status:\n" + (exits.__doc__ or "").split("\n\n", 1)[1].rstrip()
+
+
+def _load_manifests(files: Sequence[str]):
+    """The one Evaluation in the files, and every AgentUnderTest beside it."""
+    from proctor.core.spec import AgentUnderTest, Evaluation
+    from proctor.formats.manifest import load_manifests
+
+    docs = [doc for f in files for doc in load_manifests(Path(f))]
+    evaluations = [d for d in docs if isinstance(d, Evaluation)]
+    if len(evaluations) != 1:
+        raise UsageError(f"expected exactly one Evaluation in {', '.join(files)}, "
+                         f"found {len(evaluations)}")
+    return evaluations[0], [d for d in docs if isinstance(d, AgentUnderTest)]
+
+
+def _print_summary(summary: Summary, output_dir: Path) -> None:
+    print("\n".join(terminal_table([(summary.agent, summary.results)], "Agent")))
+    if summary.partial:
+        print(f"\nPartial: {summary.items} of {summary.items_planned} items done")
+    _print_errors([summary])
+    print(f"\nResults in {output_dir}/ (summary.json, report.md with every column, "
+          f"results.jsonl)")
+
+
+def _print_errors(summaries: Sequence[Summary]) -> None:
+    for s in summaries:
+        count = exits.error_items(s)
+        if count:
+            kinds = ", ".join(f"{k} {v}" for k, v in sorted(s.error_kinds.items()))
+            print(f"{s.agent}: {count} items ended in error ({kinds}); see report.md")
+
+
+def _sandbox_options(args: argparse.Namespace):
+    from proctor.sandboxes.choose import SandboxOptions
+
+    return SandboxOptions(mode=args.sandbox, pull=args.pull, network=args.network)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from proctor.local.engine import run_evaluation
+
+    evaluation, agents = _load_manifests(args.file)
+    summary = run_evaluation(evaluation, Path(args.output_dir), progress=not args.quiet,
+                             agents=agents, retry_errors=args.retry_errors,
+                             sandbox=_sandbox_options(args))
+    _print_summary(summary, Path(args.output_dir))
+    return exits.for_summaries([summary])
+
+
+def _reliability_demo(args: argparse.Namespace) -> int:
+    from proctor.analysis.markdown import summary_table
+    from proctor.cli.demo import run_reliability_demo
+
+    out = Path(args.output_dir or "proctor-results/demo-reliability")
+    found = run_reliability_demo(out, max_concurrent_rows=args.max_concurrent_rows,
+                                 progress=not args.quiet, sandbox=_sandbox_options(args))
+    print("\n".join(summary_table(found.figures)))
+    print(f"\nResults in {out}/<agent>/; analysis in {out}/analysis/ (sensitivity_report.md)")
+    return 0
+
+
+def _eval_agents(args: argparse.Namespace) -> list:
+    """The agent `proctor eval` evaluates, if any: from -f AGENT.yaml or --agent URL."""
+    from proctor.cli.eval_options import agent_manifest
+    from proctor.core.spec import AgentUnderTest
+    from proctor.formats.manifest import load_manifests, parse_resource
+
+    if args.agent:
+        return [parse_resource(agent_manifest(args.agent), f"--agent {args.agent}")]
+    if not args.file:
+        return []
+    agents = [d for d in load_manifests(Path(args.file)) if isinstance(d, AgentUnderTest)]
+    if len(agents) != 1:
+        raise UsageError(f"expected exactly one AgentUnderTest in {args.file}, "
+                         f"found {len(agents)}")
+    return agents
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from proctor.cli.eval_options import SOURCES, EvalOptions, evaluation_manifest
+    from proctor.formats.harness_logs import write_run_logs
+    from proctor.formats.manifest import parse_resource
+    from proctor.formats.predictions import load_predictions
+    from proctor.local.engine import run_evaluation
+    from proctor.prepare import load_selection
+
+    if sum(bool(x) for x in (args.predictions, args.agent, args.file)) != 1:
+        raise UsageError("give one of --predictions FILE|gold|empty, --agent URL, "
+                         "-f AGENT.yaml")
+    agents = _eval_agents(args)
+    preds = load_predictions(args.predictions) if args.predictions not in (None, *SOURCES) \
+        else None
+    options = EvalOptions(predictions=args.predictions, agent=agents[0].name if agents else None,
+                          dataset=args.dataset, split=args.split,
+                          instance_ids=tuple(args.instance_ids or ()),
+                          max_workers=args.max_workers, run_id=args.run_id, timeout=args.timeout)
+    evaluation = parse_resource(evaluation_manifest(options, preds.patches if preds else None),
+                                "proctor eval's options")
+    out = Path(args.output_dir)
+    selection = load_selection(evaluation)  # once, for the run and for the harness's logs
+    summary = run_evaluation(evaluation, out, progress=not args.quiet, agents=agents,
+                             sandbox=_sandbox_options(args), selection=selection)
+    report = write_run_logs(out, evaluation, selection, args.run_id, summary.agent,
+                            preds.patches if preds else None, options.instance_ids)
+    _print_summary(summary, out)
+    print(f"swebench's logs in {out / 'logs' / 'run_evaluation' / args.run_id}/, "
+          f"its run report in {report}")
+    return exits.for_summaries([summary])
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from proctor.cli.demo import run_demo
+    from proctor.core.report import leaderboard
+
+    if args.reliability:
+        return _reliability_demo(args)
+    out = Path(args.output_dir or "proctor-results/demo")
+    summaries = run_demo(out, max_concurrent_rows=args.max_concurrent_rows,
+                         progress=not args.quiet, sandbox=_sandbox_options(args))
+    print("\n".join(leaderboard(summaries)))
+    _print_errors(list(summaries.values()))
+    print(f"\nResults in {out}/<agent>/ (summary.json, report.md with every column, "
+          f"results.jsonl)")
+    return exits.for_summaries(summaries.values())
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from proctor.analysis import AnalysisError, analyze
+    from proctor.analysis.markdown import summary_table
+
+    out = Path(args.output_dir)
+    chosen = {k: v for k, v in (("seed", args.seed), ("resamples", args.resamples)) if v}
+    try:
+        found = analyze([Path(f) for f in args.results], out, score=args.score, **chosen)
+    except AnalysisError as exc:
+        raise UsageError(str(exc)) from exc
+    print("\n".join(summary_table(found.figures)))
+    print(f"\nAnalysis in {out}/ (sensitivity_report.md, CSVs, PNGs)")
+    return 0
+
+
+def cmd_variants_generate(args: argparse.Namespace) -> int:
+    from proctor.prepare import check_runnable, load_selection, stored_variants
+
+    evaluation, _ = _load_manifests(args.file)
+    check_runnable(evaluation, on_cluster=False)  # e.g. more template variants than exist
+    selection = load_selection(evaluation)
+
+    def progress(done: int, total: int, instance_id: str, what: str) -> None:
+        print(f"{done}/{total} {instance_id}: {what}", file=sys.stderr, flush=True)
+
+    records = stored_variants(evaluation, selection, store_path=Path(args.output),
+                              retry_failed=args.retry_failed, progress=progress)
+    failed = [r for r in records.values() if r["status"] != "ok"]
+    print(f"{len(records) - len(failed)} of {len(records)} tasks have variants in "
+          f"{args.output}" + (f"; {len(failed)} failed (see `proctor variants show "
+                              f"{args.output}`; --retry-failed tries them again)"
+                              if failed else ""))
+    return ExitCode.ITEM_ERRORS if failed else ExitCode.OK
+
+
+def cmd_variants_show(args: argparse.Namespace) -> int:
+    from proctor.variants import store
+    from proctor.variants.show import render_store
+
+    if not Path(args.store).exists():
+        raise exits.BadInput(f"{args.store}: no such variants file")
+    try:
+        records = store.load(Path(args.store))
+    except store.StoreError as exc:
+        raise exits.BadInput(str(exc)) from exc
+    text = render_store(records, args.instance)
+    if not text:
+        raise exits.BadInput(f"{args.store} holds no variants of {args.instance}")
+    print(text)
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from proctor.local.validate import validate
+
+    evaluation, _ = _load_manifests(args.file)
+    out = Path(args.output_dir)
+    found = validate(evaluation, out, runs=args.runs, progress=not args.quiet,
+                     sandbox=_sandbox_options(args))
+    rows = [(label, s.results) for label, s in found.summaries.items()]
+    print("\n".join(terminal_table(rows, "Predictions")))
+    for title, tasks in (("Broken tasks", found.broken), ("Flaky tasks", found.flaky)):
+        print(f"\n{title}: {len(tasks) or 'none'}")
+        for task, problems in sorted(tasks.items()):
+            print(f"  {task}: {'; '.join(problems)}")
+    _print_errors(list(found.summaries.values()))
+    print(f"\nDetails in {out}/validation.json")
+    if args.strict and (found.broken or found.flaky):
+        return ExitCode.ITEM_ERRORS
+    return exits.for_summaries(found.summaries.values())
+
+
+def cmd_images_build_demo(args: argparse.Namespace) -> int:
+    from proctor.sandboxes.demo_images import build_demo_images
+    from proctor.sandboxes.docker import START_DOCKER, connect
+
+    client, problem = connect()
+    if client is None:
+        raise UsageError(f"{problem}; {START_DOCKER}")
+    built = build_demo_images(client, force=args.force)
+    print(f"Built {len(built)} images" if built else "The demo images are all here")
+    return 0
+
+
+def cmd_runner_test(args: argparse.Namespace) -> int:
+    from proctor.runner.workdir import WorkDir, write_test_step
+    from proctor.sandboxes import process
+
+    work = WorkDir(Path(args.work_dir))
+    instance = work.instance()
+    write_test_step(work, instance, args.time_limit, test_without_patch=args.without_patch)
+    if args.script_only:
+        return 0
+    run = process.run_test_step(work, instance, args.time_limit)
+    if run.error:
+        print(f"test step broke: {run.error}", file=sys.stderr)
+    print(f"apply: {(work.read('apply_method') or '-').strip()}; "
+          f"log: {work / 'test_output.txt'}")
+    return 0
+
+
+def _auth_header(env: Mapping[str, str]) -> tuple[str, str] | None:
+    """The agent's credentials, as a Job passes them (from AgentUnderTest.spec.auth)."""
+    token = env.get("PROCTOR_AGENT_TOKEN")
+    if not token:
+        return None
+    scheme = env.get("PROCTOR_AGENT_AUTH_SCHEME", "Bearer")
+    return env.get("PROCTOR_AGENT_AUTH_HEADER", "Authorization"), \
+        f"{scheme} {token}" if scheme else token
+
+
+def cmd_runner_solve(args: argparse.Namespace) -> int:
+    from proctor.runner.solve import AgentTarget, init_from_task, patch_log, solve_step
+    from proctor.runner.workdir import WorkDir, write_patch, write_test_step
+
+    work = WorkDir(Path(args.work_dir))
+    if args.task_dir:
+        init_from_task(work, Path(args.task_dir))
+    if args.patch_file is not None:
+        # A given patch (gold, empty, a predictions file) or one kept from an earlier try.
+        write_patch(work, Path(args.patch_file).read_text() if args.patch_file else "")
+    elif args.endpoint:
+        header = _auth_header(os.environ)
+        target = AgentTarget(args.endpoint, args.timeout, header, task_data=args.task_data)
+        result = solve_step(work, target,
+                            include_hints=not args.no_hints, repo_dir=args.repo_dir)
+        print(f"solve: {result.summary}", file=sys.stderr)
+    else:
+        raise UsageError("runner solve needs --endpoint (ask an agent) or --patch-file")
+    write_test_step(work, work.instance(), args.time_limit,
+                    test_without_patch=args.without_patch)
+    print(patch_log(work.read("patch.diff") or ""), end="")
+    return 0
+
+
+def cmd_runner_grade(args: argparse.Namespace) -> int:
+    from proctor.formats.report_json import report_json
+    from proctor.runner.artifacts import artifacts_line
+    from proctor.runner.grade import compact_result, grade_work_dir
+    from proctor.runner.workdir import WorkDir, write_json
+
+    work = WorkDir(Path(args.work_dir))
+    result = grade_work_dir(work, legacy_log=args.legacy_log)
+    write_json(work / "result.json", result.model_dump(mode="json"))
+    write_json(work / "report.json", report_json(result, work.read("test_output.txt")))
+    if args.termination_log:
+        Path(args.termination_log).write_text(json.dumps(compact_result(result)))
+    print(result.model_dump_json())
+    if args.artifacts:
+        print(artifacts_line(work))
+    return 0
+
+
+def cmd_operator(args: argparse.Namespace) -> int:
+    from prometheus_client import start_http_server
+
+    from proctor.k8s.controller import run
+
+    start_http_server(args.metrics_port)
+    run(args.namespace or [], verbose=args.verbose, probe_port=args.probe_port,
+        allow_local_endpoints=args.allow_local_endpoints)
+    return 0
+
+
+def _non_negative(text: str) -> int:
+    if not text.lstrip("-").isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
+    if int(text) < 0:
+        raise argparse.ArgumentTypeError(f"{text} is below 0")
+    return int(text)
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    from proctor.k8s.render import agent_of, render, to_yaml
+    from proctor.prepare import check_runnable, load_selection, plan_items
+
+    evaluation, agents = _load_manifests(args.file)
+    check_runnable(evaluation, on_cluster=True)
+    agent = agent_of(evaluation, agents)
+    selection = load_selection(evaluation)
+    objects = render(evaluation, agent, selection, plan_items(evaluation, selection),
+                     args.items, runner_image_default=args.runner_image)
+    print(to_yaml(objects), end="")
+    return 0
+
+
+def cmd_results_pull(args: argparse.Namespace) -> int:
+    from proctor.k8s.api import Kube, load_config
+    from proctor.k8s.pull import pull
+
+    load_config()
+    count = pull(Kube(), args.namespace, args.evaluation, Path(args.output_dir))
+    print(f"Pulled {count} results of {args.namespace}/{args.evaluation} into "
+          f"{args.output_dir}/ (summary.json, report.md, results.jsonl)")
+    return 0
+
+
+def _add_sandbox_options(parser: argparse.ArgumentParser, default: str) -> None:
+    parser.add_argument("--sandbox", choices=("auto", "docker", "process"), default=default,
+                        help="where each row's tests run: docker (the row's image), process "
+                             "(portable rows, in a checkout), auto (docker when a daemon "
+                             f"answers and the image is here or may be pulled; default {default})")
+    parser.add_argument("--pull", choices=("missing", "never"), default="missing",
+                        help="pull a row's missing image (once, with progress), or never")
+    parser.add_argument("--network", help="Docker network of the test containers: none, host, "
+                                          "or a network's name (default: the daemon's default)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="proctor", description=__doc__,
+                                     epilog=EXIT_EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"proctor {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    from proctor.agents.cli import add_agent_parser
+
+    add_agent_parser(sub)
+
+    run = sub.add_parser("run", help="run an Evaluation on this machine")
+    run.add_argument("-f", "--file", action="append", required=True,
+                     help="a YAML file with the Evaluation (and its AgentUnderTest); repeatable")
+    run.add_argument("--output-dir", required=True, help="results folder (resumed if present)")
+    run.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    run.add_argument("--retry-errors", action="store_true",
+                     help="on resume, also run again items that ended in agent or timeout "
+                          "errors, asking the agent again (infra and sandbox errors are "
+                          "always run again, with the patch already obtained)")
+    _add_sandbox_options(run, default="auto")
+    run.set_defaults(func=cmd_run)
+
+    ev = sub.add_parser("eval", help="grade predictions (or an agent) with the swebench "
+                                     "harness's options; writes its logs and run report too")
+    what = ev.add_argument_group("what to evaluate (one of)")
+    what.add_argument("-p", "--predictions", "--predictions_path", metavar="FILE|gold|empty",
+                      help="a swebench predictions file (.json or .jsonl), or gold or empty")
+    what.add_argument("--agent", metavar="URL", help="an A2A agent already running there")
+    what.add_argument("-f", "--file", metavar="AGENT.yaml", help="an AgentUnderTest manifest")
+    ev.add_argument("-d", "--dataset", "--dataset_name", default="SWE-bench/SWE-bench_Verified",
+                    help="hub dataset id, swebench alias (verified, lite, ...), proctor-demo, "
+                         "or a local .json/.jsonl/.parquet")
+    ev.add_argument("-s", "--split", default="test")
+    ev.add_argument("-i", "--instance_ids", "--instance-ids", nargs="+", action="extend",
+                    metavar="ID", help="only these instances (default: all of the dataset's, "
+                                       "or the predictions file's)")
+    ev.add_argument("-j", "--max_workers", "--max-workers", "--workers", type=int, default=4,
+                    help="instances evaluated at once")
+    ev.add_argument("--run_id", "--run-id", default="run",
+                    help="names the logs' folder and the run report")
+    ev.add_argument("-t", "--timeout", type=int, default=1800,
+                    help="seconds each instance's tests may run")
+    ev.add_argument("--output-dir", default=".", help="where logs/, the run report and "
+                    "Proctor's results go (resumed if present; default: here)")
+    ev.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    _add_sandbox_options(ev, default="auto")
+    ev.set_defaults(func=cmd_eval)
+
+    dem = sub.add_parser("demo", help="serve the reference agents on loopback and evaluate "
+                                      "each over A2A on the demo dataset")
+    dem.add_argument("--output-dir", default=None,
+                     help="results folder, one subfolder per agent (resumed if present); "
+                          "default proctor-results/demo (or demo-reliability)")
+    dem.add_argument("--reliability", action="store_true",
+                     help="oracle and sensitive with 3 template variants, 3 repeats and a "
+                          "fixed seed, then `proctor analyze` of both")
+    dem.add_argument("--max-concurrent-rows", type=int, default=2)
+    dem.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    _add_sandbox_options(dem, default="process")
+    dem.set_defaults(func=cmd_demo)
+
+    ana = sub.add_parser("analyze", help="prompt sensitivity and reliability figures of one "
+                                         "or more results folders (one per agent)")
+    ana.add_argument("results", nargs="+", help="results folders (proctor run, demo, "
+                                                "results pull)")
+    ana.add_argument("--output-dir", required=True, help="where the CSVs, PNGs and "
+                                                         "sensitivity_report.md go")
+    ana.add_argument("--score", choices=("resolved", "f2p"), default="resolved",
+                     help="an item's score: 1 if resolved else 0, or the share of its "
+                          "FAIL_TO_PASS tests that pass")
+    ana.add_argument("--seed", type=int, help="the bootstrap's seed (default: a fixed one)")
+    ana.add_argument("--resamples", type=int, help="bootstrap resamples (default 2000)")
+    ana.set_defaults(func=cmd_analyze)
+
+    var = sub.add_parser("variants", help="prompt variants (llm or template), stored ahead "
+                                          "of runs")
+    var_sub = var.add_subparsers(dest="variants_command", required=True)
+    gen = var_sub.add_parser("generate", help="write each task's variants by the "
+                                              "Evaluation's strategy (llm: ask its model), "
+                                              "and store them (stored ones are reused)")
+    gen.add_argument("-f", "--file", action="append", required=True)
+    gen.add_argument("--output", required=True, help="the variants file (JSON lines) to add "
+                                                     "to; name it as promptSensitivity."
+                                                     "variantsFile")
+    gen.add_argument("--retry-failed", action="store_true",
+                     help="ask again for tasks whose generation failed before")
+    gen.set_defaults(func=cmd_variants_generate)
+    show = var_sub.add_parser("show", help="each variant beside the original, protected "
+                                           "spans marked, with the checks' results")
+    show.add_argument("store", help="a variants file")
+    show.add_argument("--instance", help="only this task")
+    show.set_defaults(func=cmd_variants_show)
+
+    val = sub.add_parser("validate", help="run gold and empty predictions to find broken "
+                                          "and flaky tasks of the Evaluation's dataset")
+    val.add_argument("-f", "--file", action="append", required=True)
+    val.add_argument("--output-dir", required=True)
+    val.add_argument("--runs", type=int, default=1, help="runs of each (2+ finds flaky tasks)")
+    val.add_argument("--strict", action="store_true", help="exit 1 if any task is broken/flaky")
+    val.add_argument("-q", "--quiet", action="store_true")
+    _add_sandbox_options(val, default="auto")
+    val.set_defaults(func=cmd_validate)
+
+    images = sub.add_parser("images", help="Docker images of the demo dataset")
+    images_sub = images.add_subparsers(dest="images_command", required=True)
+    build_demo = images_sub.add_parser("build-demo", help="build the demo dataset's images "
+                                       "offline (Debian's packages via mmdebstrap, then one "
+                                       "image per repository version); existing ones are kept")
+    build_demo.add_argument("--force", action="store_true", help="rebuild them all")
+    build_demo.set_defaults(func=cmd_images_build_demo)
+
+    op = sub.add_parser("operator", help="run the Kubernetes operator (kopf)")
+    op.add_argument("--namespace", action="append", help="watch only this namespace "
+                                                        "(repeatable; default: all)")
+    op.add_argument("--metrics-port", type=int, default=9090, help="Prometheus metrics port")
+    op.add_argument("--probe-port", type=int, default=8080,
+                    help="liveness/readiness probes at /healthz")
+    op.add_argument("--verbose", action="store_true")
+    op.add_argument("--allow-local-endpoints", action="store_true",
+                    help="accept agents at loopback or link-local addresses (a test cluster "
+                         "whose pods share the host's network); refused otherwise")
+    op.set_defaults(func=cmd_operator)
+
+    ren = sub.add_parser("render", help="print, as YAML, the objects the operator would create "
+                                        "for an Evaluation: task ConfigMaps, then Jobs")
+    ren.add_argument("-f", "--file", action="append", required=True,
+                     help="a YAML file with the Evaluation (and its AgentUnderTest); repeatable")
+    ren.add_argument("--items", type=_non_negative, metavar="N",
+                     help="only the first N items' Jobs (and their task ConfigMaps); default all")
+    ren.add_argument("--runner-image", metavar="IMAGE",
+                     help="the operator's default runner image (the chart's image), used when "
+                          "spec.runner.image is unset; default proctor-runner:<version>")
+    ren.set_defaults(func=cmd_render)
+
+    res = sub.add_parser("results", help="results kept on a cluster")
+    res_sub = res.add_subparsers(dest="results_command", required=True)
+    pull = res_sub.add_parser("pull", help="write a cluster Evaluation's results as the "
+                                           "folder `proctor run` writes")
+    pull.add_argument("evaluation")
+    pull.add_argument("-n", "--namespace", default="default")
+    pull.add_argument("--output-dir", required=True)
+    pull.set_defaults(func=cmd_results_pull)
+
+    runner = sub.add_parser("runner", help="one step of a work item (what a Job runs)")
+    steps = runner.add_subparsers(dest="step", required=True)
+    solve = steps.add_parser("solve", help="get the item's patch: ask the agent, or take one "
+                                           "given; then write the test step's scripts")
+    solve.add_argument("--work-dir", required=True)
+    solve.add_argument("--task-dir", help="folder with instance.json, item.json, prompt.txt "
+                                          "to start the work folder from")
+    solve.add_argument("--endpoint", help="the agent's A2A endpoint (credentials, if any, from "
+                                          "PROCTOR_AGENT_TOKEN, _AUTH_HEADER, _AUTH_SCHEME)")
+    solve.add_argument("--timeout", type=float, default=1800, help="seconds to wait for it")
+    solve.add_argument("--repo-dir", help="the agent's checkout, sent as REPO_DIR")
+    solve.add_argument("--no-hints", action="store_true", help="do not send hints_text")
+    solve.add_argument("--task-data", action="store_true",
+                       help="also send the data part naming the task (AgentUnderTest taskData)")
+    solve.add_argument("--patch-file", help="use this patch instead of asking ('' = none)")
+    solve.add_argument("--time-limit", type=int, default=1800, help="eval script limit, s")
+    solve.add_argument("--without-patch", action="store_true",
+                       help="run the tests even when there is no patch")
+    solve.set_defaults(func=cmd_runner_solve)
+    test = steps.add_parser("test", help="apply the patch and run the eval script")
+    test.add_argument("--work-dir", required=True)
+    test.add_argument("--time-limit", type=int, default=1800, help="eval script limit, s")
+    test.add_argument("--without-patch", action="store_true",
+                      help="run the tests even when there is no patch")
+    test.add_argument("--script-only", action="store_true",
+                      help="write run.sh and eval.sh for the task's image, run nothing")
+    test.set_defaults(func=cmd_runner_test)
+    grade = steps.add_parser("grade", help="parse the test log and grade it")
+    grade.add_argument("--work-dir", required=True)
+    grade.add_argument("--legacy-log", action="store_true",
+                       help="parse the whole log (old runs without output markers)")
+    grade.add_argument("--termination-log", help="also write the compact result (<= 4 KiB) "
+                                                 "here, e.g. /dev/termination-log")
+    grade.add_argument("--artifacts", action="store_true",
+                       help="also print the patch and logs (compressed, the test log capped) "
+                            "as a JSON line, for the operator to keep")
+    grade.set_defaults(func=cmd_runner_grade)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; its exit status follows `proctor.core.exits` (the README lists it)."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except BaseException as exc:
+        code = exits.for_exception(exc)
+        if code is None:
+            raise
+        if code == ExitCode.INTERRUPTED:
+            print("proctor: interrupted; finished items are kept, run again to resume",
+                  file=sys.stderr)
+        else:
+            print(f"proctor: error: {exits.message_for(exc)}", file=sys.stderr)
+        return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

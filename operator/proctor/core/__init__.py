@@ -1,0 +1,11 @@
+"""The ground floor: what Proctor's data is and the pure rules over it, with no I/O.
+
+* `model`: tasks, work items, results, summaries (the versioned records on disk);
+* `spec`: the Evaluation and AgentUnderTest resources;
+* `plan`: the work items of an evaluation; `patches`: checks of a patch's text;
+* `grading`: the outcome tree; `metrics`: the leaderboard figures; `report`: report.md;
+* `images`: a task's image name; `exits`: what an exit status means, and the errors
+  that carry one.
+
+Every other package may import this one; it imports none of them.
+"""

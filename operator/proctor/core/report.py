@@ -1,0 +1,124 @@
+"""report.md: the figures for people (percentages), from summary and results (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from proctor.core.model import EvalResult, RunResult, Summary
+
+# The leaderboard's columns, in the Agentbeats scenario's order.
+COLUMNS: list[tuple[str, str]] = [
+    ("resolved_pct", "Resolved"),
+    ("breaking_resolved_pct", "Breaking Resolved"),
+    ("partially_resolved_pct", "Partially Resolved"),
+    ("work_in_progress_pct", "Work in Progress"),
+    ("regression_pct", "Regression"),
+    ("no_op_pct", "No-Op"),
+    ("error_pct", "Error"),
+    ("fail_to_pass_passed_pct", "Fail-to-Pass Passed"),
+    ("pass_to_pass_passed_pct", "Pass-to-Pass Passed"),
+]
+
+
+def percent(fraction: float) -> str:
+    return f"{100 * fraction:.1f}%"
+
+
+def figures_row(label: str, result: EvalResult) -> str:
+    cells = [label, str(result.total_instances)]
+    cells += [percent(getattr(result, key)) for key, _ in COLUMNS]
+    return "| " + " | ".join(cells) + " |"
+
+
+def figures_table(rows: Sequence[tuple[str, EvalResult]], first: str = "Scope") -> list[str]:
+    head = [first, "Total Instances", *(title for _, title in COLUMNS)]
+    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head),
+            *(figures_row(label, result) for label, result in rows)]
+
+
+# The terminal's columns: the headline ones under short titles, so that a leaderboard
+# fits TERMINAL_WIDTH; report.md keeps every column.
+TERMINAL_COLUMNS: list[tuple[str, str]] = [
+    ("resolved_pct", "Resolved"), ("partially_resolved_pct", "Partial"),
+    ("regression_pct", "Regress"), ("no_op_pct", "No-Op"), ("error_pct", "Error"),
+    ("fail_to_pass_passed_pct", "F2P"), ("pass_to_pass_passed_pct", "P2P"),
+]
+TERMINAL_WIDTH = 100
+
+
+def aligned(head: Sequence[str], rows: Sequence[Sequence[str]],
+            width: int = TERMINAL_WIDTH) -> list[str]:
+    """A plain table, columns right-aligned but the first, cut to `width` characters."""
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    # The first column (a name) gives way when the table is too wide.
+    rest = sum(w + 2 for w in widths[1:])
+    widths[0] = max(8, min(widths[0], width - rest))
+    lines = []
+    for row in [head, *rows]:
+        first = row[0] if len(row[0]) <= widths[0] else row[0][:widths[0] - 1] + "…"
+        rest_cells = (c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True))
+        cells = [first.ljust(widths[0]), *rest_cells]
+        lines.append("  ".join(cells).rstrip())
+    return lines
+
+
+def terminal_table(rows: Sequence[tuple[str, EvalResult]], first: str = "Agent",
+                   extra: Sequence[tuple[str, Sequence[str]]] = ()) -> list[str]:
+    """The figures for a terminal: `extra` adds (title, one cell per row) columns."""
+    head = [first, "Tasks", *(title for _, title in TERMINAL_COLUMNS), *(t for t, _ in extra)]
+    body = [[label, str(result.total_instances),
+             *(percent(getattr(result, key)) for key, _ in TERMINAL_COLUMNS),
+             *(cells[i] for _, cells in extra)]
+            for i, (label, result) in enumerate(rows)]
+    return aligned(head, body)
+
+
+def leaderboard(summaries: Mapping[str, Summary]) -> list[str]:
+    """One row per agent, best first: the figures, then median latency and tokens."""
+    ranked = sorted(summaries.items(), key=lambda kv: (-kv[1].results.resolved_pct, kv[0]))
+    latency = [f"{m:.1f} s" if (m := s.latency_seconds.get("median")) is not None else "–"
+               for _, s in ranked]
+    tokens = [str(s.usage.total_tokens) if s.usage.total_tokens is not None else "–"
+              for _, s in ranked]
+    return terminal_table([(name, s.results) for name, s in ranked], "Agent",
+                          [("Latency", latency), ("Tokens", tokens)])
+
+
+def _test_cell(passed: int, total: int, ran: bool) -> str:
+    return f"{passed}/{total}" if ran else "–"
+
+
+def items_table(results: Sequence[RunResult]) -> list[str]:
+    lines = ["| Instance | Variant | Repeat | Outcome | F2P | P2P | Applied with | Note |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in sorted(results, key=lambda r: (r.instance_id, r.variant_id, r.repeat)):
+        note = (f"{r.error_kind.value}: " if r.error_kind else "") + (r.error_message or "")
+        lines.append(
+            f"| {r.instance_id} | {r.variant_id} | {r.repeat} | {r.outcome.value} | "
+            f"{_test_cell(len(r.FAIL_TO_PASS.success), r.FAIL_TO_PASS.total, r.tests_ran)} | "
+            f"{_test_cell(len(r.PASS_TO_PASS.success), r.PASS_TO_PASS.total, r.tests_ran)} | "
+            f"{r.patch.apply_method or '–'} | {note.replace('|', '/')[:120]} |")
+    return lines
+
+
+def render(summary: Summary, results: Sequence[RunResult]) -> str:
+    """The whole report.md."""
+    title = summary.evaluation or "evaluation"
+    lines = [f"# {title}: {summary.agent}", "",
+             f"{summary.items} of {summary.items_planned} work items done."
+             + (" Partial: the figures cover only the items done." if summary.partial else ""),
+             "",
+             *figures_table([("All", summary.results)]), ""]
+    if summary.per_repo:
+        lines += ["## By repository", "",
+                  *figures_table(list(summary.per_repo.items()), "Repository"), ""]
+    left = summary.tests_left_out
+    if any(left.values()):
+        lines += [f"Tests of items whose tests did not run, left out of the test rates: "
+                  f"{left.get('FAIL_TO_PASS', 0)} fail-to-pass, "
+                  f"{left.get('PASS_TO_PASS', 0)} pass-to-pass.", ""]
+    if summary.error_kinds:
+        kinds = ", ".join(f"{k} {v}" for k, v in sorted(summary.error_kinds.items()))
+        lines += [f"Errors by kind: {kinds}.", ""]
+    lines += ["## Items", "", *items_table(results), ""]
+    return "\n".join(lines)

@@ -1,0 +1,248 @@
+"""Typed, frozen views of the Evaluation and AgentUnderTest custom resources.
+
+The CRDs under ``crds/`` are the source of truth: field names and defaults here are copies,
+and tests check that both match the CRD schemas. Build these models through
+``proctor.formats.manifest`` so that a spec is defaulted and validated exactly as the apiserver
+would; the defaults here exist so code and tests can build a spec by hand.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+API_GROUP = "proctor.dev"
+API_VERSION = f"{API_GROUP}/v1alpha1"
+
+
+class _Spec(BaseModel):
+    """Base of every spec model: immutable, camelCase on the wire, documented fields."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        use_attribute_docstrings=True,
+    )
+
+
+# --- AgentUnderTest -------------------------------------------------------------------------
+
+
+class EnvVar(_Spec):
+    """An environment variable of the agent's container."""
+
+    name: str
+    """Name of the variable."""
+    value: str = ""
+    """Value of the variable; empty when unset."""
+
+
+class AgentContainer(_Spec):
+    """A container the operator runs for the agent (as a service or as a sidecar)."""
+
+    image: str
+    """Container image of the agent."""
+    port: int = 9009
+    """Port the agent's A2A server listens on."""
+    args: tuple[str, ...] = ()
+    """Extra arguments appended to the agent's command line."""
+    env: tuple[EnvVar, ...] = ()
+    """Environment variables set in the agent's container."""
+    resources: dict[str, Any] | None = None
+    """Compute resources of the container, as in a Pod's container resources."""
+
+
+class SecretKeyRef(_Spec):
+    """A key of a Secret in the resource's namespace."""
+
+    name: str
+    """Name of the Secret."""
+    key: str
+    """Key within the Secret whose value is the token."""
+
+
+class AgentAuth(_Spec):
+    """Credentials sent with every request to the agent."""
+
+    secret_ref: SecretKeyRef
+    """The Secret key that holds the token."""
+    header: str = "Authorization"
+    """HTTP header that carries the token."""
+    scheme: str = "Bearer"
+    """Scheme written before the token; empty sends the token alone."""
+
+
+class AgentUnderTestSpec(_Spec):
+    """How to reach (or run) an A2A agent and how hard it may be driven."""
+
+    endpoint: str | None = None
+    """URL of an A2A agent that is already running."""
+    service: AgentContainer | None = None
+    """Run the agent as one Deployment and Service shared by every task."""
+    sidecar: AgentContainer | None = None
+    """Run the agent as a sidecar in every task's pod, with the repository at REPO_DIR."""
+    auth: AgentAuth | None = None
+    """Credentials sent with every request to the agent."""
+    request_timeout_seconds: int = 1800
+    """Seconds one task may take the agent before it is abandoned."""
+    max_concurrent_tasks: int = 8
+    """Most tasks in flight on this agent at once, over every Evaluation that uses it."""
+    task_data: bool = False
+    """Also send a data part naming the task (instance_id, repo, base_commit, variant_id)."""
+
+
+# --- Evaluation -----------------------------------------------------------------------------
+
+
+class ObjectRef(_Spec):
+    """A reference by name to an object in the same namespace."""
+
+    name: str
+    """Name of the object."""
+
+
+class DatasetSpec(_Spec):
+    """Which SWE-bench rows to run."""
+
+    name: str = "SWE-bench/SWE-bench_Verified"
+    """Hugging Face dataset id, ``proctor-demo``, or a local .json/.jsonl/.parquet path."""
+    split: str = "test"
+    """Dataset split to read."""
+    revision: str = ""
+    """Hub revision of the dataset; empty for the latest."""
+    instance_ids: tuple[str, ...] = ()
+    """Run only these instance_ids; empty runs every row, up to max_rows."""
+    max_rows: int = 3
+    """Most rows to run, in dataset order; -1 runs every row."""
+    include_hints: bool = True
+    """Send the row's hints_text to the agent."""
+
+
+PROMPT_SENSITIVITY_ON_CLUSTER = (
+    "promptSensitivity is not run yet on a cluster: the operator asks each task's original "
+    "problem statement only, so it would report no sensitivity at all; run the Evaluation "
+    "on one machine (`proctor run`), or leave promptSensitivity out")
+"""The operator's refusal, until it plans and runs variants."""
+
+
+class PromptSensitivitySpec(_Spec):
+    """Reworded problem statements, to measure how the wording sways the agent."""
+
+    enabled: bool = False
+    """Run the variations."""
+    num_variations: int = 3
+    """Reworded variations per row, besides the original."""
+    strategy: Literal["llm", "template"] = "llm"
+    """How variations are written: by green_agent_model, or from fixed templates."""
+    model: str | None = None
+    """litellm model string that writes the llm variations; None uses green_agent_model."""
+    variants_file: str | None = None
+    """The variants store (JSON lines) to reuse and add to, the same format for either
+    strategy; None: llm variants go to the user's cache, template ones are made anew. One
+    file shared by runs makes every agent see the same variants."""
+
+
+class PredictionsSpec(_Spec):
+    """Where each row's patch comes from."""
+
+    source: Literal["agent", "gold", "empty", "file"] = "agent"
+    """The AgentUnderTest, the dataset's gold patch, no change, or the file at ``path``."""
+    path: str | None = None
+    """A swebench predictions file (.json list or .jsonl); set iff source is ``file``."""
+
+
+class TimeoutsSpec(_Spec):
+    """Time limits."""
+
+    test_seconds: int = 1800
+    """Seconds the row's tests may run after the patch is applied."""
+    pod_seconds: int | None = None
+    """Seconds a row's pod may live in all; None derives it from the other limits."""
+
+
+class RunnerSpec(_Spec):
+    """How rows' pods are run."""
+
+    image: str = ""
+    """Image of the container that drives a row; empty for the operator's own."""
+    instance_image_registry: str = ""
+    """Registry prefix of the SWE-bench instance images; empty for Docker Hub's."""
+    resources: dict[str, Any] | None = None
+    """Compute resources of a row's container, as in a Pod's container resources."""
+    node_selector: dict[str, str] | None = None
+    """Node labels that rows' pods must be scheduled on."""
+    tolerations: tuple[dict[str, Any], ...] = ()
+    """Tolerations of rows' pods, as in a Pod's spec."""
+    image_pull_secrets: tuple[ObjectRef, ...] = ()
+    """Secrets used to pull the runner and instance images."""
+    infra_retries: int = 2
+    """Times a row is retried after an infrastructure failure."""
+
+
+class EvaluationSpec(_Spec):
+    """What to evaluate and how."""
+
+    agent_ref: ObjectRef | None = None
+    """The AgentUnderTest to evaluate; required when predictions.source is ``agent``."""
+    dataset: DatasetSpec = Field(default_factory=DatasetSpec)
+    """Which SWE-bench rows to run."""
+    max_concurrent_rows: int = 1
+    """Most rows in flight at once in this Evaluation."""
+    repeats: int = 1
+    """How many times each row is run."""
+    green_agent_model: str = "ollama/qwen2.5-coder:7b"
+    """litellm model string of the model that writes prompt variations."""
+    prompt_sensitivity: PromptSensitivitySpec = Field(default_factory=PromptSensitivitySpec)
+    """Reworded problem statements, to measure how the wording sways the agent."""
+    predictions: PredictionsSpec = Field(default_factory=PredictionsSpec)
+    """Where each row's patch comes from."""
+    timeouts: TimeoutsSpec = Field(default_factory=TimeoutsSpec)
+    """Time limits."""
+    runner: RunnerSpec = Field(default_factory=RunnerSpec)
+    """How rows' pods are run."""
+    suspend: bool = False
+    """Start no new rows while true."""
+
+
+# --- Resources ------------------------------------------------------------------------------
+
+
+class _Resource(BaseModel):
+    """A named custom resource: its identity and its validated, defaulted spec."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    KIND: ClassVar[str]
+
+    name: str
+    """metadata.name."""
+    namespace: str = "default"
+    """metadata.namespace; ``default`` when the manifest names none."""
+
+
+class Evaluation(_Resource):
+    """An Evaluation custom resource."""
+
+    KIND: ClassVar[str] = "Evaluation"
+
+    spec: EvaluationSpec
+    """The resource's spec."""
+
+
+class AgentUnderTest(_Resource):
+    """An AgentUnderTest custom resource."""
+
+    KIND: ClassVar[str] = "AgentUnderTest"
+
+    spec: AgentUnderTestSpec
+    """The resource's spec."""
+
+
+Resource = Evaluation | AgentUnderTest
+"""Any Proctor custom resource."""
+
+RESOURCE_TYPES: tuple[type[Evaluation], type[AgentUnderTest]] = (Evaluation, AgentUnderTest)

@@ -1,0 +1,128 @@
+"""Which sandbox runs each row's tests on this machine: Docker or the process sandbox.
+
+`--sandbox docker` runs every row in its own image; `process` runs portable rows (the
+demo dataset, small pure-Python repositories) in a checkout; `auto` decides per row:
+
+* Docker when a daemon answers and the row's image is here, or, for a row that needs
+  its image, may be pulled (`--pull missing`);
+* else the process sandbox, for a portable row;
+* else a refusal saying how to start Docker (or that the image may not be pulled).
+
+A portable row whose image is not here runs in the process sandbox rather than pull an
+image it does not need: the demo rows name images that exist only where
+`proctor images build-demo` built them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from proctor.core.model import Instance
+from proctor.core.spec import Evaluation
+from proctor.runner.workdir import WorkDir
+from proctor.sandboxes import docker as docker_sandbox
+from proctor.sandboxes import process
+from proctor.sandboxes.process import SandboxRun
+
+SandboxMode = Literal["auto", "docker", "process"]
+
+
+@dataclass(frozen=True)
+class SandboxOptions:
+    """How `proctor run` runs each row's tests (its --sandbox, --pull, --network)."""
+
+    mode: SandboxMode = "process"
+    pull: docker_sandbox.PullPolicy = "missing"
+    network: str | None = None
+    """A Docker network (`none`, `host`, a user-defined one); None for the daemon's default."""
+
+
+def choose(mode: SandboxMode, portable: bool, daemon: bool, image_here: bool,
+           may_pull: bool) -> Literal["docker", "process"] | None:
+    """The sandbox of one row, or None when no sandbox here can run it (pure)."""
+    if mode == "process":
+        return "process" if portable else None
+    if mode == "docker":
+        return "docker" if daemon else None
+    if daemon and (image_here or (may_pull and not portable)):
+        return "docker"
+    return "process" if portable else None
+
+
+def refusal(instance: Instance, image: str, mode: SandboxMode, daemon_problem: str) -> str:
+    """Why a row cannot run here, and what to do."""
+    if mode == "process":
+        return process.needs_image(instance) or ""
+    if daemon_problem:
+        return f"instance {instance.instance_id} needs Docker: {daemon_problem}; " \
+               f"{docker_sandbox.START_DOCKER}"
+    return (f"instance {instance.instance_id} needs its image {image}, which is not on this "
+            f"machine, and --pull never forbids pulling it")
+
+
+class Sandbox(Protocol):
+    """What the engine asks of a sandbox (the process one and the Docker one)."""
+
+    def run_test_step(self, work: WorkDir, instance: Instance, time_limit: int,
+                      stop: threading.Event | None = None) -> SandboxRun: ...
+
+    def checkout(self, instance: Instance, dest: Path) -> None: ...
+
+
+class _Process:
+    """The process sandbox (module functions) as a Sandbox."""
+
+    def run_test_step(self, work: WorkDir, instance: Instance, time_limit: int,
+                      stop: threading.Event | None = None) -> SandboxRun:
+        return process.run_test_step(work, instance, time_limit, stop)
+
+    def checkout(self, instance: Instance, dest: Path) -> None:
+        process.checkout(instance, dest)
+
+
+_PROCESS = _Process()
+
+
+@dataclass
+class Sandboxes:
+    """The sandbox chosen for each row of a run."""
+
+    by_instance: dict[str, Sandbox] = field(default_factory=dict)
+    docker: docker_sandbox.DockerSandbox | None = None
+
+    def of(self, instance: Instance) -> Sandbox:
+        return self.by_instance[instance.instance_id]
+
+    def stop_all(self) -> None:
+        """Ctrl-C: kill and remove the containers still running."""
+        if self.docker:
+            self.docker.stop_all()
+
+
+def assign(options: SandboxOptions, evaluation: Evaluation, instances: Sequence[Instance],
+           client: Any = None) -> tuple[Sandboxes, list[str]]:
+    """Choose each row's sandbox; the refusals of rows that cannot run here."""
+    daemon_problem = ""
+    if options.mode != "process" and client is None:
+        client, daemon_problem = docker_sandbox.connect()
+    runner = evaluation.spec.runner
+    docker = docker_sandbox.DockerSandbox(
+        client, runner.instance_image_registry, options.pull, options.network,
+        runner.resources, labels={docker_sandbox.LABEL_EVALUATION: evaluation.name},
+    ) if client is not None else None
+    if docker:
+        docker.remove_orphans()
+    chosen, refused = Sandboxes(docker=docker), []
+    for instance in instances:
+        image = docker.image_of(instance) if docker else instance.image
+        pick = choose(options.mode, process.needs_image(instance) is None, docker is not None,
+                      bool(docker) and docker.has_image(image), options.pull == "missing")
+        if pick is None:
+            refused.append(refusal(instance, image, options.mode, daemon_problem))
+        else:
+            chosen.by_instance[instance.instance_id] = docker if pick == "docker" else _PROCESS
+    return chosen, refused
