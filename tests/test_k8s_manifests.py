@@ -89,6 +89,8 @@ SHAPES: dict[str, tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any]]] 
     "sidecar+auth": ({"dataset": {"includeHints": False}},
                      {"sidecar": {"image": "agent:1", "args": ["--model", "m"],
                                   "env": [{"name": "MODEL", "value": "m"},
+                                          {"name": "KEY", "valueFrom": {"secretKeyRef": {
+                                              "name": "agent-env", "key": "KEY"}}},
                                           {"name": "REPO_DIR", "value": "/elsewhere"}],
                                   "resources": {"limits": {"memory": "4Gi"}}},
                       "auth": {"secretRef": {"name": "tok", "key": "token"}}}, {}),
@@ -295,6 +297,8 @@ def test_sidecar_agent_runs_beside_the_task_and_sees_only_its_workspace(task: In
     assert sidecar["args"] == ["--host", "0.0.0.0", "--port", "9009",
                                "--card-url", "http://127.0.0.1:9009/", "--model", "m"]
     assert sidecar["env"] == [{"name": "MODEL", "value": "m"},
+                              {"name": "KEY", "valueFrom": {"secretKeyRef": {
+                                  "name": "agent-env", "key": "KEY"}}},
                               {"name": "REPO_DIR", "value": "/workspace/repo"}]
     assert sidecar["startupProbe"]["tcpSocket"] == {"port": 9009}
     assert steps["workspace"]["image"] == task.image

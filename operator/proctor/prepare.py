@@ -9,12 +9,13 @@ finds the agent in the cluster. Neither imports the other.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from proctor import datasets
 from proctor.core.exits import BadInput
 from proctor.core.model import WorkItem
-from proctor.core.plan import PlanInputs, Variant, plan
+from proctor.core.plan import PlanInputs, Variant, plan, shard
 from proctor.core.spec import PROMPT_SENSITIVITY_ON_CLUSTER, Evaluation
 from proctor.variants import MAX_VARIATIONS, store, variants_for
 from proctor.variants.llm import settings_for
@@ -116,9 +117,13 @@ def load_selection(evaluation: Evaluation) -> datasets.Selection:
     """The rows the evaluation runs on (slow: it may reach the hub; call it off the loop)."""
     ds = evaluation.spec.dataset
     try:
-        return datasets.load(ds.name, ds.split, ds.revision, ds.instance_ids, ds.max_rows)
+        selection = datasets.load(ds.name, ds.split, ds.revision, ds.instance_ids, ds.max_rows)
     except datasets.DatasetError as exc:
         raise Refusal("DatasetUnusable", str(exc)) from exc
+    if ds.shard is None:
+        return selection
+    rows = tuple(shard(selection.instances, ds.shard.index, ds.shard.count))
+    return dataclasses.replace(selection, instances=rows, fingerprint=datasets.fingerprint(rows))
 
 
 def plan_items(evaluation: Evaluation, selection: datasets.Selection,

@@ -295,6 +295,17 @@ def cmd_runner_grade(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_scenario_import(args: argparse.Namespace) -> int:
+    from proctor.cli.scenario import import_scenario, pairs, write
+
+    imported = import_scenario(Path(args.scenario), pairs(args.endpoint, "--endpoint"),
+                               pairs(args.image, "--image"))
+    lines = write(imported, Path(args.output_dir) if args.output_dir else None)
+    if lines:
+        print("\n".join(lines), file=sys.stdout if args.output_dir else sys.stderr)
+    return 0
+
+
 def cmd_operator(args: argparse.Namespace) -> int:
     from prometheus_client import start_http_server
 
@@ -452,6 +463,20 @@ def build_parser() -> argparse.ArgumentParser:
     val.add_argument("-q", "--quiet", action="store_true")
     _add_sandbox_options(val, default="auto")
     val.set_defaults(func=cmd_validate)
+
+    scen = sub.add_parser("scenario", help="Agentbeats scenarios")
+    scen_sub = scen.add_subparsers(dest="scenario_command", required=True)
+    imp = scen_sub.add_parser("import", help="turn an Agentbeats scenario.toml into "
+                                             "Proctor's manifests (checked against the CRDs)")
+    imp.add_argument("scenario", help="a scenario.toml")
+    imp.add_argument("--output-dir", help="write one YAML file per manifest here (default: "
+                                          "a YAML stream on stdout)")
+    imp.add_argument("--endpoint", action="append", metavar="NAME=URL",
+                     help="where participant NAME already runs; repeatable")
+    imp.add_argument("--image", action="append", metavar="NAME=IMAGE",
+                     help="run participant NAME from this image, as a sidecar of each task's "
+                          "pod (cluster); repeatable")
+    imp.set_defaults(func=cmd_scenario_import)
 
     images = sub.add_parser("images", help="Docker images of the demo dataset")
     images_sub = images.add_subparsers(dest="images_command", required=True)

@@ -53,3 +53,13 @@ def plan(inputs: PlanInputs, instances: Sequence[Instance],
                                       instance_id=inst.instance_id,
                                       variant_id=variant.variant_id, repeat=repeat))
     return items
+
+
+def shard(instances: Sequence[Instance], index: int, count: int) -> list[Instance]:
+    """The rows of shard `index` of `count`: every `count`-th row from the `index`-th, in
+    dataset order (pure). The shards of a split are disjoint and together hold every row,
+    whatever the rows, so runs of the shards, unioned, are the unsharded run."""
+    if count < 1 or not 0 <= index < count:
+        raise ValueError(f"shard index {index} of {count}: the index must be at least 0 "
+                         f"and below the number of shards (at least 1)")
+    return list(instances[index::count])

@@ -32,6 +32,22 @@ class _Spec(BaseModel):
 # --- AgentUnderTest -------------------------------------------------------------------------
 
 
+class SecretKeyRef(_Spec):
+    """A key of a Secret in the resource's namespace."""
+
+    name: str
+    """Name of the Secret."""
+    key: str
+    """Key within the Secret whose value is the token."""
+
+
+class EnvVarSource(_Spec):
+    """Where an environment variable's value comes from."""
+
+    secret_key_ref: SecretKeyRef
+    """A key of a Secret in the agent's namespace."""
+
+
 class EnvVar(_Spec):
     """An environment variable of the agent's container."""
 
@@ -39,6 +55,8 @@ class EnvVar(_Spec):
     """Name of the variable."""
     value: str = ""
     """Value of the variable; empty when unset."""
+    value_from: EnvVarSource | None = None
+    """Where the value comes from instead of value (a Secret's key)."""
 
 
 class AgentContainer(_Spec):
@@ -54,15 +72,6 @@ class AgentContainer(_Spec):
     """Environment variables set in the agent's container."""
     resources: dict[str, Any] | None = None
     """Compute resources of the container, as in a Pod's container resources."""
-
-
-class SecretKeyRef(_Spec):
-    """A key of a Secret in the resource's namespace."""
-
-    name: str
-    """Name of the Secret."""
-    key: str
-    """Key within the Secret whose value is the token."""
 
 
 class AgentAuth(_Spec):
@@ -105,6 +114,15 @@ class ObjectRef(_Spec):
     """Name of the object."""
 
 
+class ShardSpec(_Spec):
+    """One shard of the selected rows: every count-th row from the index-th."""
+
+    index: int
+    """Which shard, counted from 0."""
+    count: int
+    """How many shards the rows are split into."""
+
+
 class DatasetSpec(_Spec):
     """Which SWE-bench rows to run."""
 
@@ -120,6 +138,8 @@ class DatasetSpec(_Spec):
     """Most rows to run, in dataset order; -1 runs every row."""
     include_hints: bool = True
     """Send the row's hints_text to the agent."""
+    shard: ShardSpec | None = None
+    """Run one shard of the selected rows; None runs them all."""
 
 
 PROMPT_SENSITIVITY_ON_CLUSTER = (

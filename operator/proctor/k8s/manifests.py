@@ -31,7 +31,7 @@ from typing import Any
 
 from proctor.core.images import instance_image
 from proctor.core.model import ORIGINAL_VARIANT, Instance, WorkItem
-from proctor.core.spec import AgentUnderTest, Evaluation
+from proctor.core.spec import AgentUnderTest, EnvVar, Evaluation
 from proctor.formats.predictions import patch_for
 from proctor.k8s.names import configmap_name, job_name, label_value
 
@@ -273,6 +273,14 @@ def solve_command(evaluation: Evaluation, agent: AgentUnderTest | None,
     return command
 
 
+def _env_var(var: EnvVar) -> dict[str, Any]:
+    """A container's variable: its value, or the Secret key it is read from."""
+    if var.value_from is None:
+        return {"name": var.name, "value": var.value}
+    ref = var.value_from.secret_key_ref
+    return {"name": var.name, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
+
+
 def _token_env(agent: AgentUnderTest | None) -> list[dict[str, Any]]:
     """The agent's token from its Secret, for the solve step only."""
     auth = agent.spec.auth if agent else None
@@ -316,7 +324,7 @@ def _sidecar_steps(agent: AgentUnderTest, instance: Instance, task_image: str,
                        {"name": "BASE_COMMIT", "value": instance.base_commit},
                        {"name": "REPO_DIR", "value": REPO_DIR}])
     port = sidecar.port
-    env = [{"name": e.name, "value": e.value} for e in sidecar.env if e.name != "REPO_DIR"]
+    env = [_env_var(e) for e in sidecar.env if e.name != "REPO_DIR"]
     agent_container: dict[str, Any] = {
         "name": "agent", "image": sidecar.image, "restartPolicy": "Always",
         # Started as Agentbeats starts agents; the card names loopback, where solve calls.

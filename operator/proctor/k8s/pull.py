@@ -15,6 +15,7 @@ from typing import Any
 from proctor.core.exits import BadInput
 from proctor.core.model import WorkItem
 from proctor.core.spec import Evaluation
+from proctor.formats import agentbeats
 from proctor.formats.manifest import parse_resource
 from proctor.formats.report_json import report_json
 from proctor.k8s.api import Kube
@@ -54,6 +55,15 @@ def write_folder(evaluation: Evaluation, configmaps: Iterable[Mapping[str, Any]]
     return len(kept)
 
 
+def participant_id(evaluation: Evaluation) -> str:
+    """The participant's id in agentbeats-results.json: its AgentUnderTest, as
+    namespace/name, or where the patches came from."""
+    spec = evaluation.spec
+    if spec.predictions.source == "agent" and spec.agent_ref:
+        return f"{evaluation.namespace}/{spec.agent_ref.name}"
+    return Path(spec.predictions.path).name if spec.predictions.path else spec.predictions.source
+
+
 def pull(kube: Kube, namespace: str, name: str, out: Path) -> int:
     """Pull one Evaluation's results into `out`; the number of results."""
     body = kube.get_custom("evaluations", namespace, name)
@@ -67,5 +77,6 @@ def pull(kube: Kube, namespace: str, name: str, out: Path) -> int:
     except Refusal:
         instances = {}  # figures still come out; only tests_left_out needs the rows
     planned = ((body.get("status") or {}).get("items") or {}).get("total", count)
-    write_outputs(ResultsFolder(out), evaluation, instances, planned)
+    summary = write_outputs(ResultsFolder(out), evaluation, instances, planned)
+    agentbeats.write_results(out, summary, evaluation, participant_id(evaluation))
     return count

@@ -35,6 +35,7 @@ from proctor.core.model import ErrorKind, Instance, Outcome, RunResult, Summary,
 from proctor.core.patches import check_patch
 from proctor.core.plan import Variant
 from proctor.core.spec import AgentUnderTest, Evaluation
+from proctor.formats import agentbeats
 from proctor.formats.predictions import Predictions, load_predictions, patch_for
 from proctor.formats.report_json import report_json
 from proctor.local.resume import Todo, resume_message, resume_plan
@@ -86,6 +87,15 @@ class RunContext:
     def label(self) -> str:
         """Whom the results belong to: the agent, or the predictions file's model."""
         return self.predictions.model if self.predictions else agent_label(self.evaluation)
+    @property
+    def participant_id(self) -> str:
+        """The participant's id in agentbeats-results.json: the agent's endpoint, or where
+        the patches came from (the predictions file's name, gold, empty)."""
+        if self.agent:
+            return self.agent.endpoint
+        path = self.evaluation.spec.predictions.path
+        return Path(path).name if self.source == "file" and path else self.source
+
     sandboxes: Sandboxes | None = None
     """The sandbox that runs each row's tests."""
     variants: Mapping[str, Sequence[Variant]] = field(default_factory=dict)
@@ -375,8 +385,10 @@ def run_evaluation(evaluation: Evaluation, output_dir: Path, progress: bool = Tr
             print(line, file=sys.stderr)
 
         def outputs() -> Summary:
-            return write_outputs(folder, evaluation, ctx.instances, len(items),
-                                 planned_ids={i.id for i in items}, agent=ctx.label)
+            summary = write_outputs(folder, evaluation, ctx.instances, len(items),
+                                    planned_ids={i.id for i in items}, agent=ctx.label)
+            agentbeats.write_results(folder.root, summary, evaluation, ctx.participant_id)
+            return summary
 
         try:
             run_items(ctx, folder, plan.todo, evaluation.spec.max_concurrent_rows, progress,
