@@ -167,6 +167,8 @@ class AssessmentConfig(BaseModel):
     """Proctor's: an Evaluation's promptSensitivity (camelCase or snake_case keys)."""
     repeats: int | None = None
     """Proctor's: runs of each task."""
+    task_data: bool = False
+    """Proctor's: also send the agent the data part naming the task (green agent only)."""
 
     def rows(self) -> int:
         """Rows before sharding: num_instances (the leaderboard's) else max_rows."""
@@ -314,3 +316,54 @@ def secret_commands(secrets: Mapping[str, Sequence[str]]) -> list[str]:
     return [f"kubectl create secret generic {secret} "
             + " ".join(f'--from-literal={key}="${{{key}}}"' for key in dict.fromkeys(keys))
             for secret, keys in secrets.items()]
+
+
+# --- the assessment request (the gateway's message to a green agent) -------------------------
+
+
+class AssessmentRequest(BaseModel):
+    """`{"participants": {role: url}, "config": {...}}`, the JSON text of the one message
+    the Agentbeats gateway sends a green agent."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    participants: dict[str, str]
+    config: dict[str, Any] = {}
+
+
+def read_request(texts: Sequence[str], data: Sequence[Any]) -> AssessmentRequest:
+    """The request from a message's text parts (the gateway's form) or data parts; a
+    one-line ScenarioError when there is none or it is malformed."""
+    candidates: list[Any] = list(data)
+    for text in texts:
+        try:
+            candidates.append(json.loads(text))
+        except json.JSONDecodeError:
+            continue
+    found = [c for c in candidates if isinstance(c, dict) and "participants" in c]
+    if not found:
+        raise ScenarioError('the message holds no assessment request: send the JSON '
+                            '{"participants": {"<role>": "<url>"}, "config": {...}}')
+    try:
+        request = AssessmentRequest.model_validate(found[0])
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ScenarioError(f"assessment request: {where}: {first['msg']}") from None
+    if len(request.participants) != 1:
+        raise ScenarioError(f"assessment request names {len(request.participants)} "
+                            f"participants; Proctor evaluates one agent per request")
+    return request
+
+
+def request_manifests(request: AssessmentRequest, name: str, timeout_s: int = 1800
+                      ) -> list[dict[str, Any]]:
+    """The Evaluation and AgentUnderTest of an assessment request (pure): the participant
+    at its URL, the config read as a scenario's [config]."""
+    config = read_config(request.config, "assessment request")
+    ((role, url),) = request.participants.items()
+    agent = k8s_name(role)
+    return [_resource("AgentUnderTest", agent, {"endpoint": url,
+                                                "requestTimeoutSeconds": timeout_s,
+                                                "taskData": config.task_data}),
+            _resource("Evaluation", k8s_name(name), evaluation_spec(config, agent))]

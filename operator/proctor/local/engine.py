@@ -363,9 +363,11 @@ def _kept_patch(ctx: RunContext, work: WorkDir, before: RunResult) -> str | None
 def run_evaluation(evaluation: Evaluation, output_dir: Path, progress: bool = True,
                    agents: Sequence[AgentUnderTest] = (), retry_errors: bool = False,
                    sandbox: SandboxOptions | None = None,
-                   selection: datasets.Selection | None = None) -> Summary:
+                   selection: datasets.Selection | None = None,
+                   on_result: Callable[[RunResult], None] | None = None) -> Summary:
     """Run (or resume, or extend) an evaluation into `output_dir`; returns its summary.
-    `selection`: its rows, when the caller has loaded them already."""
+    `selection`: its rows, when the caller has loaded them already; `on_result` is called
+    (on a worker thread) with each item's result as it is recorded."""
     ctx, selection, items = prepare(evaluation, agents, sandbox, selection)
     folder = ResultsFolder(output_dir)
     with folder.locked():
@@ -392,7 +394,7 @@ def run_evaluation(evaluation: Evaluation, output_dir: Path, progress: bool = Tr
 
         try:
             run_items(ctx, folder, plan.todo, evaluation.spec.max_concurrent_rows, progress,
-                      desc=ctx.label)
+                      on_result=on_result, desc=ctx.label)
         except BaseException:
             # Stopped: the (partial) figures of what finished, if the disk lets us.
             with contextlib.suppress(OSError):
