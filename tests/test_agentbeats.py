@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from conftest import SHARED_DATA
 from proctor.cli.demo import run_demo
@@ -17,6 +18,7 @@ from proctor.datasets import demo
 from proctor.formats.agentbeats import RESULTS_FILE
 from proctor.formats.manifest import load_manifests
 from proctor.prepare import load_selection
+from proctor.results import ResultsFolder
 
 AGENTBEATS = SHARED_DATA / "agentbeats"
 REAL_RESULTS = sorted((AGENTBEATS / "results").glob("*.json"))
@@ -173,3 +175,35 @@ def test_shards_are_disjoint_and_cover_every_row(count: int) -> None:
 def test_a_shard_out_of_range_is_refused(index: int, count: int) -> None:
     with pytest.raises(ValueError, match="shard index"):
         shard([1, 2], index, count)
+
+
+# --- export swebench-submission -------------------------------------------------------------
+
+
+def test_export_of_a_demo_run_gives_the_submission_layout(demo_results: Path,
+                                                          tmp_path: Path, capsys) -> None:
+    out = tmp_path / "20260101_mixed"
+    assert main(["export", "swebench-submission", str(demo_results), "--output",
+                 str(out)]) == 0
+    rows = demo.load_rows()
+    preds = [json.loads(line) for line in (out / "all_preds.jsonl").read_text().splitlines()]
+    assert sorted(p["instance_id"] for p in preds) == sorted(r["instance_id"] for r in rows)
+    assert {p["model_name_or_path"] for p in preds} == {"mixed"}
+    assert {"metadata.yaml", "README.md", "logs", "all_preds.jsonl"} <= {
+        p.name for p in out.iterdir()}
+    results = {r.instance_id: r for r in ResultsFolder(demo_results).load()}
+    for p in preds:
+        logs = out / "logs" / p["instance_id"]
+        assert (logs / "patch.diff").read_text() == p["model_patch"]
+        assert (logs / "run_instance.log").exists()
+        if results[p["instance_id"]].tests_ran:
+            report = json.loads((logs / "report.json").read_text())[p["instance_id"]]
+            assert report["resolved"] == (results[p["instance_id"]].outcome.value
+                                          == "resolved")
+    meta = yaml.safe_load((out / "metadata.yaml").read_text())
+    assert meta["tags"]["model"] == ["mixed"] and meta["tags"]["system"]["attempts"] == "1"
+    assert set(meta["info"]) == {"name", "site", "report", "authors", "logo"}
+    assert "Checklist" in (out / "README.md").read_text()
+    # a second export into the same folder would overwrite the stubs the user edited
+    assert main(["export", "swebench-submission", str(demo_results), "--output",
+                 str(out)]) == 2

@@ -316,6 +316,20 @@ def cmd_green_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export_submission(args: argparse.Namespace) -> int:
+    from proctor.formats.swebench_submission import export
+
+    done = export(Path(args.results), Path(args.output))
+    print(f"Wrote {done.folder}/: all_preds.jsonl and logs/ of {done.tasks} tasks "
+          f"({done.resolved} resolved), trajs/ of {done.trajectories}; fill in "
+          f"metadata.yaml and README.md, then add the folder to evaluation/<split>/ "
+          f"of the leaderboard's repository as <date>_<model>")
+    if done.left_out:
+        print(f"{done.left_out} items besides each task's first attempt were left out "
+              f"(the leaderboard takes one attempt per task)")
+    return 0
+
+
 def cmd_operator(args: argparse.Namespace) -> int:
     from prometheus_client import start_http_server
 
@@ -501,6 +515,18 @@ def build_parser() -> argparse.ArgumentParser:
                         help="each assessment's results folder goes in <output-dir>/<task id>/")
     _add_sandbox_options(gserve, default="auto")
     gserve.set_defaults(func=cmd_green_serve)
+
+    exp = sub.add_parser("export", help="a results folder in another tool's layout")
+    exp_sub = exp.add_subparsers(dest="export_command", required=True)
+    sub_exp = exp_sub.add_parser("swebench-submission",
+                                 help="the SWE-bench leaderboard's submission folder: "
+                                      "all_preds.jsonl, logs/, trajs/, metadata.yaml and "
+                                      "README.md stubs")
+    sub_exp.add_argument("results", help="a results folder (proctor run, eval, demo, "
+                                         "results pull)")
+    sub_exp.add_argument("--output", required=True, help="the submission folder to write "
+                                                         "(new or empty)")
+    sub_exp.set_defaults(func=cmd_export_submission)
 
     images = sub.add_parser("images", help="Docker images of the demo dataset")
     images_sub = images.add_subparsers(dest="images_command", required=True)
