@@ -34,10 +34,12 @@ from proctor.analysis.compare import (
     PairComparison,
     compare_runs,
     comparison_row,
+    differences,
     holm,
     plan_rows,
     write_comparison,
 )
+from proctor.analysis.inference import sign_flip_batch
 from proctor.analysis.load import AgentRun, AnalysisError, Score, check_output, load_agents
 from proctor.analysis.markdown import render
 from proctor.analysis.reliability import (
@@ -62,12 +64,15 @@ class Analysis:
 
 def pairs(runs: list[AgentRun], figures: list[AgentFigures], seed: int, resamples: int
           ) -> list[PairComparison]:
-    """Every pair of runs, compared over the cells both scored."""
+    """Every pair of runs, compared over the cells both scored (the sign-flip tests of all
+    pairs in one batch: one matrix product instead of one per pair)."""
     by = dict(zip((r.agent for r in runs), figures, strict=True))
+    combos = list(itertools.combinations(runs, 2))
+    tests = sign_flip_batch([differences(a, b) for a, b in combos], seed)
     return [compare_runs(a, b, (by[a.agent].sigma2_prompt, by[a.agent].sigma2_run,
                                 by[b.agent].sigma2_prompt, by[b.agent].sigma2_run),
-                         seed, resamples)
-            for a, b in itertools.combinations(runs, 2)]
+                         seed, resamples, test)
+            for (a, b), test in zip(combos, tests, strict=True)]
 
 
 def compute(runs: list[AgentRun], seed: int = DEFAULT_SEED,

@@ -74,7 +74,8 @@ def matched(a: AgentRun, b: AgentRun) -> tuple[np.ndarray, np.ndarray, list[str]
     k = min(a.scores.shape[2], b.scores.shape[2])
 
     def pick(run: AgentRun) -> np.ndarray:
-        ti = [run.tasks.index(t) for t in tasks]
+        where_t = {t: i for i, t in enumerate(run.tasks)}
+        ti = [where_t[t] for t in tasks]
         vi = [run.variants.index(v) for v in variants]
         return run.scores[np.ix_(ti, vi, range(k))] if tasks and variants else \
             np.full((len(tasks), len(variants), k), np.nan)
@@ -102,10 +103,19 @@ def _mcnemar(sa: np.ndarray, sb: np.ndarray) -> tuple[int | None, int | None, fl
     return only_a, only_b, inf.mcnemar_exact(only_a, only_b)
 
 
+def differences(a: AgentRun, b: AgentRun) -> np.ndarray:
+    """d_t over the tasks with a matched cell scored by both."""
+    sa, sb, _, _ = matched(a, b)
+    d = _task_means(sa) - _task_means(sb)
+    return d[np.isfinite(d)]
+
+
 def compare_runs(a: AgentRun, b: AgentRun, components: tuple[float, float, float, float],
-                 seed: int, resamples: int) -> PairComparison:
+                 seed: int, resamples: int, test: tuple[float, str] | None = None
+                 ) -> PairComparison:
     """The paired comparison of A and B; `components` are A's and B's sigma2_prompt and
-    sigma2_run (NaN where not measured), for the planning table."""
+    sigma2_run (NaN where not measured), for the planning table; `test` the sign-flip
+    p-value when already computed (in a batch of pairs)."""
     sa, sb, tasks, variants = matched(a, b)
     ma, mb = _task_means(sa), _task_means(sb)
     ok = np.isfinite(ma) & np.isfinite(mb)
@@ -115,7 +125,7 @@ def compare_runs(a: AgentRun, b: AgentRun, components: tuple[float, float, float
     if t:
         boot = inf.resample_weights(seed, t, resamples) @ d / t
         interval = inf.percentile_interval(boot)
-        p, how = inf.sign_flip_pvalue(d, seed)
+        p, how = test or inf.sign_flip_pvalue(d, seed)
         sd = float(np.std(d, ddof=1)) if t > 1 else math.nan
     cells = int(np.sum(~np.isnan(sa)))
     ka = min(a.scores.shape[2], b.scores.shape[2])

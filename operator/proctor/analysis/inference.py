@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from statistics import NormalDist
 
 import numpy as np
@@ -48,10 +49,20 @@ def _all_signs(m: int) -> np.ndarray:
     return 1.0 - 2.0 * bits
 
 
+@lru_cache(maxsize=2)
+def _random_signs(seed: int, flips: int, tasks: int) -> np.ndarray:
+    """Seeded sign vectors (flips x tasks), cached: they do not depend on the data, so every
+    pair of agents on the same number of tasks shares one draw."""
+    bits = np.random.default_rng(seed).integers(0, 2, size=(flips, tasks), dtype=np.int8)
+    signs = 1.0 - 2.0 * bits
+    signs.flags.writeable = False
+    return signs
+
+
 def sign_flip_pvalues(diffs: np.ndarray, seed: int, flips: int = FLIPS) -> np.ndarray:
     """Monte Carlo sign-flip p-values of many sets of per-task differences at once
     (`diffs` is sets x tasks; one shared draw of sign vectors, seeded)."""
-    signs = np.random.default_rng(seed).choice([-1.0, 1.0], size=(flips, diffs.shape[1]))
+    signs = _random_signs(seed, flips, diffs.shape[1])
     observed = np.abs(np.nansum(diffs, axis=1))
     beyond = np.zeros(len(diffs))
     for start in range(0, flips, 2000):  # chunks: flips x sets floats can be large
@@ -63,13 +74,31 @@ def sign_flip_pvalues(diffs: np.ndarray, seed: int, flips: int = FLIPS) -> np.nd
 def sign_flip_pvalue(diffs: np.ndarray, seed: int, flips: int = FLIPS) -> tuple[float, str]:
     """Two-sided sign-flip p-value of the mean per-task difference, and how it was got
     ("exact" or "Monte Carlo, R flips")."""
-    d = diffs[np.isfinite(diffs) & (diffs != 0)]
-    if len(d) == 0:
-        return 1.0, "exact"
-    if len(d) <= EXACT_UP_TO:
-        stats = flip_statistics(d[None, :], _all_signs(len(d)))[:, 0]
-        return float(np.mean(stats >= abs(d.sum()) - 1e-9)), "exact"
-    return float(sign_flip_pvalues(d[None, :], seed, flips)[0]), f"Monte Carlo, {flips} flips"
+    return sign_flip_batch([diffs], seed, flips)[0]
+
+
+def sign_flip_batch(sets: list[np.ndarray], seed: int, flips: int = FLIPS
+                    ) -> list[tuple[float, str]]:
+    """`sign_flip_pvalue` of many sets of differences: the exact ones one by one, the Monte
+    Carlo ones in one matrix product (zero-padded to one length: a zero's sign changes
+    nothing, so padding leaves every p-value as it is)."""
+    out: list[tuple[float, str]] = [(1.0, "exact")] * len(sets)
+    monte = []
+    for i, diffs in enumerate(sets):
+        d = diffs[np.isfinite(diffs) & (diffs != 0)]
+        if len(d) > EXACT_UP_TO:
+            monte.append((i, d))
+        elif len(d):
+            stats = flip_statistics(d[None, :], _all_signs(len(d)))[:, 0]
+            out[i] = (float(np.mean(stats >= abs(d.sum()) - 1e-9)), "exact")
+    if monte:
+        width = max(len(d) for _, d in monte)
+        padded = np.zeros((len(monte), width))
+        for row, (_, d) in enumerate(monte):
+            padded[row, :len(d)] = d
+        for (i, _), p in zip(monte, sign_flip_pvalues(padded, seed, flips), strict=True):
+            out[i] = (float(p), f"Monte Carlo, {flips} flips")
+    return out
 
 
 def mcnemar_exact(only_a: int, only_b: int) -> float:
@@ -81,14 +110,19 @@ def mcnemar_exact(only_a: int, only_b: int) -> float:
     return min(1.0, 2 * tail)
 
 
+@lru_cache(maxsize=4)
 def resample_weights(seed: int, tasks: int, resamples: int) -> np.ndarray:
     """How often each task is drawn in each resample (resamples x tasks), seeded: tasks
-    drawn with replacement, counted with one bincount (numpy's multinomial is far slower)."""
+    drawn with replacement, counted with one bincount (numpy's multinomial is far slower).
+    Floats, so that `weights @ values` is one BLAS product; cached and read-only, since
+    every agent on the same number of tasks resamples them the same way."""
     rng = np.random.default_rng(seed)
     draws = rng.integers(0, tasks, size=(resamples, tasks))
     rows = np.arange(resamples)[:, None] * tasks
-    return np.bincount((draws + rows).ravel(), minlength=resamples * tasks).reshape(
-        resamples, tasks)
+    weights = np.bincount((draws + rows).ravel(), minlength=resamples * tasks).reshape(
+        resamples, tasks).astype(float)
+    weights.flags.writeable = False
+    return weights
 
 
 def percentile_interval(values: np.ndarray, level: float = 0.95) -> tuple[float, float]:

@@ -145,6 +145,7 @@ def variance_components(figs: Sequence[AgentFigures]) -> Figure:
         (xl, xh), (yl, yh) = (f.intervals.get(n, (math.nan, math.nan))
                               for n in ("sigma2_run", "sigma2_prompt"))
         ax.errorbar([f.sigma2_run], [f.sigma2_prompt], fmt="o", capsize=4, label=f.agent,
+                    clip_on=False,  # an agent at (0, 0) sits on the axes' corner
                     xerr=[[max(0, f.sigma2_run - xl)], [max(0, xh - f.sigma2_run)]]
                     if _finite(xl) else None,
                     yerr=[[max(0, f.sigma2_prompt - yl)], [max(0, yh - f.sigma2_prompt)]]

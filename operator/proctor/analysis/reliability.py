@@ -216,14 +216,18 @@ def _intervals(weights: np.ndarray, contrib: np.ndarray,
     return {name: percentile_interval(values, level) for name, values in boot.items()}
 
 
-def _ratio_interval(weights: np.ndarray, num: np.ndarray, den: np.ndarray
-                    ) -> tuple[float, float]:
-    """Interval of sum(num) / sum(den) over the same resampled tasks."""
-    if not len(num):
-        return math.nan, math.nan
-    n, d = weights @ num, weights @ den
+def _ratio_intervals(weights: np.ndarray, parts: dict[str, tuple[np.ndarray, np.ndarray]]
+                     ) -> dict[str, tuple[float, float]]:
+    """Interval of sum(num) / sum(den) for each named (num, den) pair of per-task arrays,
+    all over the same resampled tasks in one matrix product."""
+    if not parts or not weights.shape[1]:
+        return dict.fromkeys(parts, (math.nan, math.nan))
+    cols = np.column_stack([x for num, den in parts.values() for x in (num, den)])
+    sums = weights @ cols
+    n, d = sums[:, 0::2], sums[:, 1::2]
     with np.errstate(invalid="ignore", divide="ignore"):
-        return percentile_interval(np.where(d > 0, n / np.where(d > 0, d, 1), np.nan))
+        ratios = np.where(d > 0, n / np.where(d > 0, d, 1), np.nan)
+    return {name: percentile_interval(ratios[:, i]) for i, name in enumerate(parts)}
 
 
 def per_run_parts(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -274,16 +278,19 @@ def pass_parts(orig: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.nda
     return at, hat, ok
 
 
-def _pass_figures(orig: np.ndarray, fig: AgentFigures, weights: np.ndarray) -> None:
-    """pass@k and pass^k over the original prompt's repeats, k = 1..repeats, with intervals."""
+def _pass_figures(orig: np.ndarray, fig: AgentFigures) -> dict[str, tuple]:
+    """pass@k and pass^k over the original prompt's repeats, k = 1..repeats; returns the
+    per-task parts their intervals are drawn from."""
+    parts = {}
     for k in range(1, orig.shape[1] + 1):
         at, hat, ok = pass_parts(orig, k)
         fig.tasks_left_out[f"pass@{k}"] = int(np.sum(~ok))
         if ok.any():
             fig.pass_at_k[k], fig.pass_hat_k[k] = float(at[ok].mean()), float(hat[ok].mean())
             for name, part in ((f"pass@{k}", at), (f"pass^{k}", hat)):
-                fig.intervals[name] = _ratio_interval(weights, part, ok.astype(float))
+                parts[name] = (part, ok.astype(float))
                 fig.denominators[name] = int(ok.sum())
+    return parts
 
 
 def resource_parts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -374,13 +381,14 @@ def agent_figures(agent: str, scores: np.ndarray, *, resources: dict[str, np.nda
     fig.tasks_left_out["C_out"] = int(t - per["cout_valid"].sum())
     if k >= 2:
         fig.tasks_left_out["sigma2_prompt"] = int(np.sum(np.isnan(per["sigma2_prompt"])))
-        _pass_figures(scores[:, 0, :], fig, weights)
+        parts = _pass_figures(scores[:, 0, :], fig)
         for name, arr in (resources or {}).items():
             num, den = resource_parts(arr)
             if den.sum():
                 fig.C_res[name] = float(num.sum() / den.sum())
-                fig.intervals[f"C_res_{name}"] = _ratio_interval(weights, num, den)
+                parts[f"C_res_{name}"] = (num, den)
                 fig.denominators[f"C_res_{name}"] = int(np.sum(den > 0))
+        fig.intervals.update(_ratio_intervals(weights, parts))
     else:
         fig.notes.append("repeats = 1: C_out, pass^k, sigma2_run and sigma2_prompt need 2+")
     _denominators(fig, per)
