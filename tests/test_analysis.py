@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from proctor.analysis import compute, plots
+from proctor.analysis import IMAGES, compute, plots
 from proctor.analysis.load import load_agents
 from proctor.cli.main import main
 from proctor.core.model import Outcome, PassFail, RunResult, Timings, Usage
@@ -95,8 +95,12 @@ def test_analyze_writes_every_file_and_matches_an_independent_recompute(tmp_path
 
     report = (out / "sensitivity_report.md").read_text()
     links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", report)
-    assert len(links) == 4 and all((out / link).is_file() for link in links)
+    assert len(links) == 7 and all((out / link).is_file() for link in links)
+    assert report.count("*Figure ") == 7  # a caption under each
     assert "cannot fall below 0.75" in report and "## Ranking by robustness" in report
+    assert "## Appendix: every interval and test" in report and "sign-flip" in report
+    assert "S_prompt per run (headline)" in report and "K-dependent" in report
+    assert "| 3 | " in report  # pass@3 / pass^3 as values
 
 
 def test_f2p_score_counts_partial_passes(tmp_path):
@@ -105,18 +109,25 @@ def test_f2p_score_counts_partial_passes(tmp_path):
     assert run.scores[0, :, 0].tolist() == [0.0, 1.0]
 
 
-def test_figures_have_titles_axis_labels_and_legends(tmp_path):
+def test_figures_have_labels_legends_outside_and_value_axes_from_zero(tmp_path):
     runs = load_agents([write_folder(tmp_path / "a", "agent-a", AGENT_A),
                         write_folder(tmp_path / "b", "agent-b", AGENT_B)])
     found = compute(runs, resamples=100)
-    made = [plots.sensitivity_comparison(found.figures),
-            plots.task_sensitivity_distribution(found.task_rows),
-            plots.most_sensitive_tasks(found.task_rows),
-            plots.accuracy_original_vs_variants(found.figures)]
-    for fig in made:
+    for image in IMAGES:
+        fig = image.make(found)
+        fig.canvas.draw() if hasattr(fig.canvas, "draw") else None
         for ax in fig.axes:
-            assert ax.get_title() and ax.get_xlabel() and ax.get_ylabel()
-            assert ax.get_legend() is not None
+            assert ax.get_title() and ax.get_xlabel() and ax.get_ylabel(), image.name
+            legend = ax.get_legend()
+            if legend is not None:  # outside the axes, to their right
+                assert legend.get_bbox_to_anchor().x0 >= ax.get_window_extent().x1, image.name
+            value_axis = ax.get_xlim() if image.name == "most_sensitive_tasks.png" \
+                else ax.get_ylim()
+            assert value_axis[0] <= 0, image.name
+    # Only tasks whose score changed are drawn among the most sensitive.
+    drawn = plots.most_sensitive_tasks(found.task_rows).axes[0].get_yticklabels()
+    changed = [r for r in found.task_rows if float(r[1]) > 0]
+    assert len(drawn) == len(changed)
 
 
 def test_a_folder_without_results_is_a_one_line_error(tmp_path, capsys):
@@ -126,7 +137,7 @@ def test_a_folder_without_results_is_a_one_line_error(tmp_path, capsys):
     assert err.startswith("proctor: error:") and "no results.jsonl" in err and "\n" not in err
 
 
-def test_a_plain_run_without_variants_or_repeats_still_analyses(tmp_path):
+def test_a_plain_run_without_variants_says_sensitivity_was_not_measured(tmp_path):
     folder = write_folder(tmp_path / "a", "agent-a", {"t1": {"original": "R"},
                                                       "t2": {"original": "E"}})
     out = tmp_path / "analysis"
@@ -134,6 +145,71 @@ def test_a_plain_run_without_variants_or_repeats_still_analyses(tmp_path):
     row = read_csv(out / "agent_level_sensitivity.csv")[0]
     assert (row["num_tasks"], row["S_prompt"], row["error_items"]) == ("0", "nan", "1")
     assert read_csv(out / "task_level_sensitivity.csv") == []
-    assert all((out / name).exists() for name in ("sensitivity_comparison.png",
-                                                  "most_sensitive_tasks.png"))
-    assert "No task's score changed" in (out / "sensitivity_report.md").read_text()
+    assert not list(out.glob("*.png"))  # no empty sensitivity plots, no bars at 0
+    report = (out / "sensitivity_report.md").read_text()
+    assert "no variants: prompt sensitivity not measured" in report
+    assert "| R_prompt" not in report and "S_prompt per run" not in report.split("## What")[0]
+
+
+@pytest.mark.parametrize(("content", "says"), [
+    ('{"item_id": "x"\nnot json\n', "line 1 is not a result"),
+    ("junk\n", "line 1 is not a result"),
+    ('{"instance_id": 5}\n', "line 1 is not a result"),
+    ("", "holds no results"),
+])
+def test_analyze_refuses_bad_results_in_one_line_and_writes_nothing(tmp_path, capsys, content,
+                                                                    says):
+    good = write_folder(tmp_path / "a", "agent-a", AGENT_B)
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "results.jsonl").write_text(content)
+    out = tmp_path / "analysis"
+    assert main(["analyze", str(good), str(tmp_path / "bad"), "--output-dir", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert says in err and "\n" not in err and not out.exists()
+
+
+def test_a_corrupt_middle_line_is_refused_a_torn_last_line_skipped(tmp_path, capsys):
+    folder = write_folder(tmp_path / "a", "agent-a", AGENT_B, torn=True)
+    lines = (folder / "results.jsonl").read_text().split("\n")
+    assert len(load_agents([folder])[0].tasks) == 3  # the torn last line: skipped
+    lines[4] = lines[4][:30]
+    (folder / "results.jsonl").write_text("\n".join(lines))
+    assert main(["analyze", str(folder), "--output-dir", str(tmp_path / "o")]) == 2
+    assert "line 5 is not a result" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_an_output_path_that_is_a_file_is_a_one_line_error(tmp_path, capsys):
+    folder = write_folder(tmp_path / "a", "agent-a", AGENT_B)
+    (tmp_path / "file").write_text("x")
+    for out in (tmp_path / "file", tmp_path / "file" / "sub"):
+        assert main(["analyze", str(folder), "--output-dir", str(out)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "is a file" in err and "\n" not in err
+
+
+def test_compare_matches_cells_and_writes_report_and_csvs(tmp_path, capsys):
+    a = write_folder(tmp_path / "a", "agent-a", AGENT_A)
+    b = write_folder(tmp_path / "b", "agent-b", AGENT_B)
+    out = tmp_path / "cmp"
+    assert main(["compare", str(a), str(b), "--output-dir", str(out), "--detect", "10"]) == 0
+    assert "agent-a" in capsys.readouterr().out
+    row = read_csv(out / "comparison.csv")[0]
+    # Shared tasks t1-t3 (t4 is A's only); cells both scored: t1 9, t2 8 (A's terse repeat 2
+    # errs), t3 6 (A's terse all errors). Per-task means A - B: t1 5/9 - 0, t2 0, t3 1/6 - 0.
+    d = [5 / 9, 0, 1 / 6]
+    assert (row["tasks"], row["cells"], row["cells_left_out"]) == ("3", "23", "4")
+    assert float(row["difference"]) == pytest.approx(sum(d) / 3)
+    assert float(row["p_value"]) == pytest.approx(0.5) and row["test"] == "exact"
+    assert row["mcnemar_p"] == "" and row["too_few_tasks"] == "True"
+    plan = read_csv(out / "sample_size.csv")
+    assert {(r["variants"], r["repeats"]) for r in plan} >= {("1", "1"), ("3", "3")}
+    assert all(r["difference_points"] == "10.0" for r in plan)
+    report = (out / "compare_report.md").read_text()
+    assert "Sign-flip p" in report and "Tasks needed" in report
+
+
+def test_compare_needs_two_folders(tmp_path, capsys):
+    a = write_folder(tmp_path / "a", "agent-a", AGENT_A)
+    assert main(["compare", str(a), "--output-dir", str(tmp_path / "o")]) == 2
+    assert "two results folders" in capsys.readouterr().err

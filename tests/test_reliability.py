@@ -9,8 +9,6 @@ import pytest
 
 from proctor.analysis.reliability import (
     agent_figures,
-    compare,
-    mcnemar_exact,
     pass_at_k,
     pass_hat_k,
     resource_consistency,
@@ -31,7 +29,7 @@ def test_seed_formula_with_one_repeat():
     assert per["mean_score"] == pytest.approx([2 / 3, 1])
     assert per["min_max_gap"] == pytest.approx([1, 0])
     assert fig.S_prompt == pytest.approx(8 / 9)
-    assert fig.S_prompt_seed == pytest.approx(8 / 9)  # K = 1: exactly the seed's formula
+    assert fig.S_prompt_per_run == pytest.approx(8 / 9)  # K = 1: both readings are HAL's
     assert (fig.mean_variance, fig.std_variance) == pytest.approx((1 / 9, 1 / 9))
     assert (fig.mean_min_max_gap, fig.max_min_max_gap) == pytest.approx((0.5, 1))
     assert fig.num_tasks == 2
@@ -46,7 +44,7 @@ def test_three_repeats_components_consistency_and_pass_k():
     # original repeats 1, 1, 0; the variant 0, 0 and one error.
     fig, _ = agent_figures("a", arr([[[1, 1, 0], [0, 0, N]]]), errors=1, resamples=200)
     assert fig.S_prompt == pytest.approx(1 - 1 / 9)
-    assert fig.S_prompt_seed == pytest.approx(0.75)  # repeats 0 and 1 only (2 has 1 score)
+    assert fig.S_prompt_per_run == pytest.approx(0.75)  # runs 0 and 1 only (2 has 1 score)
     assert fig.sigma2_run == pytest.approx(1 / 6)      # (1/3 + 0) / 2
     assert fig.sigma2_prompt == pytest.approx(2 / 9 - (1 / 6) / 2.5)
     assert fig.C_out == pytest.approx(1 / 9)            # (2 * 2/3 - 1)^2
@@ -56,11 +54,29 @@ def test_three_repeats_components_consistency_and_pass_k():
     assert (fig.items, fig.error_items) == (6, 1)
 
 
-def test_variance_components_clamp_at_zero():
-    # Both prompts 1,0: the variant means are equal, so the between-prompt part is 0.
-    fig, _ = agent_figures("a", arr([[[1, 0], [0, 1]]]), resamples=50)
-    assert fig.sigma2_run == pytest.approx(0.5)
-    assert fig.sigma2_prompt == 0
+def test_sigma2_prompt_is_not_clipped_per_task():
+    # Both prompts 1,0: the variant means are equal (between 0), so the task's estimate is
+    # 0 - sigma2_run / K = -0.25; clipping it at 0 would bias the mean over tasks upward.
+    # The second task: prompts 1,1 and 0,0: between 0.5, sigma2_run 0.
+    fig, per = agent_figures("a", arr([[[1, 0], [0, 1]], [[1, 1], [0, 0]]]), resamples=50)
+    assert per["sigma2_prompt"].tolist() == pytest.approx([-0.25, 0.5])
+    assert fig.sigma2_prompt == pytest.approx(0.125)
+    assert fig.sigma2_run == pytest.approx(0.25)
+
+
+def test_the_per_run_headline_does_not_move_with_repeats_and_the_k_mean_reading_does():
+    # 400 tasks, 4 prompts; the truth per (task, prompt) fixed, repeats drawn from it.
+    rng = np.random.default_rng(3)
+    p = rng.uniform(0.1, 0.9, size=(400, 4, 1))
+    readings = {}
+    for k in (1, 3, 9):
+        scores = (rng.random((400, 4, k)) < p).astype(float)
+        fig, _ = agent_figures("a", scores, resamples=20)
+        readings[k] = (fig.S_prompt_per_run, fig.S_prompt, fig.sigma2_prompt)
+    per_run = [r[0] for r in readings.values()]
+    assert max(per_run) - min(per_run) < 0.01
+    assert readings[1][1] < readings[3][1] - 0.03 < readings[9][1] - 0.06  # rises with K
+    assert readings[3][2] == pytest.approx(readings[9][2], abs=0.01)      # K-independent
 
 
 def test_pass_k_leaves_out_tasks_with_fewer_repeats_than_k():
@@ -129,20 +145,25 @@ def test_intervals_are_seeded_and_bracket_the_estimate():
         assert lo <= point <= hi and (lo < hi or name == "sigma2_prompt"), name
 
 
-def test_mcnemar_exact():
-    assert mcnemar_exact(0, 0) == 1
-    assert mcnemar_exact(0, 5) == pytest.approx(2 / 32)
-    assert mcnemar_exact(3, 3) == 1
-    assert mcnemar_exact(1, 9) == pytest.approx(2 * 11 / 1024)
+def test_pass_k_pass_hat_k_and_c_res_have_intervals_that_bracket_them():
+    rng = np.random.default_rng(2)
+    scores = (rng.random((80, 2, 4)) < 0.5).astype(float)
+    latency = rng.uniform(5, 15, size=(80, 2, 4))
+    fig, _ = agent_figures("a", scores, resources={"latency": latency}, resamples=400)
+    for name, value in [*((f"pass@{k}", v) for k, v in fig.pass_at_k.items()),
+                        *((f"pass^{k}", v) for k, v in fig.pass_hat_k.items()),
+                        ("C_res_latency", fig.C_res["latency"])]:
+        lo, hi = fig.intervals[name]
+        assert lo < value < hi or (name == "pass@1" and lo <= value <= hi), name
+        assert fig.denominators[name] == 80
+    assert not any("too few" in n for n in fig.notes)
 
 
-def test_compare_pairs_shared_tasks_by_majority():
-    c = compare("a", {"t1": 1, "t2": 1, "t3": 0, "t5": 2 / 3},
-                "b", {"t1": 0, "t2": 1, "t3": 0, "t4": 1, "t5": 1 / 3}, repeats=3, resamples=500)
-    assert c.tasks == 4 and (c.only_a, c.only_b) == (2, 0)
-    assert c.mcnemar_p == pytest.approx(0.5) and c.majority
-    assert c.rate_difference == pytest.approx((1 + 0 + 0 + 1 / 3) / 4)
-    assert c.interval[0] <= c.rate_difference <= c.interval[1]
+def test_figures_on_fewer_than_30_tasks_are_flagged():
+    fig, _ = agent_figures("a", (np.random.default_rng(0).random((10, 3, 2)) < 0.5).astype(
+        float), resamples=100)
+    note = next(n for n in fig.notes if "too few tasks" in n)
+    assert "S_prompt" in note and "resolved_rate_excl_errors" in note
 
 
 def test_scores_array_puts_the_original_first():

@@ -1,21 +1,29 @@
 """Results folders -> one agent's scores, ready for `proctor.analysis.reliability` (read-only).
 
-Reads `results.jsonl` (the last result per item wins, as a resume leaves it; a torn last
-line is skipped, never cut: analysis never writes into a results folder), the agent's
+Reads `results.jsonl` (the last result per item wins, as a resume leaves it), the agent's
 name from `summary.json` or `spec.json`, and `variants.jsonl` for each variant's hash.
+
+As strict as `proctor run` reading the same file: every line must be a result (the
+RunResult model); a bad line stops the analysis with one line naming the file and line,
+before anything is written. The one exception is the one `run` repairs itself: a torn last
+line (no newline after it, a run killed mid-write) is read when whole and skipped when not,
+never cut: analysis never writes into a results folder.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
-import orjson
+from pydantic import ValidationError
 
 from proctor.analysis.reliability import scores_array
+from proctor.core.model import Outcome, RunResult
 from proctor.variants import read_variants
 
 Score = Literal["resolved", "f2p"]
@@ -40,33 +48,61 @@ class AgentRun:
     hashes: dict[tuple[str, str], str] = field(default_factory=dict)
 
 
-def _score(line: dict, score: Score) -> float | None:
-    if line.get("outcome") == "error":
+def _score(line: RunResult, score: Score) -> float | None:
+    if line.outcome == Outcome.ERROR:
         return None
     if score == "resolved":
-        return 1.0 if line.get("outcome") == "resolved" else 0.0
-    f2p = line.get("FAIL_TO_PASS") or {}
-    ok, bad = len(f2p.get("success") or ()), len(f2p.get("failure") or ())
+        return 1.0 if line.outcome == Outcome.RESOLVED else 0.0
+    ok, bad = len(line.FAIL_TO_PASS.success), len(line.FAIL_TO_PASS.failure)
     return ok / (ok + bad) if ok + bad else 0.0
 
 
-def read_results(folder: Path) -> list[dict]:
-    """The latest result of each item, as plain dicts."""
+def _parse(path: Path, number: int, raw: bytes) -> RunResult:
+    try:
+        return RunResult.model_validate_json(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ())) or "the line"
+        raise AnalysisError(f"{path} line {number} is not a result ({where}: {first['msg']}); "
+                            f"repair or delete that line, then analyse again") from None
+
+
+def read_results(folder: Path) -> list[RunResult]:
+    """The latest result of each item."""
     path = folder / "results.jsonl"
-    if not path.exists():
+    if not path.is_file():
         raise AnalysisError(f"{folder} has no results.jsonl: give folders written by "
                             f"`proctor run`, `proctor demo` or `proctor results pull`")
-    latest: dict[str, dict] = {}
-    with open(path, "rb") as fh:
-        for raw in fh:
-            if not raw.endswith(b"\n"):
-                break  # torn by a kill mid-write; the run redoes that item on resume
-            try:
-                line = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                continue
-            latest[line.get("item_id", str(len(latest)))] = line
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise AnalysisError(f"{path} cannot be read: {exc.strerror}") from None
+    end = raw.rfind(b"\n") + 1
+    latest: dict[str, RunResult] = {}
+    for number, line in enumerate(raw[:end].split(b"\n"), start=1):
+        if line.strip():
+            result = _parse(path, number, line)
+            latest[result.item_id] = result
+    torn = raw[end:]
+    if torn.strip():
+        with contextlib.suppress(AnalysisError):  # cut by `run` on resume; not ours to cut
+            result = _parse(path, raw.count(b"\n") + 1, torn)
+            latest[result.item_id] = result
+    if not latest:
+        raise AnalysisError(f"{path} holds no results")
     return list(latest.values())
+
+
+def check_output(out: Path) -> None:
+    """The output folder can be written: not a file, and under a folder that exists or can
+    be made (checked before anything is computed or written)."""
+    for parent in (out, *out.parents):
+        if parent.exists():
+            if not parent.is_dir():
+                raise AnalysisError(f"--output-dir {out}: {parent} is a file, not a folder")
+            if not os.access(parent, os.W_OK):
+                raise AnalysisError(f"--output-dir {out}: {parent} is not writable")
+            return
 
 
 def agent_name(folder: Path) -> str:
@@ -82,18 +118,17 @@ def agent_name(folder: Path) -> str:
     return folder.name
 
 
-def _resources(lines: list[dict], tasks: list[str], variants: list[str],
+def _resources(lines: list[RunResult], tasks: list[str], variants: list[str],
                shape: tuple[int, ...]) -> dict[str, np.ndarray]:
     ti = {t: i for i, t in enumerate(tasks)}
     vi = {v: i for i, v in enumerate(variants)}
     out = {name: np.full(shape, np.nan) for name in ("latency", "tokens", "cost")}
     for line in lines:
-        at = (ti[line["instance_id"]], vi[line.get("variant_id", "original")],
-              line.get("repeat", 0))
-        usage = line.get("usage") or {}
-        for name, value in (("latency", (line.get("timings") or {}).get("total_seconds")),
-                            ("tokens", usage.get("total_tokens")),
-                            ("cost", usage.get("cost_usd"))):
+        at = (ti[line.instance_id], vi[line.variant_id], line.repeat)
+        usage = line.usage
+        for name, value in (("latency", line.timings.total_seconds),
+                            ("tokens", usage.total_tokens if usage else None),
+                            ("cost", usage.cost_usd if usage else None)):
             if value is not None:
                 out[name][at] = value
     return {k: v for k, v in out.items() if not np.isnan(v).all()}
@@ -102,12 +137,14 @@ def _resources(lines: list[dict], tasks: list[str], variants: list[str],
 def load_agent(folder: Path, score: Score = "resolved") -> AgentRun:
     """One results folder as an AgentRun."""
     lines = read_results(folder)
-    rows = [(ln["instance_id"], ln.get("variant_id", "original"), int(ln.get("repeat", 0)),
-             _score(ln, score)) for ln in lines]
+    rows = [(ln.instance_id, ln.variant_id, ln.repeat, _score(ln, score)) for ln in lines]
     scores, tasks, variants = scores_array(rows)
-    outcomes = {(r[0], r[1], r[2]): str(ln.get("outcome")) for r, ln in zip(rows, lines,
-                                                                           strict=True)}
-    hashes = {key: row["sha256"] for key, row in read_variants(folder).items()}
+    outcomes = {(r[0], r[1], r[2]): ln.outcome.value for r, ln in zip(rows, lines, strict=True)}
+    try:
+        hashes = {key: str(row["sha256"]) for key, row in read_variants(folder).items()}
+    except (ValueError, KeyError, TypeError) as exc:
+        raise AnalysisError(f"{folder}/variants.jsonl is not a variants file "
+                            f"({type(exc).__name__}: {exc})") from None
     return AgentRun(agent=agent_name(folder), folder=folder, scores=scores, tasks=tasks,
                     variants=variants, resources=_resources(lines, tasks, variants,
                                                             scores.shape),

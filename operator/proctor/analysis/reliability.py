@@ -8,15 +8,24 @@ apart from summary.json's resolved rate, which counts errors as failures.
 
 Per task, over its scored variants (the original included; a variant's score is the
 mean over its non-error repeats): variance (population), mean_score, min_max_gap,
-S_task = 1 - variance. Per agent: S_prompt = 1 - mean variance (the seed harness's
-formula, exactly, when repeats = 1), S_prompt_seed (the seed's reading with repeats:
-the variance per repeat, then averaged), R_prompt (pooled accuracy on variants over
-pooled accuracy on originals, as HAL computes it), the paired original-minus-variants
-gap, and with repeats >= 2 the variance components, C_out, pass@k, pass^k and C_res.
+S_task = 1 - variance. Per agent:
 
-Every interval is a seeded percentile bootstrap over tasks. Each bootstrapped figure is
-a ratio of sums of per-task contributions (`_CONTRIB`), so one resample is one weighted
-sum and thousands of resamples are one matrix product.
+* S_prompt = 1 - mean variance: HAL's formula (base_benchmark's prompt-sensitivity
+  metrics), exactly, on the variant means. With K repeats a variant mean's variance is
+  about sigma2_prompt + sigma2_run / K, so this reading rises with K: it is kept, and
+  labelled K-dependent, not made the headline.
+* S_prompt_per_run: HAL's per-run reading (each repeat is one HAL run over the variants:
+  1 - mean over tasks of the variance across variants of that run's scores, then the mean
+  over runs). Its expectation does not depend on K: the report's headline.
+* R_prompt (pooled accuracy on variants over pooled accuracy on originals, as HAL
+  computes it), the paired original-minus-variants gap, and with repeats >= 2 the
+  variance components (sigma2_prompt without per-task clipping: unbiased, may be
+  negative), C_out, pass@k, pass^k and C_res.
+
+Every interval is a seeded percentile bootstrap over tasks (clusters: a task's variants and
+repeats travel together). Most bootstrapped figures are ratios of sums of per-task
+contributions (`_CONTRIB`), so one resample is one weighted sum and thousands of resamples
+are one matrix product; the others (per run, pass@k, pass^k, C_res) reuse the same draws.
 """
 
 from __future__ import annotations
@@ -26,6 +35,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from proctor.analysis.inference import MIN_TASKS, percentile_interval, resample_weights
 
 INTERVAL_LEVEL = 0.95
 DEFAULT_RESAMPLES = 2000
@@ -66,7 +77,8 @@ class AgentFigures:
     mean_min_max_gap: float = math.nan
     max_min_max_gap: float = math.nan
     num_tasks: int = 0
-    S_prompt_seed: float = math.nan
+    S_prompt_per_run: float = math.nan
+    """HAL's per-run reading: does not move with the number of repeats (the headline)."""
     resolved_rate_excl_errors: float = math.nan
     """Mean over tasks of the original prompt's non-error score (errors left out)."""
     accuracy_original: float = math.nan
@@ -82,6 +94,9 @@ class AgentFigures:
     pass_hat_k: dict[int, float] = field(default_factory=dict)
     C_res: dict[str, float] = field(default_factory=dict)
     intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """95% interval of each figure by name (pass@k as "pass@2", C_res as "C_res_latency")."""
+    denominators: dict[str, int] = field(default_factory=dict)
+    """Tasks each interval rests on, by figure name."""
     tasks: int = 0
     variants: int = 0
     repeats: int = 0
@@ -132,7 +147,10 @@ def task_figures(scores: np.ndarray) -> dict[str, np.ndarray]:
 
 def _components(scores: np.ndarray, n_tv: np.ndarray, m_tv: np.ndarray,
                 sens: np.ndarray) -> dict[str, np.ndarray]:
-    """sigma2_run (within a prompt, over repeats) and sigma2_prompt (between prompts)."""
+    """sigma2_run (within a prompt, over repeats) and sigma2_prompt (between prompts):
+    per task, the sample variance of the variant means less sigma2_run / K. Not clipped at 0
+    per task (clipping biases the mean upward); the mean over tasks is unbiased and may be
+    slightly negative when prompts do not matter."""
     run_ok = n_tv >= 2
     s2_tv = np.full(n_tv.shape, np.nan)
     if run_ok.any():
@@ -143,7 +161,7 @@ def _components(scores: np.ndarray, n_tv: np.ndarray, m_tv: np.ndarray,
         k_t = n_tv.sum(axis=1) / (n_tv > 0).sum(axis=1)  # repeats per scored variant
     between = _nan_stat(np.nanvar, m_tv, sens, ddof=1)
     ok = sens & has_run
-    s2_prompt = np.where(ok, np.maximum(0.0, between - s2_run / k_t), np.nan)
+    s2_prompt = np.where(ok, between - s2_run / k_t, np.nan)
     return {"sigma2_run": s2_run, "sigma2_prompt": s2_prompt}
 
 
@@ -183,43 +201,60 @@ def figures_from_sums(s: np.ndarray) -> dict[str, np.ndarray]:
             "sigma2_prompt": ratio("sigma2_prompt", "prompt_valid")}
 
 
-def resample_weights(seed: int, tasks: int, resamples: int) -> np.ndarray:
-    """How often each task is drawn in each resample (resamples x tasks), seeded: tasks
-    drawn with replacement, counted with one bincount (numpy's multinomial is far slower)."""
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, tasks, size=(resamples, tasks))
-    rows = np.arange(resamples)[:, None] * tasks
-    return np.bincount((draws + rows).ravel(), minlength=resamples * tasks).reshape(
-        resamples, tasks)
-
-
 def bootstrap_intervals(contrib: np.ndarray, seed: int = DEFAULT_SEED,
                         resamples: int = DEFAULT_RESAMPLES,
                         level: float = INTERVAL_LEVEL) -> dict[str, tuple[float, float]]:
     """Percentile intervals of each figure, resampling tasks with replacement."""
-    t = len(contrib)
-    if t == 0:
+    return _intervals(resample_weights(seed, len(contrib), resamples), contrib, level)
+
+
+def _intervals(weights: np.ndarray, contrib: np.ndarray,
+               level: float = INTERVAL_LEVEL) -> dict[str, tuple[float, float]]:
+    if not len(contrib):
         return {name: (math.nan, math.nan) for name in figures_from_sums(contrib.sum(0))}
-    boot = figures_from_sums(resample_weights(seed, t, resamples) @ contrib)
-    lo, hi = 100 * (1 - level) / 2, 100 * (1 + level) / 2
-    out = {}
-    for name, values in boot.items():
-        finite = values[np.isfinite(values)]
-        out[name] = ((float(np.percentile(finite, lo)), float(np.percentile(finite, hi)))
-                     if len(finite) else (math.nan, math.nan))
-    return out
+    boot = figures_from_sums(weights @ contrib)
+    return {name: percentile_interval(values, level) for name, values in boot.items()}
 
 
-def _seed_reading(scores: np.ndarray) -> float:
-    """The seed harness's S_prompt with repeats: per repeat, 1 - mean variance over tasks
-    of the scores across variants; then the mean over repeats."""
-    per_repeat = []
-    for r in range(scores.shape[2]):
-        x = scores[:, :, r]
-        ok = np.sum(~np.isnan(x), axis=1) >= 2
-        if ok.any():
-            per_repeat.append(float(np.mean(np.nanvar(x[ok], axis=1))))
-    return 1 - float(np.mean(per_repeat)) if per_repeat else math.nan
+def _ratio_intervals(weights: np.ndarray, parts: dict[str, tuple[np.ndarray, np.ndarray]]
+                     ) -> dict[str, tuple[float, float]]:
+    """Interval of sum(num) / sum(den) for each named (num, den) pair of per-task arrays,
+    all over the same resampled tasks in one matrix product."""
+    if not parts or not weights.shape[1]:
+        return dict.fromkeys(parts, (math.nan, math.nan))
+    cols = np.column_stack([x for num, den in parts.values() for x in (num, den)])
+    sums = weights @ cols
+    n, d = sums[:, 0::2], sums[:, 1::2]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratios = np.where(d > 0, n / np.where(d > 0, d, 1), np.nan)
+    return {name: percentile_interval(ratios[:, i]) for i, name in enumerate(parts)}
+
+
+def per_run_parts(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per task and repeat: the population variance across variants of that repeat's
+    scores (0 where fewer than 2 variants scored) and whether it counts (tasks x repeats)."""
+    n = np.sum(~np.isnan(scores), axis=1)
+    ok = n >= 2
+    var = np.zeros(n.shape)
+    if ok.any():
+        var[ok] = np.nanvar(np.moveaxis(scores, 2, 1)[ok], axis=1)
+    return var, ok
+
+
+def per_run_reading(var: np.ndarray, ok: np.ndarray, weights: np.ndarray | None = None
+                    ) -> np.ndarray | float:
+    """HAL's per-run S_prompt: per repeat (one HAL run), 1 - the mean over its tasks with 2+
+    scored variants of their variance; then the mean over repeats that have such tasks.
+    With `weights` (resamples x tasks), one value per resample."""
+    w = np.ones((1, len(var))) if weights is None else weights
+    num, den = w @ var, w @ ok.astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per_repeat = np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
+    runs = np.sum(den > 0, axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        value = np.where(runs > 0, 1 - np.nansum(per_repeat, axis=1) / np.maximum(runs, 1),
+                         np.nan)
+    return float(value[0]) if weights is None else value
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -232,33 +267,49 @@ def pass_hat_k(n: int, c: int, k: int) -> float:
     return math.comb(c, k) / math.comb(n, k)
 
 
-def _pass_figures(orig: np.ndarray, fig: AgentFigures) -> None:
-    """pass@k and pass^k over the original prompt's repeats, k = 1..repeats."""
+def pass_parts(orig: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per task: pass@k, pass^k (0 where fewer than k non-error repeats) and whether the
+    task counts (n >= k), over the original prompt's repeats."""
     n = np.sum(~np.isnan(orig), axis=1).astype(int)
     c = np.sum(orig == 1, axis=1).astype(int)
+    ok = n >= k
+    at = np.array([pass_at_k(a, b, k) if o else 0.0 for a, b, o in zip(n, c, ok, strict=True)])
+    hat = np.array([pass_hat_k(a, b, k) if o else 0.0 for a, b, o in zip(n, c, ok, strict=True)])
+    return at, hat, ok
+
+
+def _pass_figures(orig: np.ndarray, fig: AgentFigures) -> dict[str, tuple]:
+    """pass@k and pass^k over the original prompt's repeats, k = 1..repeats; returns the
+    per-task parts their intervals are drawn from."""
+    parts = {}
     for k in range(1, orig.shape[1] + 1):
-        ok = n >= k
+        at, hat, ok = pass_parts(orig, k)
         fig.tasks_left_out[f"pass@{k}"] = int(np.sum(~ok))
         if ok.any():
-            pairs = list(zip(n[ok], c[ok], strict=True))
-            fig.pass_at_k[k] = float(np.mean([pass_at_k(a, b, k) for a, b in pairs]))
-            fig.pass_hat_k[k] = float(np.mean([pass_hat_k(a, b, k) for a, b in pairs]))
+            fig.pass_at_k[k], fig.pass_hat_k[k] = float(at[ok].mean()), float(hat[ok].mean())
+            for name, part in ((f"pass@{k}", at), (f"pass^{k}", hat)):
+                parts[name] = (part, ok.astype(float))
+                fig.denominators[name] = int(ok.sum())
+    return parts
+
+
+def resource_parts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per task: the sum over its (variant) groups of exp(-CV) across repeats (sample std /
+    mean), and how many groups count (2+ values and a mean above 0)."""
+    n = np.sum(~np.isnan(values), axis=2)
+    safe = np.maximum(n, 1)
+    mean = np.nansum(values, axis=2) / safe
+    sd = np.sqrt(np.nansum((values - mean[..., None]) ** 2, axis=2) / np.maximum(n - 1, 1))
+    ok = (n >= 2) & (mean > 0)
+    term = np.where(ok, np.exp(-sd / np.where(ok, mean, 1)), 0.0)
+    return term.sum(axis=1), ok.sum(axis=1).astype(float)
 
 
 def resource_consistency(values: np.ndarray) -> float:
     """C_res = mean over (task, variant) of exp(-CV) across repeats (sample std / mean);
     groups with fewer than 2 values or a zero mean are left out."""
-    n = np.sum(~np.isnan(values), axis=2)
-    ok = n >= 2
-    if not ok.any():
-        return math.nan
-    rows = values[ok]
-    mean = np.nanmean(rows, axis=1)
-    keep = mean > 0
-    if not keep.any():
-        return math.nan
-    cv = np.nanstd(rows[keep], axis=1, ddof=1) / mean[keep]
-    return float(np.mean(np.exp(-cv)))
+    num, den = resource_parts(values)
+    return float(num.sum() / den.sum()) if den.sum() else math.nan
 
 
 def _sensitivity(fig: AgentFigures, per: dict[str, np.ndarray]) -> None:
@@ -288,6 +339,31 @@ def _pooled(fig: AgentFigures, contrib: np.ndarray) -> None:
         fig.notes.append("R_prompt is NaN: the accuracy on original prompts is 0")
 
 
+def _per_run(fig: AgentFigures, scores: np.ndarray, weights: np.ndarray) -> None:
+    var, ok = per_run_parts(scores)
+    fig.S_prompt_per_run = float(per_run_reading(var, ok))
+    if ok.any():
+        fig.intervals["S_prompt_per_run"] = percentile_interval(
+            np.asarray(per_run_reading(var, ok, weights)))
+    fig.denominators["S_prompt_per_run"] = int(ok.any(axis=1).sum())
+
+
+def _denominators(fig: AgentFigures, per: dict[str, np.ndarray]) -> None:
+    """Tasks behind each pooled figure, and one note naming the figures whose interval rests
+    on fewer than MIN_TASKS tasks."""
+    behind = {"resolved_rate_excl_errors": per["orig_n"] > 0, "S_prompt": per["sens_valid"],
+              "R_prompt": (per["orig_n"] > 0) & (per["var_n"] > 0),
+              "accuracy_gap": per["gap_valid"], "C_out": per["cout_valid"],
+              "sigma2_run": np.isfinite(per["sigma2_run"]),
+              "sigma2_prompt": np.isfinite(per["sigma2_prompt"])}
+    fig.denominators.update({name: int(ok.sum()) for name, ok in behind.items()})
+    few = [name for name, d in fig.denominators.items()
+           if 0 < d < MIN_TASKS and math.isfinite(fig.intervals.get(name, (math.nan,))[0])]
+    if few:
+        fig.notes.append(f"too few tasks (under {MIN_TASKS}) for these intervals to be "
+                         f"trusted, they are too narrow: {', '.join(few)}")
+
+
 def agent_figures(agent: str, scores: np.ndarray, *, resources: dict[str, np.ndarray] | None
                   = None, errors: int = 0, seed: int = DEFAULT_SEED,
                   resamples: int = DEFAULT_RESAMPLES) -> tuple[AgentFigures, dict]:
@@ -296,73 +372,27 @@ def agent_figures(agent: str, scores: np.ndarray, *, resources: dict[str, np.nda
     per = task_figures(scores)
     fig = AgentFigures(agent=agent, tasks=t, variants=v, repeats=k, error_items=errors,
                        items=int(np.sum(~np.isnan(scores))) + errors)
+    weights = resample_weights(seed, t, resamples)
     _sensitivity(fig, per)
-    fig.S_prompt_seed = _seed_reading(scores)
     contrib = contributions(per)
     _pooled(fig, contrib)
+    fig.intervals = _intervals(weights, contrib)
+    _per_run(fig, scores, weights)
     fig.tasks_left_out["C_out"] = int(t - per["cout_valid"].sum())
     if k >= 2:
         fig.tasks_left_out["sigma2_prompt"] = int(np.sum(np.isnan(per["sigma2_prompt"])))
-        _pass_figures(scores[:, 0, :], fig)
-        fig.C_res = {name: c for name, arr in (resources or {}).items()
-                     if math.isfinite(c := resource_consistency(arr))}
+        parts = _pass_figures(scores[:, 0, :], fig)
+        for name, arr in (resources or {}).items():
+            num, den = resource_parts(arr)
+            if den.sum():
+                fig.C_res[name] = float(num.sum() / den.sum())
+                parts[f"C_res_{name}"] = (num, den)
+                fig.denominators[f"C_res_{name}"] = int(np.sum(den > 0))
+        fig.intervals.update(_ratio_intervals(weights, parts))
     else:
         fig.notes.append("repeats = 1: C_out, pass^k, sigma2_run and sigma2_prompt need 2+")
-    fig.intervals = bootstrap_intervals(contrib, seed, resamples)
+    _denominators(fig, per)
     return fig, per
-
-
-# --- Two agents on the same tasks --------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """A paired comparison of two agents over the tasks both were scored on."""
-
-    agent_a: str
-    agent_b: str
-    tasks: int
-    only_a: int
-    """Tasks A resolves (by majority over repeats) and B does not."""
-    only_b: int
-    mcnemar_p: float
-    """Exact two-sided McNemar p-value (binomial test on the discordant tasks)."""
-    rate_difference: float
-    """Resolved rate of A minus that of B on the shared tasks (mean over repeats)."""
-    interval: tuple[float, float]
-    bootstrap_p: float
-    """Paired bootstrap p-value of the difference (two-sided, percentile)."""
-    majority: bool
-    """Whether outcomes were reduced to each task's majority over repeats (repeats > 1)."""
-
-
-def mcnemar_exact(only_a: int, only_b: int) -> float:
-    """Exact two-sided McNemar p-value: 2 x P(X <= min) for X ~ Binomial(b + c, 1/2)."""
-    n = only_a + only_b
-    if n == 0:
-        return 1.0
-    tail = sum(math.comb(n, i) for i in range(min(only_a, only_b) + 1)) / 2 ** n
-    return min(1.0, 2 * tail)
-
-
-def compare(agent_a: str, rates_a: dict[str, float], agent_b: str, rates_b: dict[str, float],
-            repeats: int = 1, seed: int = DEFAULT_SEED,
-            resamples: int = DEFAULT_RESAMPLES) -> Comparison:
-    """Compare two agents by their per-task original-prompt scores (mean over repeats)."""
-    shared = sorted(set(rates_a) & set(rates_b))
-    a = np.array([rates_a[task] for task in shared])
-    b = np.array([rates_b[task] for task in shared])
-    win_a, win_b = a > 0.5, b > 0.5  # the majority outcome; a tie counts as unresolved
-    only_a, only_b = int(np.sum(win_a & ~win_b)), int(np.sum(win_b & ~win_a))
-    diff = float(np.mean(a - b)) if shared else math.nan
-    interval, p = (math.nan, math.nan), math.nan
-    if shared:
-        boot = (resample_weights(seed, len(shared), resamples) @ (a - b)) / len(shared)
-        lo, hi = 100 * (1 - INTERVAL_LEVEL) / 2, 100 * (1 + INTERVAL_LEVEL) / 2
-        interval = (float(np.percentile(boot, lo)), float(np.percentile(boot, hi)))
-        p = min(1.0, 2 * min(float(np.mean(boot <= 0)), float(np.mean(boot >= 0))))
-    return Comparison(agent_a, agent_b, len(shared), only_a, only_b,
-                      mcnemar_exact(only_a, only_b), diff, interval, p, repeats > 1)
 
 
 def scores_array(rows: Sequence[tuple[str, str, int, float | None]]

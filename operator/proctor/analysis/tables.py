@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 
 from proctor.analysis.load import AgentRun
-from proctor.analysis.reliability import AgentFigures, Comparison
+from proctor.analysis.reliability import AgentFigures
 
 SEED_AGENT_COLUMNS = ["agent", "S_prompt", "mean_variance", "std_variance",
                       "mean_min_max_gap", "max_min_max_gap", "num_tasks"]
-OUR_AGENT_COLUMNS = ["S_prompt_seed", "resolved_rate_excl_errors", "accuracy_original",
+OUR_AGENT_COLUMNS = ["S_prompt_per_run", "resolved_rate_excl_errors", "accuracy_original",
                      "accuracy_variants", "R_prompt", "R_prompt_unclamped", "accuracy_gap",
                      "sigma2_prompt", "sigma2_run", "C_out", "tasks", "variants", "repeats",
                      "items", "error_items"]
@@ -55,16 +55,20 @@ def _interval(f: AgentFigures, name: str) -> tuple[float, float]:
 
 
 def metric_rows(f: AgentFigures) -> list[list[object]]:
-    """reliability_metrics.csv: agent, metric, value, ci_low, ci_high (long form)."""
-    rows: list[list[object]] = [
-        [f.agent, name, getattr(f, name), *_interval(f, name)]
-        for name in ("resolved_rate_excl_errors", "accuracy_original", "accuracy_variants",
-                     "S_prompt", "S_prompt_seed", "R_prompt", "R_prompt_unclamped",
-                     "accuracy_gap", "C_out", "sigma2_prompt", "sigma2_run")]
-    rows += [[f.agent, f"pass@{k}", v, math.nan, math.nan] for k, v in f.pass_at_k.items()]
-    rows += [[f.agent, f"pass^{k}", v, math.nan, math.nan] for k, v in f.pass_hat_k.items()]
-    rows += [[f.agent, f"C_res_{k}", v, math.nan, math.nan] for k, v in f.C_res.items()]
-    rows += [[f.agent, f"tasks_left_out_{k}", v, math.nan, math.nan]
+    """reliability_metrics.csv: agent, metric, value, ci_low, ci_high, tasks (long form;
+    tasks: how many the interval rests on)."""
+    def row(name: str, value: float) -> list[object]:
+        return [f.agent, name, value, *_interval(f, name),
+                f.denominators.get(name.replace("_unclamped", ""), "")]
+
+    rows = [row(name, getattr(f, name))
+            for name in ("resolved_rate_excl_errors", "accuracy_original", "accuracy_variants",
+                         "S_prompt_per_run", "S_prompt", "R_prompt", "R_prompt_unclamped",
+                         "accuracy_gap", "C_out", "sigma2_prompt", "sigma2_run")]
+    rows += [row(f"pass@{k}", v) for k, v in f.pass_at_k.items()]
+    rows += [row(f"pass^{k}", v) for k, v in f.pass_hat_k.items()]
+    rows += [row(f"C_res_{k}", v) for k, v in f.C_res.items()]
+    rows += [[f.agent, f"tasks_left_out_{k}", v, math.nan, math.nan, ""]
              for k, v in f.tasks_left_out.items()]
     return rows
 
@@ -88,11 +92,4 @@ def variant_rows(run: AgentRun) -> list[list[object]]:
 
 VARIANT_COLUMNS = ["agent", "task_id", "variant_id", "sha256", "repeats", "errors",
                    "resolved", "mean_score", "outcomes"]
-METRIC_COLUMNS = ["agent", "metric", "value", "ci_low", "ci_high"]
-COMPARISON_COLUMNS = ["agent_a", "agent_b", "tasks", "only_a", "only_b", "mcnemar_p",
-                      "rate_difference", "ci_low", "ci_high", "bootstrap_p", "majority"]
-
-
-def comparison_row(c: Comparison) -> list[object]:
-    return [c.agent_a, c.agent_b, c.tasks, c.only_a, c.only_b, c.mcnemar_p,
-            c.rate_difference, c.interval[0], c.interval[1], c.bootstrap_p, c.majority]
+METRIC_COLUMNS = ["agent", "metric", "value", "ci_low", "ci_high", "tasks"]
