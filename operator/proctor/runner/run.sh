@@ -37,7 +37,7 @@ apply_patch() {
   command -v patch >/dev/null && methods+=("patch --batch --fuzz=5 -p1 -i")
   for method in "${methods[@]}"; do
     echo ">>>>> Trying: $method" >>"$W/apply.log"
-    if $method "$W/patch.diff" >>"$W/apply.log" 2>&1; then
+    if $method "$PATCH" >>"$W/apply.log" 2>&1; then
       echo "$method" >"$W/apply_method"
       echo ">>>>> Applied Patch ($method)" >>"$W/apply.log"
       return 0
@@ -79,8 +79,11 @@ run_eval() {
   fi
 }
 
+# apply.diff: the patch without its test-machinery parts (Proctor's screening), if any.
+PATCH="$W/patch.diff"
+[ -f "$W/apply.diff" ] && PATCH="$W/apply.diff"
 : >"$W/apply.log"
-if [ -s "$W/patch.diff" ]; then
+if [ -s "$PATCH" ]; then
   apply_patch || exit 0
 else
   echo "no patch" >"$W/apply_method"
