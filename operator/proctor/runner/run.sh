@@ -17,6 +17,9 @@ W="$(cd "$W" && pwd)" || exit 3
 cd "$TESTBED" || { echo "test step: no repository at $TESTBED" >&2; exit 3; }
 [ -f "$W/eval.sh" ] || { echo "test step: $W/eval.sh is missing" >&2; exit 3; }
 LIMIT=1800
+# Where the eval script's output goes: a file here, or (Docker) the container's stdout,
+# which the daemon keeps where the eval script cannot rewrite it.
+LOG="${PROCTOR_TEST_LOG:-$W/test_output.txt}"
 [ -f "$W/time_limit" ] && LIMIT="$(<"$W/time_limit")"
 
 # Undo a failed apply attempt, so that the next method starts from base_commit.
@@ -55,7 +58,7 @@ apply_patch() {
 run_eval() {
   local pid watchdog rc start="${EPOCHREALTIME:-}"
   set -m
-  bash "$W/eval.sh" >"$W/test_output.txt" 2>&1 </dev/null &
+  bash "$W/eval.sh" >"$LOG" 2>&1 </dev/null &
   pid=$!
   (
     exec 3<> <(:)
