@@ -143,7 +143,8 @@ def test_the_test_step_runs_in_a_new_container_that_is_removed(work, calc_task):
     assert container.started and container.removed and not container.killed
     kw = container.kwargs
     assert kw["image"] == "acme/calc:1" and kw["command"] == ["bash", "/proctor/run.sh"]
-    assert kw["environment"] == {"TESTBED": "/testbed"}  # the image does not set it
+    # TESTBED: the image does not set it; the test log goes to the container's stdout.
+    assert kw["environment"] == {"TESTBED": "/testbed", "PROCTOR_TEST_LOG": "/dev/stdout"}
     assert kw["labels"] == {ds.LABEL_EVALUATION: "ev", ds.LABEL_ITEM: "acme__calc-1",
                             ds.LABEL_OWNER: f"{socket.gethostname()}:{os.getpid()}"}
     assert kw["network_mode"] == "none"
@@ -161,7 +162,7 @@ def test_the_test_step_runs_in_a_new_container_that_is_removed(work, calc_task):
 def test_an_image_that_sets_testbed_keeps_it(work, calc_task):
     client = FakeClient({"acme/calc:1": ["TESTBED=/src"]})
     _sandbox(client).run_test_step(work, calc_task, 60)
-    assert client.created[0].kwargs["environment"] == {}
+    assert client.created[0].kwargs["environment"] == {"PROCTOR_TEST_LOG": "/dev/stdout"}
     assert "network_mode" not in client.created[0].kwargs  # the daemon's default network
 
 

@@ -88,6 +88,15 @@ def _latency(results: Iterable[RunResult]) -> dict[str, float]:
             "p90": times[min(len(times) - 1, int(0.9 * len(times)))], "max": times[-1]}
 
 
+def tampered_share(results: Iterable[RunResult]) -> float:
+    """Share of tasks whose patch tampered with the test machinery, with the outcomes'
+    denominator: every task counts once, its repeats averaged."""
+    by_task: dict[str, list[bool]] = defaultdict(list)
+    for r in results:
+        by_task[r.instance_id].append(r.tampered)
+    return _ratio(sum(sum(t) / len(t) for t in by_task.values()), len(by_task))
+
+
 def aggregate(results: Sequence[RunResult], instances: Mapping[str, Instance], *,
               evaluation: str = "", agent: str = "", green_agent_model: str | None = None,
               items_planned: int = 0) -> Summary:
@@ -109,4 +118,5 @@ def aggregate(results: Sequence[RunResult], instances: Mapping[str, Instance], *
         items=len(results), items_planned=items_planned or len(results),
         partial=len(results) < items_planned,
         tests_left_out=_tests_left_out(original, instances), error_kinds=dict(errors),
+        tampered_pct=tampered_share(original), tampered_items=sum(r.tampered for r in results),
         usage=_usage(results), latency_seconds=_latency(results))

@@ -20,7 +20,9 @@ from pydantic import (
     model_serializer,
 )
 
-RESULT_SCHEMA_VERSION = 1
+RESULT_SCHEMA_VERSION = 2
+"""2 added `tampered` and `tampering` to RunResult and `tampered_pct` to Summary; version 1
+lines and files still read (the new fields take their defaults)."""
 ORIGINAL_VARIANT = "original"
 
 # Instance ids end up in file names and Kubernetes labels: letters, digits and . _ -
@@ -201,12 +203,26 @@ class Usage(BaseModel):
     """Cost in US dollars."""
 
 
+class Tampering(BaseModel):
+    """One part of the patch that touched the test machinery and was undone."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    path: str
+    """The file, relative to the repository."""
+    kind: str
+    """Its class in the threat model: hook, config, plugin, startup, shadow, tests,
+    symlink, build or log (proctor.core.integrity.Threat)."""
+    reason: str
+    """What it was, in words."""
+
+
 class RunResult(BaseModel):
     """The result of one work item: one line of results.jsonl."""
 
     model_config = ConfigDict(use_attribute_docstrings=True)
 
-    schema_version: Literal[1] = RESULT_SCHEMA_VERSION
+    schema_version: Literal[1, 2] = RESULT_SCHEMA_VERSION
     """Version of this model; bumped on any incompatible change."""
     item_id: str
     """The work item's id (the resume key)."""
@@ -250,6 +266,11 @@ class RunResult(BaseModel):
     """The images each step ran, by step, with their digests (cluster runs)."""
     attempts: int = 1
     """Attempts it took: more than 1 after infrastructure failures (cluster runs)."""
+    tampered: bool = False
+    """Whether the patch tried to change the machinery that runs or reports the tests;
+    those parts were undone and the outcome is what the rest of the patch earned."""
+    tampering: list[Tampering] = []
+    """What was undone, and why (empty when `tampered` is false)."""
 
 
 class EvalResult(BaseModel):
@@ -284,7 +305,7 @@ class Summary(BaseModel):
 
     model_config = ConfigDict(use_attribute_docstrings=True)
 
-    schema_version: Literal[1] = RESULT_SCHEMA_VERSION
+    schema_version: Literal[1, 2] = RESULT_SCHEMA_VERSION
     """Version of this model."""
     evaluation: str = ""
     """The Evaluation's name."""
@@ -310,6 +331,11 @@ class Summary(BaseModel):
     """F2P/P2P tests of items whose tests did not run, left out of the test rates."""
     error_kinds: dict[str, int] = {}
     """Error items by kind."""
+    tampered_pct: float = 0.0
+    """Share of tasks whose patch tried to change the test machinery (fraction 0 to 1,
+    the denominator of the outcomes; repeats averaged per task)."""
+    tampered_items: int = 0
+    """Work items (all variants and repeats) whose patch was found tampering."""
     usage: Usage = Usage()
     """Summed agent usage over all items that reported it."""
     variants_usage: Usage | None = None

@@ -93,6 +93,9 @@ def items_table(results: Sequence[RunResult]) -> list[str]:
              "|---|---|---|---|---|---|---|---|"]
     for r in sorted(results, key=lambda r: (r.instance_id, r.variant_id, r.repeat)):
         note = (f"{r.error_kind.value}: " if r.error_kind else "") + (r.error_message or "")
+        if r.tampered:
+            undone = ", ".join(f"{t.kind} {t.path}" for t in r.tampering)
+            note = f"tampered ({undone}) " + note
         lines.append(
             f"| {r.instance_id} | {r.variant_id} | {r.repeat} | {r.outcome.value} | "
             f"{_test_cell(len(r.FAIL_TO_PASS.success), r.FAIL_TO_PASS.total, r.tests_ran)} | "
@@ -108,7 +111,10 @@ def render(summary: Summary, results: Sequence[RunResult]) -> str:
              f"{summary.items} of {summary.items_planned} work items done."
              + (" Partial: the figures cover only the items done." if summary.partial else ""),
              "",
-             *figures_table([("All", summary.results)]), ""]
+             *figures_table([("All", summary.results)]), "",
+             f"Tampered: {percent(summary.tampered_pct)} of tasks ({summary.tampered_items} "
+             f"work items): their patch tried to change the machinery that runs or reports "
+             f"the tests; that part was undone and the rest graded.", ""]
     if summary.per_repo:
         lines += ["## By repository", "",
                   *figures_table(list(summary.per_repo.items()), "Repository"), ""]

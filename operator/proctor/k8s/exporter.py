@@ -38,6 +38,9 @@ class Metrics:
         self.outcomes = Gauge("proctor_outcome_tasks", "Tasks by outcome (original prompt, "
                               "averaged over repeats)", (*EVAL_LABELS, "outcome"),
                               registry=registry)
+        self.tampered = Gauge("proctor_tampered_ratio", "Share of tasks whose patch tried "
+                              "to change the test machinery (undone before the tests)",
+                              EVAL_LABELS, registry=registry)
         self.job_seconds = Histogram(
             "proctor_job_duration_seconds", "Wall time of a work item's Job, pull to grade",
             ("namespace", "agent"), registry=registry,
@@ -55,6 +58,7 @@ class Metrics:
         labels = (namespace, evaluation, agent)
         for field, gauge in self.figures.items():
             gauge.labels(*labels).set(getattr(summary.results, field))
+        self.tampered.labels(*labels).set(summary.tampered_pct)
         for state in STATES:
             self.items.labels(*labels, state).set(states.get(state, 0))
         for outcome in Outcome:
@@ -64,7 +68,7 @@ class Metrics:
     def forget(self, namespace: str, evaluation: str, agent: str) -> None:
         """Drop a deleted evaluation's series, so gauges do not outlive it."""
         labels = (namespace, evaluation, agent)
-        series = [(g, labels) for g in self.figures.values()]
+        series = [(g, labels) for g in (*self.figures.values(), self.tampered)]
         series += [(self.items, (*labels, s)) for s in STATES]
         series += [(self.outcomes, (*labels, o.value)) for o in Outcome]
         for metric, values in series:

@@ -306,6 +306,7 @@ def build_status(evaluation: Evaluation, agent_label: str, views: Sequence[ItemV
         "outcomes": dict(sorted(Counter(r.outcome.value for r in results).items())),
         "errorKinds": dict(sorted(Counter(r.error_kind.value for r in results
                                           if r.error_kind).items())),
+        "tampered": sum(r.tampered for r in results),
         "results": table,
         "conditions": [dict(c) for c in conditions],
         "reason": status_reason(conditions),

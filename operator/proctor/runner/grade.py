@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from proctor import __version__
 from proctor.core.grading import decide_outcome
+from proctor.core.integrity import GUARD_MARK, START_MARK, Threat
 from proctor.core.model import (
     ErrorKind,
     Instance,
@@ -28,6 +29,7 @@ from proctor.core.model import (
     PassFail,
     PatchInfo,
     RunResult,
+    Tampering,
     Timings,
 )
 from proctor.runner.solve import read_solve, solve_error, solve_usage
@@ -46,6 +48,36 @@ class LogGrade:
     p2p: PassFail = field(default_factory=PassFail)
     exit_code: int | None = None
     error: str | None = None
+    forged: bool = False
+    """The log cannot be what the test runner wrote (an early exit, a forged log)."""
+
+
+# The last line each test runner prints when it ran to its end. A test command that
+# exited 0 without it stopped early (os._exit in a hook) or printed a log of its own.
+_RUNNER_END = {
+    "parse_log_django": re.compile(r"^Ran \d+ tests? in [\d.]+s", re.M),
+    "parse_log_sympy": re.compile(r"tests finished: ", re.M),
+}
+_PYTEST_END = re.compile(r"^=+ .*\b(?:passed|failed|errors?|skipped|xfailed|xpassed|"
+                         r"deselected|no tests ran)\b.* in [\d.]+ ?s(?:econds)?\b.*=+\s*$",
+                         re.M)
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _test_section(content: str) -> str:
+    from proctor.core.integrity import START_MARK
+
+    start = content.find(START_MARK)
+    return content[start:] if start >= 0 else content
+
+
+def missing_summary(log_parser: str, section: str) -> str | None:
+    """Why a test section whose command exited 0 cannot be the runner's own log."""
+    pattern = _RUNNER_END.get(log_parser, _PYTEST_END)
+    if pattern.search(_ANSI.sub("", section)):
+        return None
+    return ("the test command exited 0 but its log lacks the test runner's closing "
+            "summary: an early exit or a log written by the patch")
 
 
 def grade_log(instance: Instance, log_path: str, legacy_log: bool = False) -> LogGrade:
@@ -68,11 +100,16 @@ def grade_log(instance: Instance, log_path: str, legacy_log: bool = False) -> Lo
         status_map, found = get_logs_eval(spec, log_path)
         if not found:
             return LogGrade(exit_code=parse_test_exit_code(content), error=_why_unusable(content))
+    exit_code = parse_test_exit_code(content)
+    if not legacy_log and exit_code == 0:
+        missing = missing_summary(instance.log_parser, _test_section(content))
+        if missing:
+            return LogGrade(exit_code=exit_code, error=missing, forged=True)
     gold = {"FAIL_TO_PASS": instance.FAIL_TO_PASS, "PASS_TO_PASS": instance.PASS_TO_PASS}
     report = get_eval_tests_report(status_map, gold, eval_type=EvalType(instance.eval_type))
     return LogGrade(f2p=PassFail(**report["FAIL_TO_PASS"]),
                     p2p=PassFail(**report["PASS_TO_PASS"]),
-                    exit_code=parse_test_exit_code(content))
+                    exit_code=exit_code)
 
 
 # swebench parsers that look at a line only when it starts with a test status
@@ -148,6 +185,8 @@ def grade_work_dir(work: WorkDir, legacy_log: bool = False, **fields: object) ->
                 repeat=item.repeat, repo=instance.repo, runner_version=__version__, **fields)
     patch = _patch_info(work)
     base["patch"] = patch
+    tampering = _tampering(work, instance)
+    base.update(tampered=bool(tampering), tampering=tampering)
     base.setdefault("timings", Timings(eval_seconds=eval_seconds(work)))
 
     def error(kind: ErrorKind, message: str) -> RunResult:
@@ -170,6 +209,9 @@ def grade_work_dir(work: WorkDir, legacy_log: bool = False, **fields: object) ->
     if patch.present and not patch.applied:
         if work.read("apply_method") is None:
             return error(ErrorKind.SANDBOX, "the test step did not record an apply attempt")
+        if tampering and not (work.read("apply.diff") or "").strip():
+            return RunResult(outcome=Outcome.NO_OP, error_message="nothing left to apply: "
+                             "every part of the patch changed the test machinery", **base)
         return RunResult(outcome=Outcome.NO_OP, error_message="patch did not apply", **base)
     if work.read("timed_out") is not None:
         return error(ErrorKind.TIMEOUT, f"the eval script ran past its limit of "
@@ -179,6 +221,10 @@ def grade_work_dir(work: WorkDir, legacy_log: bool = False, **fields: object) ->
             return RunResult(outcome=Outcome.NO_OP, error_message=_no_patch_why(solve), **base)
         return error(ErrorKind.SANDBOX, "the test step left no test log")
     graded = grade_log(instance, str(work / "test_output.txt"), legacy_log)
+    if graded.forged:
+        base["tampering"] = [*tampering, Tampering(path="test_output.txt", kind=Threat.LOG.value,
+                                                   reason=graded.error or "")]
+        base["tampered"] = True
     if graded.error:
         return error(ErrorKind.SANDBOX, graded.error)
     outcome = decide_outcome(patch.applied, len(graded.f2p.success), graded.f2p.total,
@@ -186,6 +232,24 @@ def grade_work_dir(work: WorkDir, legacy_log: bool = False, **fields: object) ->
     return RunResult(outcome=outcome, tests_ran=True, test_exit_code=graded.exit_code,
                      FAIL_TO_PASS=graded.f2p, PASS_TO_PASS=graded.p2p,
                      error_message=None if patch.present else _no_patch_why(solve), **base)
+
+
+def _tampering(work: WorkDir, instance: Instance) -> list[Tampering]:
+    """What the patch did to the test machinery: the parts screening dropped (decided
+    again here from the agent's patch, by the same pure policy) and what the eval
+    script's guard undid after the build step (its lines in the test log)."""
+    from proctor.runner.workdir import screen
+
+    text = work.read("patch.diff") or ""
+    found = [Tampering(path=f.path, kind=f.kind.value, reason=f.reason)
+             for f in (screen(instance, text).findings if text.strip() else ())]
+    log = work.read("test_output.txt") or ""
+    for line in log[:log.find(START_MARK)].splitlines() if START_MARK in log else ():
+        if line.startswith(GUARD_MARK):
+            kind, _, path = line[len(GUARD_MARK):].partition(" ")
+            found.append(Tampering(path=path, kind=Threat.BUILD.value,
+                                   reason=f"changed by the eval script's build step ({kind})"))
+    return found
 
 
 def _no_patch_why(solve: dict | None) -> str:
@@ -209,6 +273,7 @@ def compact_result(result: RunResult) -> dict[str, object]:
         "f2p": [len(result.FAIL_TO_PASS.success), result.FAIL_TO_PASS.total],
         "p2p": [len(result.PASS_TO_PASS.success), result.PASS_TO_PASS.total],
         "tests_ran": result.tests_ran, "exit_code": result.test_exit_code,
+        "tampered": sorted({t.kind for t in result.tampering}),
         "timings": {k: round(v, 3) for k, v in result.timings.model_dump().items()
                     if isinstance(v, float)},
     }

@@ -17,6 +17,9 @@ W="$(cd "$W" && pwd)" || exit 3
 cd "$TESTBED" || { echo "test step: no repository at $TESTBED" >&2; exit 3; }
 [ -f "$W/eval.sh" ] || { echo "test step: $W/eval.sh is missing" >&2; exit 3; }
 LIMIT=1800
+# Where the eval script's output goes: a file here, or (Docker) the container's stdout,
+# which the daemon keeps where the eval script cannot rewrite it.
+LOG="${PROCTOR_TEST_LOG:-$W/test_output.txt}"
 [ -f "$W/time_limit" ] && LIMIT="$(<"$W/time_limit")"
 
 # Undo a failed apply attempt, so that the next method starts from base_commit.
@@ -37,7 +40,7 @@ apply_patch() {
   command -v patch >/dev/null && methods+=("patch --batch --fuzz=5 -p1 -i")
   for method in "${methods[@]}"; do
     echo ">>>>> Trying: $method" >>"$W/apply.log"
-    if $method "$W/patch.diff" >>"$W/apply.log" 2>&1; then
+    if $method "$PATCH" >>"$W/apply.log" 2>&1; then
       echo "$method" >"$W/apply_method"
       echo ">>>>> Applied Patch ($method)" >>"$W/apply.log"
       return 0
@@ -55,7 +58,7 @@ apply_patch() {
 run_eval() {
   local pid watchdog rc start="${EPOCHREALTIME:-}"
   set -m
-  bash "$W/eval.sh" >"$W/test_output.txt" 2>&1 </dev/null &
+  bash "$W/eval.sh" >"$LOG" 2>&1 </dev/null &
   pid=$!
   (
     exec 3<> <(:)
@@ -79,8 +82,11 @@ run_eval() {
   fi
 }
 
+# apply.diff: the patch without its test-machinery parts (Proctor's screening), if any.
+PATCH="$W/patch.diff"
+[ -f "$W/apply.diff" ] && PATCH="$W/apply.diff"
 : >"$W/apply.log"
-if [ -s "$W/patch.diff" ]; then
+if [ -s "$PATCH" ]; then
   apply_patch || exit 0
 else
   echo "no patch" >"$W/apply_method"

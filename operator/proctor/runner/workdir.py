@@ -5,11 +5,14 @@ pod, `<output-dir>/items/<instance>/<variant>/<repeat>` on one machine):
 
     instance.json       the task (an Instance), written before solve
     item.json           the work item (id, instance, variant, repeat)
-    patch.diff          the patch to test; absent when there is none or it was refused
+    patch.diff          the agent's patch, as it came; absent when there is none or it was refused
+    apply.diff          what the test step applies instead, when screening dropped parts of
+                        patch.diff that touch the test machinery (core/integrity.py)
     patch_refused       why the patch was refused (not a diff, unsafe path), if it was
-    paths.txt           the paths the patch touches, one per line (for undoing attempts)
+    paths.txt           the paths the applied patch touches, one per line (for undoing attempts)
     eval.sh             the task's eval script as swebench 5 runs it
-                        (make_test_spec(row).eval_script: records the test exit code)
+                        (make_test_spec(row).eval_script: records the test exit code),
+                        with Proctor's guard before its test command (core/integrity.py)
     run.sh              the test step (bash and git only); the same text for every item
     time_limit          the eval script's limit in seconds
     test_without_patch  present when the tests run even without a patch (validation)
@@ -31,6 +34,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from proctor.core.integrity import Screened, guard_eval_script, protected_paths, screen_patch
 from proctor.core.model import Instance, WorkItem
 from proctor.core.patches import PatchCheck, check_patch
 
@@ -72,27 +76,47 @@ def write_task(work: WorkDir, instance: Instance, item: WorkItem) -> None:
     (work / "item.json").write_text(item.model_dump_json())
 
 
+def screen(instance: Instance | None, patch_text: str) -> Screened:
+    """The patch with its test-machinery parts dropped (the one policy, core/integrity.py)."""
+    if instance is None:
+        return screen_patch(patch_text)
+    tests = [*instance.FAIL_TO_PASS, *instance.PASS_TO_PASS]
+    return screen_patch(patch_text, protected_paths(instance.test_patch, tests))
+
+
 def write_patch(work: WorkDir, patch_text: str) -> PatchCheck | None:
-    """Record the patch to test, or why it is refused; None when there is no patch."""
-    for stale in ("patch.diff", "patch_refused", "paths.txt"):
+    """Record the patch to test, or why it is refused; None when there is no patch.
+
+    The agent's patch is kept whole in patch.diff; when screening drops parts of it,
+    what remains goes to apply.diff, which the test step applies instead."""
+    for stale in ("patch.diff", "apply.diff", "patch_refused", "paths.txt"):
         (work / stale).unlink(missing_ok=True)
     if not patch_text.strip():
         return None
+    if not patch_text.endswith("\n"):
+        patch_text += "\n"  # git apply calls a diff without it corrupt
     check = check_patch(patch_text)
-    if check.ok:
-        if not patch_text.endswith("\n"):
-            patch_text += "\n"  # git apply calls a diff without it corrupt
-        (work / "patch.diff").write_text(patch_text)
-        (work / "paths.txt").write_text("".join(f"{p}\n" for p in check.paths))
-    else:
+    screened = screen(work.instance() if (work / "instance.json").exists() else None,
+                      patch_text)
+    if not check.ok and not (screened.findings and screened.kept != patch_text):
         (work / "patch_refused").write_text(check.refused or "")
+        return check
+    (work / "patch.diff").write_text(patch_text)
+    if screened.findings:
+        check = check_patch(screened.kept) if screened.kept else PatchCheck(paths=())
+        if not check.ok:  # what is left reaches outside the repository: nothing applies
+            (work / "patch_refused").write_text(check.refused or "")
+            return check
+        (work / "apply.diff").write_text(screened.kept)
+    (work / "paths.txt").write_text("".join(f"{p}\n" for p in check.paths))
     return check
 
 
 def write_test_step(work: WorkDir, instance: Instance, time_limit: int,
                     test_without_patch: bool = False) -> None:
     """Write the scripts the test step runs (in the task's image or the process sandbox)."""
-    (work / "eval.sh").write_text(eval_script_of(instance))
+    (work / "eval.sh").write_text(guard_eval_script(
+        eval_script_of(instance), instance.base_commit, instance.test_patch))
     (work / "run.sh").write_text(RUN_SCRIPT)
     (work / "time_limit").write_text(f"{int(time_limit)}\n")
     marker = work / "test_without_patch"

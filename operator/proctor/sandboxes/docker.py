@@ -209,9 +209,12 @@ class DockerSandbox:
             container.put_archive("/", _pack(work.root))
             container.start()
             code = self._wait(container, limit)
-            log = container.logs(stdout=True, stderr=True)
+            log = container.logs(stdout=False, stderr=True)
             (work / "run.log").write_bytes(log)
             _unpack(container.get_archive(_MOUNT)[0], work.root)
+            if (work / "eval_exit").exists():  # the eval script ran: its output is the log
+                (work / "test_output.txt").write_bytes(container.logs(stdout=True,
+                                                                      stderr=False))
         except Exception:
             if self._stopping:  # stop_all removed it under our feet: not the item's fault
                 raise Interrupted("the test step was stopped") from None
@@ -227,6 +230,7 @@ class DockerSandbox:
     def _create(self, image: str, instance: Instance, options: dict[str, Any]) -> Any:
         """A new (not started) container of `image`, registered for removal."""
         env = {} if "TESTBED" in _image_env(self.client, image) else {"TESTBED": "/testbed"}
+        env["PROCTOR_TEST_LOG"] = "/dev/stdout"
         labels = {**self.labels, LABEL_ITEM: instance.instance_id, LABEL_OWNER: _OWNER}
         network = {"network_mode": self.network} if self.network else {}
         with self._guard:
@@ -362,12 +366,21 @@ def _pack(folder: Path) -> bytes:
     return buffer.getvalue()
 
 
+# What the test step writes; nothing else comes back. The eval script runs as the
+# container's root and could rewrite the task, the patch or the scripts in /proctor:
+# those the grade step reads from the host's copy, which the container never touches.
+# The test log itself is the container's stdout, as the daemon captured it: run.sh writes
+# the eval script's output there (PROCTOR_TEST_LOG), not to a file the script could edit.
+TEST_STEP_OUTPUTS = frozenset({"apply.log", "apply_method", "eval_exit", "eval_clock",
+                               "timed_out"})
+
+
 def _unpack(stream: Iterator[bytes], dest: Path) -> None:
-    """Write back the regular files at the top of the container's /proctor, as this user."""
+    """Write back the test step's outputs from the container's /proctor, as this user."""
     with tarfile.open(fileobj=_Chunks(stream), mode="r|") as tar:
         for member in tar:
             name = member.name.removeprefix("proctor/")
-            if not member.isfile() or "/" in name or name.startswith("."):
+            if not member.isfile() or name not in TEST_STEP_OUTPUTS:
                 continue
             data = tar.extractfile(member)
             if data is not None:
