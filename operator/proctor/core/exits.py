@@ -4,8 +4,9 @@
     1    completed, some items ended in error (the count is printed)
     2    bad input: a manifest, dataset, predictions file or results folder that cannot
          be used (the message names the problem)
-    3    not run: the agent cannot be reached, the results folder is in use by another
-         run, the disk is full
+    3    not run, or stopped: the agent cannot be reached, or stopped answering mid-run
+         (finished items kept), the results folder is in use by another run, the disk
+         is full
     130  interrupted (Ctrl-C): finished items are kept, run again to resume
 """
 

@@ -199,6 +199,8 @@ class Usage(BaseModel):
     """All tokens."""
     cost_usd: float | None = None
     """Cost in US dollars."""
+    steps: int | None = None
+    """Model calls (an agent loop's steps), when the agent reports them."""
 
 
 class RunResult(BaseModel):

@@ -28,7 +28,7 @@ from urllib.parse import urlparse
 from tqdm import tqdm
 
 from proctor import __version__, datasets
-from proctor.a2a.client import AgentProblem, fetch_card
+from proctor.a2a.client import AgentProblem, SolveResult, fetch_card
 from proctor.core import exits
 from proctor.core.exits import DiskFull, ExitCode, Interrupted, NotRun, is_disk_full
 from proctor.core.model import ErrorKind, Instance, Outcome, RunResult, Summary, Timings, WorkItem
@@ -37,6 +37,7 @@ from proctor.core.plan import Variant
 from proctor.core.spec import AgentUnderTest, Evaluation
 from proctor.formats.predictions import Predictions, load_predictions, patch_for
 from proctor.formats.report_json import report_json
+from proctor.local.agent_watch import DEFAULT_WAIT_S, AgentWatch
 from proctor.local.resume import Todo, resume_message, resume_plan
 from proctor.prepare import (
     Refusal,
@@ -81,6 +82,8 @@ class RunContext:
     """The agent's maxConcurrentTasks, across everything this process runs."""
     stop: threading.Event = field(default_factory=threading.Event)
     """Set when the run is stopping (Ctrl-C, a full disk): in-flight work ends at once."""
+    watch: AgentWatch | None = None
+    """The dead-agent rule (`agent_watch`), when an agent is asked."""
 
     @property
     def label(self) -> str:
@@ -135,7 +138,8 @@ def agent_target(evaluation: Evaluation, agents: Sequence[AgentUnderTest]) -> Ag
 
 
 def prepare(evaluation: Evaluation, agents: Sequence[AgentUnderTest] = (),
-            sandbox: SandboxOptions | None = None, selection: datasets.Selection | None = None
+            sandbox: SandboxOptions | None = None, selection: datasets.Selection | None = None,
+            agent_wait_s: float = DEFAULT_WAIT_S
             ) -> tuple[RunContext, datasets.Selection, list[WorkItem]]:
     """Load the rows (unless the caller has them) and plan the items; refuse early what
     cannot run here."""
@@ -156,8 +160,10 @@ def prepare(evaluation: Evaluation, agents: Sequence[AgentUnderTest] = (),
         raise EngineError(refused[0] + more)
     variants = prompt_variants(evaluation, selection, progress=_variants_progress)
     items = plan_items(evaluation, selection, variants)
-    ctx = RunContext(evaluation, selection.by_id, predictions, agent, slots,
-                     sandboxes=sandboxes, variants=variants)
+    stop = threading.Event()
+    watch = AgentWatch(agent.endpoint, agent_wait_s, stop) if agent else None
+    ctx = RunContext(evaluation, selection.by_id, predictions, agent, slots, stop=stop,
+                     watch=watch, sandboxes=sandboxes, variants=variants)
     return ctx, selection, items
 
 
@@ -176,6 +182,11 @@ def preflight(ctx: RunContext) -> None:
     except AgentProblem as exc:
         raise AgentUnreachable(f"{exc}; nothing was run (start the agent, or correct "
                                f"its AgentUnderTest's endpoint)") from None
+
+
+class NotAnswered(Exception):
+    """The agent's request failed after the agent was already declared down: the item is
+    not stored, as if it had never been sent."""
 
 
 def _obtain_patch(ctx: RunContext, instance: Instance, work: WorkDir, problem_text: str,
@@ -197,8 +208,17 @@ def _obtain_patch(ctx: RunContext, instance: Instance, work: WorkDir, problem_te
             repo_dir = str(tmp / "repo")
         if ctx.agent_slots:
             stack.enter_context(ctx.agent_slots)
-        return solve_step(work, ctx.agent, ctx.evaluation.spec.dataset.include_hints,
-                          repo_dir, stop=ctx.stop).latency_s
+        if ctx.watch:  # an agent that stopped answering is sent no new task
+            ctx.watch.admit()
+        result = solve_step(work, ctx.agent, ctx.evaluation.spec.dataset.include_hints,
+                            repo_dir, stop=ctx.stop)
+        _watch(ctx, result)
+        return result.latency_s
+
+
+def _watch(ctx: RunContext, result: SolveResult) -> None:
+    if ctx.watch and not ctx.watch.report(result.transport_failure, result.error or ""):
+        raise NotAnswered(result.error or "the agent did not answer")
 
 
 def execute_item(ctx: RunContext, item: WorkItem, work: WorkDir,
@@ -243,12 +263,15 @@ def run_items(ctx: RunContext, folder: ResultsFolder, items: Sequence[WorkItem |
     bar = tqdm(total=len(todo), disable=not progress or not todo, unit="item", desc=desc,
                file=sys.stderr, mininterval=0.5, dynamic_ncols=True)
     pool = ThreadPoolExecutor(max_workers=max(1, workers))
-    futures: dict[Future[RunResult], Todo] = {}
-    recorded: set[Future[RunResult]] = set()
+    futures: dict[Future[RunResult | None], Todo] = {}
+    recorded: set[Future[RunResult | None]] = set()
 
-    def record(future: Future[RunResult]) -> None:
+    def record(future: Future[RunResult | None]) -> None:
         recorded.add(future)
         result = future.result()
+        if result is None:  # not answered, not stored: it runs again on the next run
+            bar.update()
+            return
         folder.append(result)
         bar.set_postfix_str(f"{futures[future].item.instance_id}: {result.outcome.value}")
         bar.update()
@@ -302,15 +325,18 @@ def _quit_now(signum: int, frame: object) -> None:
     os._exit(ExitCode.INTERRUPTED)
 
 
-def _execute_safely(ctx: RunContext, todo: Todo, work: WorkDir) -> RunResult:
+def _execute_safely(ctx: RunContext, todo: Todo, work: WorkDir) -> RunResult | None:
     """An unexpected failure of one item becomes its error result, not the run's end;
-    a full disk stops the run instead (it says nothing about the item)."""
+    a full disk stops the run instead (it says nothing about the item). None: the item
+    is not stored (its request failed after the agent was declared down)."""
     item = todo.item
     if ctx.stop.is_set():
         raise Interrupted("the run is stopping")
     try:
         result = execute_item(ctx, item, work, todo.kept_patch, todo.attempts)
-    except Interrupted:
+    except NotAnswered:
+        return None
+    except (Interrupted, NotRun):
         raise
     except Exception as exc:
         if is_disk_full(exc):
@@ -353,10 +379,12 @@ def _kept_patch(ctx: RunContext, work: WorkDir, before: RunResult) -> str | None
 def run_evaluation(evaluation: Evaluation, output_dir: Path, progress: bool = True,
                    agents: Sequence[AgentUnderTest] = (), retry_errors: bool = False,
                    sandbox: SandboxOptions | None = None,
-                   selection: datasets.Selection | None = None) -> Summary:
+                   selection: datasets.Selection | None = None,
+                   agent_wait_s: float = DEFAULT_WAIT_S) -> Summary:
     """Run (or resume, or extend) an evaluation into `output_dir`; returns its summary.
-    `selection`: its rows, when the caller has loaded them already."""
-    ctx, selection, items = prepare(evaluation, agents, sandbox, selection)
+    `selection`: its rows, when the caller has loaded them already. `agent_wait_s`: how
+    long an agent that stopped answering is waited for (`agent_watch`)."""
+    ctx, selection, items = prepare(evaluation, agents, sandbox, selection, agent_wait_s)
     folder = ResultsFolder(output_dir)
     with folder.locked():
         folder.claim({"evaluation": evaluation.name,
