@@ -62,7 +62,7 @@ from a2a.types import (
 )
 from a2a.utils.constants import TransportProtocol
 from a2a.utils.errors import A2AError
-from google.protobuf.json_format import ParseError
+from google.protobuf.json_format import MessageToDict, ParseError
 
 from proctor.a2a.extract import (
     adk_call_usage,
@@ -128,6 +128,8 @@ class SolveResult:
     transport_failure: bool = False
     """The agent could not be talked to: no connection, a reset, or no reply within the
     time limit (what the dead-agent rule counts), as opposed to an answer it gave."""
+    transcript: dict | None = None
+    """What the agent sent back, as A2A delivered it (`transcript_of`)."""
 
 
 def state_name(state: int) -> str:
@@ -372,6 +374,18 @@ def _status_text(reply: _Reply) -> str:
     return " ".join(text.split())  # one line, for logs
 
 
+def transcript_of(reply: _Reply) -> dict:
+    """The agent's side of the exchange, in A2A's JSON: its messages oldest first (the
+    status message, then a Message reply, last), its artifacts, every event's metadata."""
+    messages = [*reply.history, *(m for m in (reply.status_message, reply.message)
+                                  if m is not None)]
+    return {"task_id": reply.task_id,
+            "state": state_name(reply.state) if reply.state else None,
+            "messages": [MessageToDict(m) for m in messages],
+            "artifacts": [MessageToDict(a) for a in reply.artifacts.values()],
+            "metadata": [m for m in reply.metadata if m], "notes": list(reply.notes)}
+
+
 def reply_usage(reply: _Reply) -> Usage | None:
     """The reply's usage: ADK's summed over its streamed events when it streamed them,
     else the latest figures reported anywhere in the reply."""
@@ -383,7 +397,8 @@ def _outcome(reply: _Reply, card: AgentCard | None, streaming: bool,
     """Map how the task ended onto the result (the architecture note's failure table)."""
     usage = reply_usage(reply)
     state = "completed" if reply.message is not None else state_name(reply.state)
-    base = dict(usage=usage, latency_s=latency, state=state, task_id=reply.task_id)
+    base = dict(usage=usage, latency_s=latency, state=state, task_id=reply.task_id,
+                transcript=transcript_of(reply))
     if reply.state in _ERROR_STATES and reply.message is None:
         why = _status_text(reply) or "no reason given"
         return SolveResult(error_kind=ErrorKind.AGENT, error=f"the agent's task {state}: {why}",
@@ -404,7 +419,8 @@ def _failure(reply: _Reply, card: AgentCard | None, streaming: bool, latency: fl
     return SolveResult(usage=reply_usage(reply), latency_s=latency,
                        state=state_name(reply.state) if reply.state else None,
                        error_kind=ErrorKind.AGENT, error=error, summary=summary,
-                       task_id=reply.task_id, transport_failure=transport)
+                       task_id=reply.task_id, transport_failure=transport,
+                       transcript=transcript_of(reply))
 
 
 async def solve(endpoint: str, message: TaskMessage | Message, *, timeout_s: float,

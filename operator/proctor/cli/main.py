@@ -329,6 +329,13 @@ def cmd_render(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_show(args: argparse.Namespace) -> int:
+    from proctor.cli.show import show
+
+    print(show(Path(args.results), args.item))
+    return 0
+
+
 def cmd_results_pull(args: argparse.Namespace) -> int:
     from proctor.k8s.api import Kube, load_config
     from proctor.k8s.pull import pull
@@ -503,6 +510,13 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the operator's default runner image (the chart's image), used when "
                           "spec.runner.image is unset; default proctor-runner:<version>")
     ren.set_defaults(func=cmd_render)
+
+    sho = sub.add_parser("show", help="one item for a person to read: its task, what the "
+                                      "agent sent back, the patch, the test log, the verdict")
+    sho.add_argument("results", help="a results folder (proctor run's or eval's --output-dir)")
+    sho.add_argument("item", help="instance/variant/repeat, an instance id (its original "
+                                  "prompt's first repeat), or the start of an item id")
+    sho.set_defaults(func=cmd_show)
 
     res = sub.add_parser("results", help="results kept on a cluster")
     res_sub = res.add_subparsers(dest="results_command", required=True)
