@@ -579,6 +579,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if code == ExitCode.INTERRUPTED:
             print("proctor: interrupted; finished items are kept, run again to resume",
                   file=sys.stderr)
+        elif code == ExitCode.BUDGET_SPENT:
+            print(f"proctor: {exc}", file=sys.stderr)
         else:
             print(f"proctor: error: {exits.message_for(exc)}", file=sys.stderr)
         return code

@@ -324,6 +324,8 @@ class Summary(BaseModel):
     agent_latency_seconds: dict[str, float] = {}
     """The agent's time to answer (timings.solve_seconds) over the items it was asked:
     mean, median, p90, max."""
+    stopped_by: str | None = None
+    """What ended the run before every item was done, when something did (a budget)."""
     wall_seconds: float | None = None
     """The run's wall time: from the first item's start to the last item's end (a run
     resumed later counts the pause between its runs too)."""

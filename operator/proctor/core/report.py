@@ -135,7 +135,8 @@ def render(summary: Summary, results: Sequence[RunResult]) -> str:
     title = summary.evaluation or "evaluation"
     lines = [f"# {title}: {summary.agent}", "",
              f"{summary.items} of {summary.items_planned} work items done."
-             + (" Partial: the figures cover only the items done." if summary.partial else ""),
+             + (" Partial: the figures cover only the items done." if summary.partial else "")
+             + (f" Stopped by the {summary.stopped_by}." if summary.stopped_by else ""),
              "",
              *figures_table([("All", summary.results)]), ""]
     if summary.per_repo:

@@ -30,7 +30,14 @@ from tqdm import tqdm
 from proctor import __version__, datasets
 from proctor.a2a.client import AgentProblem, SolveResult, fetch_card
 from proctor.core import exits
-from proctor.core.exits import DiskFull, ExitCode, Interrupted, NotRun, is_disk_full
+from proctor.core.exits import (
+    BudgetSpent,
+    DiskFull,
+    ExitCode,
+    Interrupted,
+    NotRun,
+    is_disk_full,
+)
 from proctor.core.model import ErrorKind, Instance, Outcome, RunResult, Summary, Timings, WorkItem
 from proctor.core.patches import check_patch
 from proctor.core.plan import Variant
@@ -38,6 +45,7 @@ from proctor.core.spec import AgentUnderTest, Evaluation
 from proctor.formats.predictions import Predictions, load_predictions, patch_for
 from proctor.formats.report_json import report_json
 from proctor.local.agent_watch import DEFAULT_WAIT_S, AgentWatch
+from proctor.local.budget import BudgetGuard, combined
 from proctor.local.resume import Todo, resume_message, resume_plan
 from proctor.prepare import (
     Refusal,
@@ -84,6 +92,8 @@ class RunContext:
     """Set when the run is stopping (Ctrl-C, a full disk): in-flight work ends at once."""
     watch: AgentWatch | None = None
     """The dead-agent rule (`agent_watch`), when an agent is asked."""
+    budget: BudgetGuard | None = None
+    """The agent's budget (`budget`), when an agent is asked."""
 
     @property
     def label(self) -> str:
@@ -133,8 +143,18 @@ def agent_target(evaluation: Evaluation, agents: Sequence[AgentUnderTest]) -> Ag
     if spec.auth:
         raise EngineError(f"AgentUnderTest {name!r} reads its credentials from a Kubernetes "
                           f"Secret, which `proctor run` cannot read; use it on a cluster")
-    return AgentTarget(endpoint=spec.endpoint, timeout_s=spec.request_timeout_seconds,
+    budget = combined(evaluation.spec.budget, spec.budget)
+    timeout = min(spec.request_timeout_seconds,
+                  (budget.item_seconds if budget else None) or spec.request_timeout_seconds)
+    return AgentTarget(endpoint=spec.endpoint, timeout_s=timeout,
                        task_data=spec.task_data, max_concurrent_tasks=spec.max_concurrent_tasks)
+
+
+def agent_budget(evaluation: Evaluation, agents: Sequence[AgentUnderTest]) -> BudgetGuard:
+    """The evaluation's and its agent's budget, the smaller of each cap."""
+    ref = evaluation.spec.agent_ref
+    own = [a.spec.budget for a in agents if ref and a.name == ref.name]
+    return BudgetGuard(combined(evaluation.spec.budget, *own))
 
 
 def prepare(evaluation: Evaluation, agents: Sequence[AgentUnderTest] = (),
@@ -162,8 +182,9 @@ def prepare(evaluation: Evaluation, agents: Sequence[AgentUnderTest] = (),
     items = plan_items(evaluation, selection, variants)
     stop = threading.Event()
     watch = AgentWatch(agent.endpoint, agent_wait_s, stop) if agent else None
+    budget = agent_budget(evaluation, agents) if agent else None
     ctx = RunContext(evaluation, selection.by_id, predictions, agent, slots, stop=stop,
-                     watch=watch, sandboxes=sandboxes, variants=variants)
+                     watch=watch, budget=budget, sandboxes=sandboxes, variants=variants)
     return ctx, selection, items
 
 
@@ -185,8 +206,8 @@ def preflight(ctx: RunContext) -> None:
 
 
 class NotAnswered(Exception):
-    """The agent's request failed after the agent was already declared down: the item is
-    not stored, as if it had never been sent."""
+    """The item is not stored, as if it had never been sent: its request failed after the
+    agent was already declared down, or the budget was spent before it was sent."""
 
 
 def _obtain_patch(ctx: RunContext, instance: Instance, work: WorkDir, problem_text: str,
@@ -208,6 +229,8 @@ def _obtain_patch(ctx: RunContext, instance: Instance, work: WorkDir, problem_te
             repo_dir = str(tmp / "repo")
         if ctx.agent_slots:
             stack.enter_context(ctx.agent_slots)
+        if ctx.budget and not ctx.budget.may_send():  # past the budget: no new task
+            raise NotAnswered(ctx.budget.reason or "the budget is spent")
         if ctx.watch:  # an agent that stopped answering is sent no new task
             ctx.watch.admit()
         result = solve_step(work, ctx.agent, ctx.evaluation.spec.dataset.include_hints,
@@ -328,7 +351,7 @@ def _quit_now(signum: int, frame: object) -> None:
 def _execute_safely(ctx: RunContext, todo: Todo, work: WorkDir) -> RunResult | None:
     """An unexpected failure of one item becomes its error result, not the run's end;
     a full disk stops the run instead (it says nothing about the item). None: the item
-    is not stored (its request failed after the agent was declared down)."""
+    is not stored (`NotAnswered`)."""
     item = todo.item
     if ctx.stop.is_set():
         raise Interrupted("the run is stopping")
@@ -350,6 +373,8 @@ def _execute_safely(ctx: RunContext, todo: Todo, work: WorkDir) -> RunResult | N
     if result.error_kind == ErrorKind.SANDBOX and _disk_full_sign(work, result):
         raise DiskFull(f"the disk is full ({item.key}: {(result.error_message or '')[:200]}); "
                        f"finished items are kept: free some space and run again to resume")
+    if ctx.budget:  # counted at once, so the next task is not sent past the cap
+        ctx.budget.record(result.usage)
     return result
 
 
@@ -393,6 +418,11 @@ def run_evaluation(evaluation: Evaluation, output_dir: Path, progress: bool = Tr
         if ctx.variants:
             write_variants(folder.root, selection.instances, ctx.variants)
         previous = {r.item_id: r for r in folder.load()}
+        planned = {i.id for i in items}
+        if ctx.budget:  # what earlier runs spent counts against the budget too
+            for r in previous.values():
+                if r.item_id in planned:
+                    ctx.budget.record(r.usage)
         plan = resume_plan(items, previous,
                            lambda item, r: _kept_patch(ctx, folder.work_dir(item), r),
                            retry_errors)
@@ -402,9 +432,9 @@ def run_evaluation(evaluation: Evaluation, output_dir: Path, progress: bool = Tr
         if line:
             print(line, file=sys.stderr)
 
-        def outputs() -> Summary:
+        def outputs(stopped_by: str | None = None) -> Summary:
             return write_outputs(folder, evaluation, ctx.instances, len(items),
-                                 planned_ids={i.id for i in items}, agent=ctx.label)
+                                 planned_ids=planned, agent=ctx.label, stopped_by=stopped_by)
 
         try:
             run_items(ctx, folder, plan.todo, evaluation.spec.max_concurrent_rows, progress,
@@ -414,4 +444,9 @@ def run_evaluation(evaluation: Evaluation, output_dir: Path, progress: bool = Tr
             with contextlib.suppress(OSError):
                 outputs()
             raise
+        if ctx.budget and ctx.budget.refused:
+            summary = outputs(stopped_by=f"budget: {ctx.budget.reason}")
+            raise BudgetSpent(f"stopped: {ctx.budget.reason}; {ctx.budget.refused} items were "
+                              f"not sent; {summary.items} finished items are kept (raise the "
+                              f"budget and run again to go on)")
         return outputs()
