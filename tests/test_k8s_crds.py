@@ -25,7 +25,7 @@ from proctor.formats.manifest import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-MUTABLE = {"suspend", "maxConcurrentRows"}
+MUTABLE = {"suspend", "maxConcurrentRows", "budget"}
 BASE: dict[str, Any] = {"agentRef": {"name": "agent"}, "dataset": {"maxRows": 3}}
 
 

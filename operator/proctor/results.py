@@ -45,7 +45,7 @@ from proctor.variants import generation_usage
 
 # Fields that may change between runs on the same folder (as on the cluster, where
 # the spec is immutable except these).
-MUTABLE_FIELDS = ("maxConcurrentRows", "suspend")
+MUTABLE_FIELDS = ("maxConcurrentRows", "suspend", "budget")
 # The selection of rows: more rows extend a run (items are keyed by their own id), so
 # they are not part of what the folder's results mean.
 SELECTION_FIELDS = ("maxRows", "instanceIds")
@@ -192,7 +192,7 @@ def _differences(old: Any, new: Any, path: str = "") -> list[str]:
 def write_outputs(folder: ResultsFolder, evaluation: Evaluation,
                   instances: Mapping[str, Instance], planned: int, *,
                   planned_ids: Collection[str] | None = None,
-                  agent: str | None = None) -> Summary:
+                  agent: str | None = None, stopped_by: str | None = None) -> Summary:
     """summary.json and report.md from the results on disk (of `planned_ids` only, when
     given: a folder may hold results of rows that a smaller selection leaves out)."""
     results = folder.load()
@@ -207,6 +207,8 @@ def write_outputs(folder: ResultsFolder, evaluation: Evaluation,
                         items_planned=planned)
     if varied:
         summary = summary.model_copy(update={"variants_usage": generation_usage(folder.root)})
+    if stopped_by:
+        summary = summary.model_copy(update={"stopped_by": stopped_by})
     write_json(folder.root / "summary.json", summary.model_dump(mode="json"))
     (folder.root / "report.md").write_text(render(summary, results))
     return summary

@@ -62,9 +62,15 @@ from a2a.types import (
 )
 from a2a.utils.constants import TransportProtocol
 from a2a.utils.errors import A2AError
-from google.protobuf.json_format import ParseError
+from google.protobuf.json_format import MessageToDict, ParseError
 
-from proctor.a2a.extract import agent_history, extract_usage, find_patch, metadata_of
+from proctor.a2a.extract import (
+    adk_call_usage,
+    agent_history,
+    extract_usage,
+    find_patch,
+    metadata_of,
+)
 from proctor.a2a.message import TaskMessage
 from proctor.core.exits import Interrupted
 from proctor.core.model import ErrorKind, Usage
@@ -91,6 +97,11 @@ _NO_PATCH_STATES = {TaskState.TASK_STATE_REJECTED, TaskState.TASK_STATE_INPUT_RE
 class AgentProblem(Exception):
     """The agent could not be reached or broke the protocol; the message says how."""
 
+    def __init__(self, message: str, transport: bool = False):
+        super().__init__(message)
+        self.transport = transport
+        """Whether the transport failed (no connection, reset), not the agent's answer."""
+
 
 @dataclass(frozen=True)
 class SolveResult:
@@ -114,6 +125,11 @@ class SolveResult:
     """One line about the exchange, for the solve log."""
     task_id: str | None = None
     """The agent's task id, when it made a task."""
+    transport_failure: bool = False
+    """The agent could not be talked to: no connection, a reset, or no reply within the
+    time limit (what the dead-agent rule counts), as opposed to an answer it gave."""
+    transcript: dict | None = None
+    """What the agent sent back, as A2A delivered it (`transcript_of`)."""
 
 
 def state_name(state: int) -> str:
@@ -169,6 +185,8 @@ class _Reply:
     """The agent's earlier messages, oldest first (as the server keeps them)."""
     artifacts: dict[str, Artifact] = field(default_factory=dict)
     metadata: list[dict] = field(default_factory=list)
+    event_metadata: list[dict] = field(default_factory=list)
+    """The metadata of each streamed status update, one per event (ADK: one model call)."""
     events: int = 0
     polls: int = 0
     notes: list[str] = field(default_factory=list)
@@ -199,6 +217,7 @@ class _Reply:
             self.task_id = self.task_id or event.status_update.task_id
             self._set_status(event.status_update.status)
             self.metadata.append(metadata_of(event.status_update))
+            self.event_metadata.append(self.metadata[-1])
         elif kind == "artifact_update":
             self.task_id = self.task_id or event.artifact_update.task_id
             self._add_artifact(event.artifact_update.artifact, event.artifact_update.append)
@@ -232,8 +251,8 @@ async def _fetch_card(http: httpx.AsyncClient, endpoint: str) -> AgentCard:
         return await resolver.get_agent_card()
     except AgentCardResolutionError as exc:
         if isinstance(exc.__cause__, httpx.TransportError):
-            raise AgentProblem(f"agent unreachable at {endpoint}: {_short(exc.__cause__)}") \
-                from exc
+            raise AgentProblem(f"agent unreachable at {endpoint}: {_short(exc.__cause__)}",
+                               transport=True) from exc
         if exc.status_code != 404:
             raise AgentProblem(f"cannot read the agent card at {endpoint}: {exc.message}") from exc
     try:
@@ -272,7 +291,8 @@ async def _follow(client: Client, reply: _Reply, deadline: float) -> None:
             failures += 1
             if failures >= POLL_ERRORS_TOLERATED:
                 raise AgentProblem(f"lost the task {reply.task_id}: tasks/get failed "
-                                   f"{failures} times, last: {exc}") from exc
+                                   f"{failures} times, last: {exc}",
+                                   transport=_is_transport(exc)) from exc
             continue
         failures = 0
         reply.polls += 1
@@ -354,12 +374,31 @@ def _status_text(reply: _Reply) -> str:
     return " ".join(text.split())  # one line, for logs
 
 
+def transcript_of(reply: _Reply) -> dict:
+    """The agent's side of the exchange, in A2A's JSON: its messages oldest first (the
+    status message, then a Message reply, last), its artifacts, every event's metadata."""
+    messages = [*reply.history, *(m for m in (reply.status_message, reply.message)
+                                  if m is not None)]
+    return {"task_id": reply.task_id,
+            "state": state_name(reply.state) if reply.state else None,
+            "messages": [MessageToDict(m) for m in messages],
+            "artifacts": [MessageToDict(a) for a in reply.artifacts.values()],
+            "metadata": [m for m in reply.metadata if m], "notes": list(reply.notes)}
+
+
+def reply_usage(reply: _Reply) -> Usage | None:
+    """The reply's usage: ADK's summed over its streamed events when it streamed them,
+    else the latest figures reported anywhere in the reply."""
+    return adk_call_usage(reply.event_metadata) or extract_usage(*reversed(reply.metadata))
+
+
 def _outcome(reply: _Reply, card: AgentCard | None, streaming: bool,
              latency: float) -> SolveResult:
     """Map how the task ended onto the result (the architecture note's failure table)."""
-    usage = extract_usage(*reversed(reply.metadata))
+    usage = reply_usage(reply)
     state = "completed" if reply.message is not None else state_name(reply.state)
-    base = dict(usage=usage, latency_s=latency, state=state, task_id=reply.task_id)
+    base = dict(usage=usage, latency_s=latency, state=state, task_id=reply.task_id,
+                transcript=transcript_of(reply))
     if reply.state in _ERROR_STATES and reply.message is None:
         why = _status_text(reply) or "no reason given"
         return SolveResult(error_kind=ErrorKind.AGENT, error=f"the agent's task {state}: {why}",
@@ -375,12 +414,13 @@ def _outcome(reply: _Reply, card: AgentCard | None, streaming: bool,
 
 
 def _failure(reply: _Reply, card: AgentCard | None, streaming: bool, latency: float,
-             error: str) -> SolveResult:
+             error: str, transport: bool = False) -> SolveResult:
     summary = _describe(reply, card, streaming, None, "")
-    return SolveResult(usage=extract_usage(*reversed(reply.metadata)), latency_s=latency,
+    return SolveResult(usage=reply_usage(reply), latency_s=latency,
                        state=state_name(reply.state) if reply.state else None,
                        error_kind=ErrorKind.AGENT, error=error, summary=summary,
-                       task_id=reply.task_id)
+                       task_id=reply.task_id, transport_failure=transport,
+                       transcript=transcript_of(reply))
 
 
 async def solve(endpoint: str, message: TaskMessage | Message, *, timeout_s: float,
@@ -399,8 +439,8 @@ async def solve(endpoint: str, message: TaskMessage | Message, *, timeout_s: flo
     request = SendMessageRequest(message=a2a_message)
     reply, card, client = _Reply(), None, None
 
-    def failed(error: str) -> SolveResult:
-        return _failure(reply, card, streaming, time.monotonic() - started, error)
+    def failed(error: str, transport: bool = False) -> SolveResult:
+        return _failure(reply, card, streaming, time.monotonic() - started, error, transport)
 
     async with _http_client(timeout_s, auth_header) as http:
         try:
@@ -411,11 +451,11 @@ async def solve(endpoint: str, message: TaskMessage | Message, *, timeout_s: flo
         except (TimeoutError, A2AClientTimeoutError):
             if client is not None and reply.task_id and not reply.finished:
                 await _cancel_quietly(client, reply.task_id)
-            return failed(f"the agent did not finish within {timeout_s:g} s")
+            return failed(f"the agent did not finish within {timeout_s:g} s", transport=True)
         except AgentProblem as exc:
-            return failed(str(exc))
+            return failed(str(exc), transport=exc.transport)
         except (A2AError, httpx.HTTPError, ParseError, ValueError) as exc:
-            return failed(_agent_error_text(endpoint, exc))
+            return failed(_agent_error_text(endpoint, exc), transport=_is_transport(exc))
         except Exception as exc:  # an agent's odd reply must not end the whole evaluation
             log.exception("unexpected failure talking to the agent at %s", endpoint)
             return failed(f"unexpected failure talking to the agent at {endpoint}: "
@@ -442,12 +482,19 @@ async def fetch_card(endpoint: str, timeout_s: float = CARD_TIMEOUT_S,
             raise AgentProblem(f"the agent at {endpoint} did not serve its card within "
                                f"{timeout_s:g} s") from None
         except (A2AError, httpx.HTTPError, ParseError, ValueError) as exc:
-            raise AgentProblem(_agent_error_text(endpoint, exc)) from None
+            raise AgentProblem(_agent_error_text(endpoint, exc),
+                               transport=_is_transport(exc)) from None
+
+
+def _is_transport(exc: BaseException) -> bool:
+    """No connection, a reset, a read that never came: the wire failed, not the agent's
+    answer. a2a-sdk wraps httpx's transport errors as 'Network communication error'."""
+    return isinstance(exc, httpx.TransportError) or "Network communication error" in str(exc)
 
 
 def _agent_error_text(endpoint: str, exc: Exception) -> str:
     text = _short(exc)
-    if "Network communication error" in text or isinstance(exc, httpx.TransportError):
+    if _is_transport(exc):
         return f"agent unreachable at {endpoint}: {text}"
     return f"protocol error from the agent at {endpoint}: {type(exc).__name__}: {text}"
 

@@ -18,6 +18,7 @@ test step do that for every patch alike.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -137,10 +138,36 @@ def find_patch_in_task(task: Task) -> tuple[str, str | None]:
     return find_patch(task.artifacts, None, status, agent_history(task))
 
 
-_INPUT_KEYS = ("input_tokens", "prompt_tokens", "inputTokens", "promptTokens")
-_OUTPUT_KEYS = ("output_tokens", "completion_tokens", "outputTokens", "completionTokens")
-_TOTAL_KEYS = ("total_tokens", "totalTokens")
+# Where the frameworks people build A2A agents with put usage in a reply's metadata.
+#
+# * Proctor's own keys (its reference agents and `--kind llm`): `usage` holding
+#   input_tokens, output_tokens, total_tokens, cost_usd (and steps, for an agent loop).
+# * Google ADK: every A2A event it converts from an ADK event carries
+#   `adk_usage_metadata`, the model response's usage in Gemini's camelCase names
+#   (promptTokenCount, candidatesTokenCount, totalTokenCount, thoughtsTokenCount...),
+#   one model call per event (google/adk-python, src/google/adk/a2a/converters/
+#   event_converter.py, `_get_context_metadata`; newer releases send the value as a
+#   JSON string). a2a-sdk's task store merges each status update's metadata into the
+#   task's, so a Task snapshot holds only the last call's: streamed events are summed.
+# * LangChain / LangGraph: an AIMessage's `usage_metadata` {input_tokens, output_tokens,
+#   total_tokens}, which agents that forward it put under that key. The a2a-samples
+#   LangGraph agent (samples/python/agents/langgraph, app/agent_executor.py) emits none.
+# * Strands: its A2A executor (strands-agents sdk-python, src/strands/multiagent/a2a/
+#   executor.py) sends text artifacts and status messages without metadata: none.
+# * a2a-sdk's own samples (a2a-samples helloworld and friends): none.
+# * OpenAI-style `usage` {prompt_tokens, completion_tokens, total_tokens} and
+#   `token_usage`, which hand-written agents copy from their model's reply.
+ADK_USAGE_KEY = "adk_usage_metadata"
+_USAGE_SCOPES = ("usage", "token_usage", "usage_metadata", ADK_USAGE_KEY)
+_INPUT_KEYS = ("input_tokens", "prompt_tokens", "inputTokens", "promptTokens",
+               "promptTokenCount", "prompt_token_count")
+_OUTPUT_KEYS = ("output_tokens", "completion_tokens", "outputTokens", "completionTokens",
+                "candidatesTokenCount", "candidates_token_count")
+_TOTAL_KEYS = ("total_tokens", "totalTokens", "totalTokenCount", "total_token_count")
 _COST_KEYS = ("cost_usd", "cost", "total_cost", "costUsd", "total_cost_usd")
+_STEP_KEYS = ("steps", "n_steps", "api_calls")
+_FIELDS = (("input_tokens", _INPUT_KEYS), ("output_tokens", _OUTPUT_KEYS),
+           ("total_tokens", _TOTAL_KEYS), ("cost_usd", _COST_KEYS), ("steps", _STEP_KEYS))
 
 
 def _number(mapping: Mapping[str, Any], keys: tuple[str, ...]) -> float | None:
@@ -160,13 +187,21 @@ def _number(mapping: Mapping[str, Any], keys: tuple[str, ...]) -> float | None:
     return None
 
 
+def _mapping(value: Any) -> Mapping[str, Any] | None:
+    """A metadata value as a mapping: ADK's newer releases send a JSON string."""
+    if isinstance(value, str) and value.lstrip().startswith("{"):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    return value if isinstance(value, Mapping) else None
+
+
 def _usage_of(metadata: Mapping[str, Any]) -> dict[str, float]:
     """The usage figures one metadata mapping reports, by Usage field name."""
-    scopes = [m for m in (metadata.get("usage"), metadata.get("token_usage"), metadata)
-              if isinstance(m, Mapping)]
+    scopes = [m for m in (*(_mapping(metadata.get(k)) for k in _USAGE_SCOPES), metadata) if m]
     found: dict[str, float] = {}
-    for name, keys in (("input_tokens", _INPUT_KEYS), ("output_tokens", _OUTPUT_KEYS),
-                       ("total_tokens", _TOTAL_KEYS), ("cost_usd", _COST_KEYS)):
+    for name, keys in _FIELDS:
         for scope in scopes:
             value = _number(scope, keys)
             if value is not None:
@@ -175,23 +210,44 @@ def _usage_of(metadata: Mapping[str, Any]) -> dict[str, float]:
     return found
 
 
+def _to_usage(figures: Mapping[str, float]) -> Usage | None:
+    if not figures:
+        return None
+    counts = {k: int(v) for k, v in figures.items() if k != "cost_usd"}
+    if "total_tokens" not in counts and {"input_tokens", "output_tokens"} <= counts.keys():
+        counts["total_tokens"] = counts["input_tokens"] + counts["output_tokens"]
+    return Usage(**counts, cost_usd=figures.get("cost_usd"))
+
+
 def extract_usage(*metadatas: Mapping[str, Any] | None) -> Usage | None:
     """The usage an agent reported in metadata; earlier mappings win field by field.
 
-    Numbers arrive as floats over A2A (protobuf Struct), so token counts are
-    rounded down to ints. Reads `usage.{input,prompt,output,completion,total}_tokens`
-    (or the same keys at the top level) and `cost_usd` / `cost`.
+    Numbers arrive as floats over A2A (protobuf Struct), so counts are rounded down to
+    ints. Reads the keys listed above, under `usage`, `token_usage`, `usage_metadata`,
+    `adk_usage_metadata` or at the top level.
     """
     merged: dict[str, float] = {}
     for metadata in metadatas:
         for key, value in (_usage_of(metadata) if metadata else {}).items():
             merged.setdefault(key, value)
-    if not merged:
-        return None
-    tokens = {k: int(v) for k, v in merged.items() if k != "cost_usd"}
-    if "total_tokens" not in tokens and {"input_tokens", "output_tokens"} <= tokens.keys():
-        tokens["total_tokens"] = tokens["input_tokens"] + tokens["output_tokens"]
-    return Usage(**tokens, cost_usd=merged.get("cost_usd"))
+    return _to_usage(merged)
+
+
+def adk_call_usage(events: Iterable[Mapping[str, Any]]) -> Usage | None:
+    """ADK's usage summed over the streamed events that carry it (one model call each;
+    partial events, which repeat a call's usage, are skipped); None when none does."""
+    total: dict[str, float] = {}
+    calls = 0
+    for metadata in events:
+        usage = _mapping(metadata.get(ADK_USAGE_KEY))
+        if usage is None or metadata.get("adk_partial") is True:
+            continue
+        calls += 1
+        for name, value in _usage_of(usage).items():
+            total[name] = total.get(name, 0.0) + value
+    if calls:
+        total.setdefault("steps", float(calls))
+    return _to_usage(total)
 
 
 def metadata_of(obj: Any) -> dict[str, Any]:

@@ -89,8 +89,15 @@ def answer_parts(answer: Answer) -> list[Part]:
     return [new_text_part(patch)]
 
 
+# A stand-in price, US dollars per token (a small hosted model's), so that the demo's
+# reports show a cost like a real agent's.
+PRICE_IN, PRICE_OUT = 0.15e-6, 0.60e-6
+
+
 def usage_for(request: TaskRequest, patch: str) -> dict[str, float]:
-    """A deterministic stand-in for the tokens a model would have spent."""
+    """A deterministic stand-in for the tokens a model would have spent, in Proctor's
+    own keys (`usage` in the reply's metadata)."""
     tokens_in, tokens_out = len(request.text) // 4 + 1, len(patch) // 4
     return {"input_tokens": tokens_in, "output_tokens": tokens_out,
-            "total_tokens": tokens_in + tokens_out, "cost_usd": 0.0}
+            "total_tokens": tokens_in + tokens_out, "steps": 1,
+            "cost_usd": round(tokens_in * PRICE_IN + tokens_out * PRICE_OUT, 8)}

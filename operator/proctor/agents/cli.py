@@ -12,6 +12,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from proctor.agents.kinds import KINDS
 
@@ -21,7 +22,9 @@ def cmd_agent_serve(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     serve(args.kind, host=args.host, port=args.port, card_url=args.card_url,
-          dataset_files=args.dataset or (), seed=args.seed)
+          dataset_files=args.dataset or (), seed=args.seed,
+          request_log=Path(args.request_log) if args.request_log else None,
+          exit_after=args.exit_after)
     return 0
 
 
@@ -40,6 +43,12 @@ def _add_serve(commands: argparse._SubParsersAction) -> None:
                             "knows besides the demo tasks; repeatable")
     serve.add_argument("--seed", type=int, default=None,
                        help="sensitive: draw each answer (seeded), so repeats may differ")
+    serve.add_argument("--request-log", metavar="FILE",
+                       help="append a JSON line per task received (time, task id, sha256 of "
+                            "its problem text): which tasks were asked, and how often")
+    serve.add_argument("--exit-after", type=int, metavar="N",
+                       help="stop serving after N answers, as an agent that dies mid-run "
+                            "(to try the dead-agent rule)")
     serve.set_defaults(func=cmd_agent_serve)
 
 

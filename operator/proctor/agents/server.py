@@ -15,11 +15,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import json
 import logging
 import socket
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 import uvicorn
 from a2a.helpers import new_text_part
@@ -77,13 +81,26 @@ def agent_card(kind: str, card_url: str, streaming: bool = True) -> AgentCard:
 
 
 class SolverExecutor(AgentExecutor):
-    """Runs a `Solver` for each task and reports its `Answer` as A2A events."""
+    """Runs a `Solver` for each task and reports its `Answer` as A2A events.
 
-    def __init__(self, solver: Solver):
+    `request_log`: a JSON line per task received (when, the task, the sha256 of its
+    problem text), so a test can prove which tasks an orchestrator asked, and how often.
+    `exit_after`: stop serving after that many answers (`stop_serving`), as an agent
+    that dies mid-run does.
+    """
+
+    def __init__(self, solver: Solver, request_log: Path | None = None,
+                 exit_after: int | None = None):
         self.solver = solver
+        self.request_log, self.exit_after = request_log, exit_after
+        self.answers = 0
+        self.stop_serving: Callable[[], None] | None = None
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id, context_id = context.task_id or "", context.context_id or ""
+        if self.exit_after is not None and self.answers >= self.exit_after:
+            return  # dying: no answer (the server is closing its doors)
+        self._log_request(task_id, context)
         if context.current_task is None:
             await event_queue.enqueue_event(Task(
                 id=task_id, context_id=context_id,
@@ -98,6 +115,20 @@ class SolverExecutor(AgentExecutor):
             log.exception("task %s failed", task_id)
             answer = Answer(state="failed", text=f"internal error: {type(exc).__name__}: {exc}")
         await report(updater, answer)
+        self.answers += 1
+        if self.exit_after is not None and self.answers >= self.exit_after \
+                and self.stop_serving is not None:
+            # Stop listening at once; the answer in flight is still delivered.
+            asyncio.get_running_loop().call_later(0.1, self.stop_serving)
+
+    def _log_request(self, task_id: str, context: RequestContext) -> None:
+        if self.request_log is None:
+            return
+        request = request_of(context.message)
+        line = {"time": time.time(), "task_id": task_id, "instance_id": request.instance_id,
+                "problem_sha256": hashlib.sha256(request.problem_text.encode()).hexdigest()}
+        with open(self.request_log, "a") as fh:
+            fh.write(json.dumps(line) + "\n")
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         updater = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
@@ -138,10 +169,11 @@ def build_app(executor: AgentExecutor, card: AgentCard) -> Starlette:
 
 
 def reference_app(kind: str, card_url: str, dataset_files: Iterable[str] = (),
-                  streaming: bool = True, seed: int | None = None) -> Starlette:
-    """The app of one reference agent kind."""
-    solver = solver_for(kind, Tasks.load(dataset_files), seed)
-    return build_app(SolverExecutor(solver), agent_card(kind, card_url, streaming))
+                  streaming: bool = True, seed: int | None = None,
+                  executor: SolverExecutor | None = None) -> Starlette:
+    """The app of one reference agent kind (`executor`: one made by the caller)."""
+    executor = executor or SolverExecutor(solver_for(kind, Tasks.load(dataset_files), seed))
+    return build_app(executor, agent_card(kind, card_url, streaming))
 
 
 def default_card_url(host: str, port: int) -> str:
@@ -151,14 +183,19 @@ def default_card_url(host: str, port: int) -> str:
 
 
 def serve(kind: str, host: str = "127.0.0.1", port: int = 9009, card_url: str | None = None,
-          dataset_files: Iterable[str] = (), seed: int | None = None) -> None:
+          dataset_files: Iterable[str] = (), seed: int | None = None,
+          request_log: Path | None = None, exit_after: int | None = None) -> None:
     """Run a reference agent until interrupted (what `proctor agent serve` does)."""
     if kind not in KINDS:
         raise ValueError(f"unknown agent kind {kind!r}; choose one of {', '.join(KINDS)}")
     url = card_url or default_card_url(host, port)
-    app = reference_app(kind, url, dataset_files, seed=seed)
+    executor = SolverExecutor(solver_for(kind, Tasks.load(dataset_files), seed),
+                              request_log, exit_after)
+    app = reference_app(kind, url, executor=executor)
     log.info("Serving the %s agent on %s:%s, card URL %s", kind, host, port, url)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+    executor.stop_serving = lambda: setattr(server, "should_exit", True)
+    server.run()
 
 
 @dataclass

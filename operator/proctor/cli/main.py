@@ -60,7 +60,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     evaluation, agents = _load_manifests(args.file)
     summary = run_evaluation(evaluation, Path(args.output_dir), progress=not args.quiet,
                              agents=agents, retry_errors=args.retry_errors,
-                             sandbox=_sandbox_options(args))
+                             sandbox=_sandbox_options(args), agent_wait_s=args.agent_wait)
     _print_summary(summary, Path(args.output_dir))
     return exits.for_summaries([summary])
 
@@ -117,7 +117,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     out = Path(args.output_dir)
     selection = load_selection(evaluation)  # once, for the run and for the harness's logs
     summary = run_evaluation(evaluation, out, progress=not args.quiet, agents=agents,
-                             sandbox=_sandbox_options(args), selection=selection)
+                             sandbox=_sandbox_options(args), selection=selection,
+                             retry_errors=args.retry_errors, agent_wait_s=args.agent_wait)
     report = write_run_logs(out, evaluation, selection, args.run_id, summary.agent,
                             preds.patches if preds else None, options.instance_ids)
     _print_summary(summary, out)
@@ -379,6 +380,13 @@ def cmd_render(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_show(args: argparse.Namespace) -> int:
+    from proctor.cli.show import show
+
+    print(show(Path(args.results), args.item))
+    return 0
+
+
 def cmd_results_pull(args: argparse.Namespace) -> int:
     from proctor.k8s.api import Kube, load_config
     from proctor.k8s.pull import pull
@@ -388,6 +396,27 @@ def cmd_results_pull(args: argparse.Namespace) -> int:
     print(f"Pulled {count} results of {args.namespace}/{args.evaluation} into "
           f"{args.output_dir}/ (summary.json, report.md, results.jsonl)")
     return 0
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{text} is below 0")
+    return value
+
+
+def _add_agent_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--retry-errors", action="store_true",
+                        help="on resume, also run again items that ended in agent or timeout "
+                             "errors, asking the agent again (infra and sandbox errors are "
+                             "always run again, with the patch already obtained)")
+    parser.add_argument("--agent-wait", type=_seconds, default=60, metavar="SECONDS",
+                        help="after 3 requests in a row fail to reach the agent, no new task "
+                             "is sent and its card is probed this long: if it answers the run "
+                             "goes on, else it stops with exit 3 (default 60)")
 
 
 def _add_sandbox_options(parser: argparse.ArgumentParser, default: str) -> None:
@@ -416,10 +445,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="a YAML file with the Evaluation (and its AgentUnderTest); repeatable")
     run.add_argument("--output-dir", required=True, help="results folder (resumed if present)")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    run.add_argument("--retry-errors", action="store_true",
-                     help="on resume, also run again items that ended in agent or timeout "
-                          "errors, asking the agent again (infra and sandbox errors are "
-                          "always run again, with the patch already obtained)")
+    _add_agent_options(run)
     _add_sandbox_options(run, default="auto")
     run.set_defaults(func=cmd_run)
 
@@ -446,6 +472,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--output-dir", default=".", help="where logs/, the run report and "
                     "Proctor's results go (resumed if present; default: here)")
     ev.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    _add_agent_options(ev)
     _add_sandbox_options(ev, default="auto")
     ev.set_defaults(func=cmd_eval)
 
@@ -590,6 +617,13 @@ def build_parser() -> argparse.ArgumentParser:
                           "spec.runner.image is unset; default proctor-runner:<version>")
     ren.set_defaults(func=cmd_render)
 
+    sho = sub.add_parser("show", help="one item for a person to read: its task, what the "
+                                      "agent sent back, the patch, the test log, the verdict")
+    sho.add_argument("results", help="a results folder (proctor run's or eval's --output-dir)")
+    sho.add_argument("item", help="instance/variant/repeat, an instance id (its original "
+                                  "prompt's first repeat), or the start of an item id")
+    sho.set_defaults(func=cmd_show)
+
     res = sub.add_parser("results", help="results kept on a cluster")
     res_sub = res.add_subparsers(dest="results_command", required=True)
     pull = res_sub.add_parser("pull", help="write a cluster Evaluation's results as the "
@@ -651,6 +685,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if code == ExitCode.INTERRUPTED:
             print("proctor: interrupted; finished items are kept, run again to resume",
                   file=sys.stderr)
+        elif code == ExitCode.BUDGET_SPENT:
+            print(f"proctor: {exc}", file=sys.stderr)
         else:
             print(f"proctor: error: {exits.message_for(exc)}", file=sys.stderr)
         return code

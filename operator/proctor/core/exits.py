@@ -4,8 +4,11 @@
     1    completed, some items ended in error (the count is printed)
     2    bad input: a manifest, dataset, predictions file or results folder that cannot
          be used (the message names the problem)
-    3    not run: the agent cannot be reached, the results folder is in use by another
-         run, the disk is full
+    3    not run, or stopped: the agent cannot be reached, or stopped answering mid-run
+         (finished items kept), the results folder is in use by another run, the disk
+         is full
+    4    stopped by a budget (Evaluation or AgentUnderTest spec.budget): no new task was
+         sent past its cap; finished items are kept, summary.json names the cap
     130  interrupted (Ctrl-C): finished items are kept, run again to resume
 """
 
@@ -23,12 +26,18 @@ class ExitCode(IntEnum):
     ITEM_ERRORS = 1
     BAD_INPUT = 2
     NOT_RUN = 3
+    BUDGET_SPENT = 4
     INTERRUPTED = 130
 
 
 class NotRun(Exception):
     """The run could not start, or had to stop, for a reason outside its input
     (exit 3); the message says why and what to do."""
+
+
+class BudgetSpent(Exception):
+    """A total cap of the agent's budget was reached: the run stopped sending tasks (exit
+    4); what finished is kept."""
 
 
 class Interrupted(Exception):
@@ -59,6 +68,8 @@ def for_exception(exc: BaseException) -> ExitCode | None:
     """The exit status for an exception a command let through; None for a bug."""
     if isinstance(exc, KeyboardInterrupt):
         return ExitCode.INTERRUPTED
+    if isinstance(exc, BudgetSpent):
+        return ExitCode.BUDGET_SPENT
     if isinstance(exc, NotRun) or is_disk_full(exc):
         return ExitCode.NOT_RUN
     if isinstance(exc, (BadInput, UsageError, FileNotFoundError, PermissionError)):

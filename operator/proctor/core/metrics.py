@@ -15,9 +15,11 @@ The denominators, pinned once:
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 
 from proctor.core.model import (
     ORIGINAL_VARIANT,
@@ -79,13 +81,28 @@ def _usage(results: Iterable[RunResult]) -> Usage:
     return Usage(**total)
 
 
-def _latency(results: Iterable[RunResult]) -> dict[str, float]:
-    times = sorted(r.timings.total_seconds for r in results
-                   if r.timings.total_seconds is not None)
+def spread(values: Iterable[float | None]) -> dict[str, float]:
+    """mean, median, p90 (nearest rank) and max of the values given; {} for none."""
+    times = sorted(v for v in values if v is not None)
     if not times:
         return {}
+    p90 = times[max(0, math.ceil(0.9 * len(times)) - 1)]
     return {"mean": statistics.fmean(times), "median": statistics.median(times),
-            "p90": times[min(len(times) - 1, int(0.9 * len(times)))], "max": times[-1]}
+            "p90": p90, "max": times[-1]}
+
+
+def _latency(results: Iterable[RunResult]) -> dict[str, float]:
+    return spread(r.timings.total_seconds for r in results)
+
+
+def wall_seconds(results: Iterable[RunResult]) -> float | None:
+    """From the first item's start to the last item's end, from their timestamps."""
+    starts, ends = [], []
+    for r in results:
+        if r.timings.started_at and r.timings.finished_at:
+            starts.append(datetime.fromisoformat(r.timings.started_at))
+            ends.append(datetime.fromisoformat(r.timings.finished_at))
+    return (max(ends) - min(starts)).total_seconds() if starts else None
 
 
 def tampered_share(results: Iterable[RunResult]) -> float:
@@ -119,4 +136,7 @@ def aggregate(results: Sequence[RunResult], instances: Mapping[str, Instance], *
         partial=len(results) < items_planned,
         tests_left_out=_tests_left_out(original, instances), error_kinds=dict(errors),
         tampered_pct=tampered_share(original), tampered_items=sum(r.tampered for r in results),
-        usage=_usage(results), latency_seconds=_latency(results))
+        usage=_usage(results), latency_seconds=_latency(results),
+        usage_reported=sum(1 for r in results if r.usage is not None),
+        agent_latency_seconds=spread(r.timings.solve_seconds for r in results),
+        wall_seconds=wall_seconds(results))

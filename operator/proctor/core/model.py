@@ -201,6 +201,8 @@ class Usage(BaseModel):
     """All tokens."""
     cost_usd: float | None = None
     """Cost in US dollars."""
+    steps: int | None = None
+    """Model calls (an agent loop's steps), when the agent reports them."""
 
 
 class Tampering(BaseModel):
@@ -343,6 +345,16 @@ class Summary(BaseModel):
     left out of summary.json when no model wrote them."""
     latency_seconds: dict[str, float] = {}
     """Item wall time: mean, median, p90, max."""
+    usage_reported: int = 0
+    """Items whose agent reported usage (tokens or cost): `usage` sums only those."""
+    agent_latency_seconds: dict[str, float] = {}
+    """The agent's time to answer (timings.solve_seconds) over the items it was asked:
+    mean, median, p90, max."""
+    stopped_by: str | None = None
+    """What ended the run before every item was done, when something did (a budget)."""
+    wall_seconds: float | None = None
+    """The run's wall time: from the first item's start to the last item's end (a run
+    resumed later counts the pause between its runs too)."""
 
     @model_serializer(mode="wrap")
     def _leave_out_unused(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

@@ -73,15 +73,44 @@ def terminal_table(rows: Sequence[tuple[str, EvalResult]], first: str = "Agent",
     return aligned(head, body)
 
 
+def seconds(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1f} s"
+
+
+def dollars(value: float | None) -> str:
+    return "–" if value is None else f"${value:.4f}" if value < 1 else f"${value:,.2f}"
+
+
+def count(value: int | None) -> str:
+    return "–" if value is None else f"{value:,}"
+
+
 def leaderboard(summaries: Mapping[str, Summary]) -> list[str]:
-    """One row per agent, best first: the figures, then median latency and tokens."""
+    """One row per agent, best first: the figures, then median latency, tokens and cost."""
     ranked = sorted(summaries.items(), key=lambda kv: (-kv[1].results.resolved_pct, kv[0]))
-    latency = [f"{m:.1f} s" if (m := s.latency_seconds.get("median")) is not None else "–"
-               for _, s in ranked]
-    tokens = [str(s.usage.total_tokens) if s.usage.total_tokens is not None else "–"
-              for _, s in ranked]
+    latency = [seconds(s.latency_seconds.get("median")) for _, s in ranked]
+    tokens = [count(s.usage.total_tokens) for _, s in ranked]
+    cost = [dollars(s.usage.cost_usd) for _, s in ranked]
     return terminal_table([(name, s.results) for name, s in ranked], "Agent",
-                          [("Latency", latency), ("Tokens", tokens)])
+                          [("Latency", latency), ("Tokens", tokens), ("Cost", cost)])
+
+
+def cost_and_time(summary: Summary) -> list[str]:
+    """report.md's lines on what the run cost and how long it took."""
+    u, agent = summary.usage, summary.agent_latency_seconds
+    reported = (f"reported by the agent for {summary.usage_reported} of {summary.items} items"
+                if summary.usage_reported else "the agent reported no usage")
+    rows = [("Tokens (input / output / total)",
+             f"{count(u.input_tokens)} / {count(u.output_tokens)} / {count(u.total_tokens)}"),
+            ("Cost", dollars(u.cost_usd)), ("Model calls (steps)", count(u.steps)),
+            ("Agent latency (median / p90)",
+             f"{seconds(agent.get('median'))} / {seconds(agent.get('p90'))}"),
+            ("Item wall time (median / p90)",
+             f"{seconds(summary.latency_seconds.get('median'))} / "
+             f"{seconds(summary.latency_seconds.get('p90'))}"),
+            ("Run wall time", seconds(summary.wall_seconds))]
+    return ["## Cost and time", "", f"Usage {reported}.", "", "| | |", "|---|---|",
+            *(f"| {name} | {value} |" for name, value in rows), ""]
 
 
 def _test_cell(passed: int, total: int, ran: bool) -> str:
@@ -109,7 +138,8 @@ def render(summary: Summary, results: Sequence[RunResult]) -> str:
     title = summary.evaluation or "evaluation"
     lines = [f"# {title}: {summary.agent}", "",
              f"{summary.items} of {summary.items_planned} work items done."
-             + (" Partial: the figures cover only the items done." if summary.partial else ""),
+             + (" Partial: the figures cover only the items done." if summary.partial else "")
+             + (f" Stopped by the {summary.stopped_by}." if summary.stopped_by else ""),
              "",
              *figures_table([("All", summary.results)]), "",
              f"Tampered: {percent(summary.tampered_pct)} of tasks ({summary.tampered_items} "
@@ -126,5 +156,6 @@ def render(summary: Summary, results: Sequence[RunResult]) -> str:
     if summary.error_kinds:
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(summary.error_kinds.items()))
         lines += [f"Errors by kind: {kinds}.", ""]
+    lines += cost_and_time(summary)
     lines += ["## Items", "", *items_table(results), ""]
     return "\n".join(lines)

@@ -85,6 +85,17 @@ class AgentAuth(_Spec):
     """Scheme written before the token; empty sends the token alone."""
 
 
+class BudgetSpec(_Spec):
+    """Caps on what the agent may spend (enforced on one machine)."""
+
+    max_tokens: int | None = None
+    """Most tokens, summed over the items whose agent reported usage."""
+    max_cost_usd: float | None = None
+    """Most cost in US dollars, summed over the items whose agent reported it."""
+    item_seconds: int | None = None
+    """Most seconds the agent may take on one item."""
+
+
 class AgentUnderTestSpec(_Spec):
     """How to reach (or run) an A2A agent and how hard it may be driven."""
 
@@ -102,6 +113,8 @@ class AgentUnderTestSpec(_Spec):
     """Most tasks in flight on this agent at once, over every Evaluation that uses it."""
     task_data: bool = False
     """Also send a data part naming the task (instance_id, repo, base_commit, variant_id)."""
+    budget: BudgetSpec | None = None
+    """Caps on what this agent may spend in each run that evaluates it."""
 
 
 # --- Evaluation -----------------------------------------------------------------------------
@@ -224,6 +237,8 @@ class EvaluationSpec(_Spec):
     """Time limits."""
     runner: RunnerSpec = Field(default_factory=RunnerSpec)
     """How rows' pods are run."""
+    budget: BudgetSpec | None = None
+    """Caps on what the agent may spend in this Evaluation."""
     suspend: bool = False
     """Start no new rows while true."""
 

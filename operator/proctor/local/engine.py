@@ -28,9 +28,16 @@ from urllib.parse import urlparse
 from tqdm import tqdm
 
 from proctor import __version__, datasets
-from proctor.a2a.client import AgentProblem, fetch_card
+from proctor.a2a.client import AgentProblem, SolveResult, fetch_card
 from proctor.core import exits
-from proctor.core.exits import DiskFull, ExitCode, Interrupted, NotRun, is_disk_full
+from proctor.core.exits import (
+    BudgetSpent,
+    DiskFull,
+    ExitCode,
+    Interrupted,
+    NotRun,
+    is_disk_full,
+)
 from proctor.core.model import ErrorKind, Instance, Outcome, RunResult, Summary, Timings, WorkItem
 from proctor.core.patches import check_patch
 from proctor.core.plan import Variant
@@ -38,6 +45,8 @@ from proctor.core.spec import AgentUnderTest, Evaluation
 from proctor.formats import agentbeats
 from proctor.formats.predictions import Predictions, load_predictions, patch_for
 from proctor.formats.report_json import report_json
+from proctor.local.agent_watch import DEFAULT_WAIT_S, AgentWatch
+from proctor.local.budget import BudgetGuard, combined
 from proctor.local.resume import Todo, resume_message, resume_plan
 from proctor.prepare import (
     Refusal,
@@ -82,6 +91,10 @@ class RunContext:
     """The agent's maxConcurrentTasks, across everything this process runs."""
     stop: threading.Event = field(default_factory=threading.Event)
     """Set when the run is stopping (Ctrl-C, a full disk): in-flight work ends at once."""
+    watch: AgentWatch | None = None
+    """The dead-agent rule (`agent_watch`), when an agent is asked."""
+    budget: BudgetGuard | None = None
+    """The agent's budget (`budget`), when an agent is asked."""
 
     @property
     def label(self) -> str:
@@ -140,12 +153,23 @@ def agent_target(evaluation: Evaluation, agents: Sequence[AgentUnderTest]) -> Ag
     if spec.auth:
         raise EngineError(f"AgentUnderTest {name!r} reads its credentials from a Kubernetes "
                           f"Secret, which `proctor run` cannot read; use it on a cluster")
-    return AgentTarget(endpoint=spec.endpoint, timeout_s=spec.request_timeout_seconds,
+    budget = combined(evaluation.spec.budget, spec.budget)
+    timeout = min(spec.request_timeout_seconds,
+                  (budget.item_seconds if budget else None) or spec.request_timeout_seconds)
+    return AgentTarget(endpoint=spec.endpoint, timeout_s=timeout,
                        task_data=spec.task_data, max_concurrent_tasks=spec.max_concurrent_tasks)
 
 
+def agent_budget(evaluation: Evaluation, agents: Sequence[AgentUnderTest]) -> BudgetGuard:
+    """The evaluation's and its agent's budget, the smaller of each cap."""
+    ref = evaluation.spec.agent_ref
+    own = [a.spec.budget for a in agents if ref and a.name == ref.name]
+    return BudgetGuard(combined(evaluation.spec.budget, *own))
+
+
 def prepare(evaluation: Evaluation, agents: Sequence[AgentUnderTest] = (),
-            sandbox: SandboxOptions | None = None, selection: datasets.Selection | None = None
+            sandbox: SandboxOptions | None = None, selection: datasets.Selection | None = None,
+            agent_wait_s: float = DEFAULT_WAIT_S
             ) -> tuple[RunContext, datasets.Selection, list[WorkItem]]:
     """Load the rows (unless the caller has them) and plan the items; refuse early what
     cannot run here."""
@@ -166,8 +190,11 @@ def prepare(evaluation: Evaluation, agents: Sequence[AgentUnderTest] = (),
         raise EngineError(refused[0] + more)
     variants = prompt_variants(evaluation, selection, progress=_variants_progress)
     items = plan_items(evaluation, selection, variants)
-    ctx = RunContext(evaluation, selection.by_id, predictions, agent, slots,
-                     sandboxes=sandboxes, variants=variants)
+    stop = threading.Event()
+    watch = AgentWatch(agent.endpoint, agent_wait_s, stop) if agent else None
+    budget = agent_budget(evaluation, agents) if agent else None
+    ctx = RunContext(evaluation, selection.by_id, predictions, agent, slots, stop=stop,
+                     watch=watch, budget=budget, sandboxes=sandboxes, variants=variants)
     return ctx, selection, items
 
 
@@ -186,6 +213,11 @@ def preflight(ctx: RunContext) -> None:
     except AgentProblem as exc:
         raise AgentUnreachable(f"{exc}; nothing was run (start the agent, or correct "
                                f"its AgentUnderTest's endpoint)") from None
+
+
+class NotAnswered(Exception):
+    """The item is not stored, as if it had never been sent: its request failed after the
+    agent was already declared down, or the budget was spent before it was sent."""
 
 
 def _obtain_patch(ctx: RunContext, instance: Instance, work: WorkDir, problem_text: str,
@@ -207,8 +239,19 @@ def _obtain_patch(ctx: RunContext, instance: Instance, work: WorkDir, problem_te
             repo_dir = str(tmp / "repo")
         if ctx.agent_slots:
             stack.enter_context(ctx.agent_slots)
-        return solve_step(work, ctx.agent, ctx.evaluation.spec.dataset.include_hints,
-                          repo_dir, stop=ctx.stop).latency_s
+        if ctx.budget and not ctx.budget.may_send():  # past the budget: no new task
+            raise NotAnswered(ctx.budget.reason or "the budget is spent")
+        if ctx.watch:  # an agent that stopped answering is sent no new task
+            ctx.watch.admit()
+        result = solve_step(work, ctx.agent, ctx.evaluation.spec.dataset.include_hints,
+                            repo_dir, stop=ctx.stop)
+        _watch(ctx, result)
+        return result.latency_s
+
+
+def _watch(ctx: RunContext, result: SolveResult) -> None:
+    if ctx.watch and not ctx.watch.report(result.transport_failure, result.error or ""):
+        raise NotAnswered(result.error or "the agent did not answer")
 
 
 def execute_item(ctx: RunContext, item: WorkItem, work: WorkDir,
@@ -253,12 +296,15 @@ def run_items(ctx: RunContext, folder: ResultsFolder, items: Sequence[WorkItem |
     bar = tqdm(total=len(todo), disable=not progress or not todo, unit="item", desc=desc,
                file=sys.stderr, mininterval=0.5, dynamic_ncols=True)
     pool = ThreadPoolExecutor(max_workers=max(1, workers))
-    futures: dict[Future[RunResult], Todo] = {}
-    recorded: set[Future[RunResult]] = set()
+    futures: dict[Future[RunResult | None], Todo] = {}
+    recorded: set[Future[RunResult | None]] = set()
 
-    def record(future: Future[RunResult]) -> None:
+    def record(future: Future[RunResult | None]) -> None:
         recorded.add(future)
         result = future.result()
+        if result is None:  # not answered, not stored: it runs again on the next run
+            bar.update()
+            return
         folder.append(result)
         bar.set_postfix_str(f"{futures[future].item.instance_id}: {result.outcome.value}")
         bar.update()
@@ -312,15 +358,18 @@ def _quit_now(signum: int, frame: object) -> None:
     os._exit(ExitCode.INTERRUPTED)
 
 
-def _execute_safely(ctx: RunContext, todo: Todo, work: WorkDir) -> RunResult:
+def _execute_safely(ctx: RunContext, todo: Todo, work: WorkDir) -> RunResult | None:
     """An unexpected failure of one item becomes its error result, not the run's end;
-    a full disk stops the run instead (it says nothing about the item)."""
+    a full disk stops the run instead (it says nothing about the item). None: the item
+    is not stored (`NotAnswered`)."""
     item = todo.item
     if ctx.stop.is_set():
         raise Interrupted("the run is stopping")
     try:
         result = execute_item(ctx, item, work, todo.kept_patch, todo.attempts)
-    except Interrupted:
+    except NotAnswered:
+        return None
+    except (Interrupted, NotRun):
         raise
     except Exception as exc:
         if is_disk_full(exc):
@@ -334,6 +383,8 @@ def _execute_safely(ctx: RunContext, todo: Todo, work: WorkDir) -> RunResult:
     if result.error_kind == ErrorKind.SANDBOX and _disk_full_sign(work, result):
         raise DiskFull(f"the disk is full ({item.key}: {(result.error_message or '')[:200]}); "
                        f"finished items are kept: free some space and run again to resume")
+    if ctx.budget:  # counted at once, so the next task is not sent past the cap
+        ctx.budget.record(result.usage)
     return result
 
 
@@ -364,11 +415,13 @@ def run_evaluation(evaluation: Evaluation, output_dir: Path, progress: bool = Tr
                    agents: Sequence[AgentUnderTest] = (), retry_errors: bool = False,
                    sandbox: SandboxOptions | None = None,
                    selection: datasets.Selection | None = None,
+                   agent_wait_s: float = DEFAULT_WAIT_S,
                    on_result: Callable[[RunResult], None] | None = None) -> Summary:
     """Run (or resume, or extend) an evaluation into `output_dir`; returns its summary.
-    `selection`: its rows, when the caller has loaded them already; `on_result` is called
-    (on a worker thread) with each item's result as it is recorded."""
-    ctx, selection, items = prepare(evaluation, agents, sandbox, selection)
+    `selection`: its rows, when the caller has loaded them already. `agent_wait_s`: how
+    long an agent that stopped answering is waited for (`agent_watch`). `on_result` is
+    called (on a worker thread) with each item's result as it is recorded."""
+    ctx, selection, items = prepare(evaluation, agents, sandbox, selection, agent_wait_s)
     folder = ResultsFolder(output_dir)
     with folder.locked():
         folder.claim({"evaluation": evaluation.name,
@@ -377,6 +430,11 @@ def run_evaluation(evaluation: Evaluation, output_dir: Path, progress: bool = Tr
         if ctx.variants:
             write_variants(folder.root, selection.instances, ctx.variants)
         previous = {r.item_id: r for r in folder.load()}
+        planned = {i.id for i in items}
+        if ctx.budget:  # what earlier runs spent counts against the budget too
+            for r in previous.values():
+                if r.item_id in planned:
+                    ctx.budget.record(r.usage)
         plan = resume_plan(items, previous,
                            lambda item, r: _kept_patch(ctx, folder.work_dir(item), r),
                            retry_errors)
@@ -386,9 +444,9 @@ def run_evaluation(evaluation: Evaluation, output_dir: Path, progress: bool = Tr
         if line:
             print(line, file=sys.stderr)
 
-        def outputs() -> Summary:
+        def outputs(stopped_by: str | None = None) -> Summary:
             summary = write_outputs(folder, evaluation, ctx.instances, len(items),
-                                    planned_ids={i.id for i in items}, agent=ctx.label)
+                                    planned_ids=planned, agent=ctx.label, stopped_by=stopped_by)
             agentbeats.write_results(folder.root, summary, evaluation, ctx.participant_id)
             return summary
 
@@ -400,4 +458,9 @@ def run_evaluation(evaluation: Evaluation, output_dir: Path, progress: bool = Tr
             with contextlib.suppress(OSError):
                 outputs()
             raise
+        if ctx.budget and ctx.budget.refused:
+            summary = outputs(stopped_by=f"budget: {ctx.budget.reason}")
+            raise BudgetSpent(f"stopped: {ctx.budget.reason}; {ctx.budget.refused} items were "
+                              f"not sent; {summary.items} finished items are kept (raise the "
+                              f"budget and run again to go on)")
         return outputs()

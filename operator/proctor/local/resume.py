@@ -44,6 +44,8 @@ class ResumePlan:
     """Agent and timeout errors run again, the agent asked again (--retry-errors)."""
     patch_lost: int = 0
     """Infra and sandbox errors kept because their patch is no longer on disk."""
+    errors_kept: int = 0
+    """Agent and timeout errors kept (no --retry-errors): `--retry-errors` runs them."""
 
 
 def resume_plan(items: Sequence[WorkItem], previous: Mapping[str, RunResult],
@@ -55,7 +57,7 @@ def resume_plan(items: Sequence[WorkItem], previous: Mapping[str, RunResult],
     or None when it is lost.
     """
     todo: list[Todo] = []
-    kept = retested = asked = lost = 0
+    kept = retested = asked = lost = errors = 0
     for item in items:
         before = previous.get(item.id)
         if before is None:
@@ -77,7 +79,8 @@ def resume_plan(items: Sequence[WorkItem], previous: Mapping[str, RunResult],
             asked += 1
             continue
         kept += 1
-    return ResumePlan(todo, kept, retested, asked, lost)
+        errors += before.error_kind in ASKED_AGAIN
+    return ResumePlan(todo, kept, retested, asked, lost, errors)
 
 
 def resume_message(plan: ResumePlan, planned: int, asks_agent: bool = True) -> str | None:
@@ -96,4 +99,8 @@ def resume_message(plan: ResumePlan, planned: int, asks_agent: bool = True) -> s
                      f"folder (--retry-errors asks the agent again)")
     new = len(plan.todo) - plan.retested - plan.asked_again
     parts.append(f"{new} new")
+    if plan.errors_kept:
+        parts.append(f"{plan.errors_kept} ended in agent or timeout errors and are kept: "
+                     f"add --retry-errors to run them again"
+                     + (", asking the agent again" if asks_agent else ""))
     return "Resuming: " + "; ".join(parts)

@@ -2,7 +2,8 @@
 
 Reads `instance.json`, `item.json` and `prompt.txt` (the problem text of the item's
 variant) from the work folder; writes `patch.diff` (or `patch_refused`),
-`solve.json` (how the exchange ended, usage, latency) and prints the patch between
+`solve.json` (how the exchange ended, usage, latency), `transcript.json.gz` (what the
+agent sent back, bounded: `runner/transcript.py`) and prints the patch between
 markers, so that a retry after an infrastructure failure can take it from this
 step's log instead of asking the agent a second time.
 """
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from proctor.core.model import ErrorKind, Usage
+from proctor.runner.transcript import write_transcript
 from proctor.runner.workdir import WorkDir, write_json, write_patch
 
 if TYPE_CHECKING:
@@ -58,8 +60,11 @@ def solve_step(work: WorkDir, agent: AgentTarget, include_hints: bool,
     result = solve_sync(agent.endpoint, message, timeout_s=agent.timeout_s,
                         auth_header=agent.auth_header, streaming=agent.streaming, stop=stop)
     write_patch(work, result.patch)
+    if result.transcript is not None:
+        write_transcript(work, result.transcript)
     record = asdict(result)
     record.pop("patch")
+    record.pop("transcript")
     record["usage"] = result.usage.model_dump() if result.usage else None
     write_json(work / "solve.json", record)
     return result
