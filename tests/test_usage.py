@@ -41,9 +41,11 @@ def test_adk_usage_one_event_and_summed_over_events():
     assert extract_usage(_adk_metadata(CALLS[0])) == Usage(
         input_tokens=1850, output_tokens=120, total_tokens=1970)
     events = [_adk_metadata(CALLS[0]), _adk_metadata(CALLS[0], partial=True),
-              _adk_metadata(CALLS[1], as_json=True), {"other": 1}]
-    assert adk_call_usage(events) == Usage(input_tokens=3950, output_tokens=430,
-                                           total_tokens=4380, steps=2)
+              _adk_metadata(CALLS[1], as_json=True), {"other": 1},
+              {**_adk_metadata(CALLS[1]), "adk_event_id": "e2"},
+              {**_adk_metadata(CALLS[1]), "adk_event_id": "e2"}]  # one event, two objects
+    assert adk_call_usage(events) == Usage(input_tokens=6050, output_tokens=740,
+                                           total_tokens=6790, steps=3)
     assert adk_call_usage([{"other": 1}]) is None
 
 

@@ -186,7 +186,8 @@ class _Reply:
     artifacts: dict[str, Artifact] = field(default_factory=dict)
     metadata: list[dict] = field(default_factory=list)
     event_metadata: list[dict] = field(default_factory=list)
-    """The metadata of each streamed status update, one per event (ADK: one model call)."""
+    """The metadata of each streamed update, of its status message and of its artifact
+    (ADK puts a model call's usage on one of them, by release)."""
     events: int = 0
     polls: int = 0
     notes: list[str] = field(default_factory=list)
@@ -218,9 +219,12 @@ class _Reply:
             self._set_status(event.status_update.status)
             self.metadata.append(metadata_of(event.status_update))
             self.event_metadata.append(self.metadata[-1])
+            if self.status_message is not None:
+                self.event_metadata.append(metadata_of(self.status_message))
         elif kind == "artifact_update":
             self.task_id = self.task_id or event.artifact_update.task_id
             self._add_artifact(event.artifact_update.artifact, event.artifact_update.append)
+            self.event_metadata.append(metadata_of(event.artifact_update.artifact))
 
     def _set_status(self, status: TaskStatus) -> None:
         # A new status pushes the previous status message into the history, as servers do.

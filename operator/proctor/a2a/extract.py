@@ -145,10 +145,12 @@ def find_patch_in_task(task: Task) -> tuple[str, str | None]:
 # * Google ADK: every A2A event it converts from an ADK event carries
 #   `adk_usage_metadata`, the model response's usage in Gemini's camelCase names
 #   (promptTokenCount, candidatesTokenCount, totalTokenCount, thoughtsTokenCount...),
-#   one model call per event (google/adk-python, src/google/adk/a2a/converters/
-#   event_converter.py, `_get_context_metadata`; newer releases send the value as a
-#   JSON string). a2a-sdk's task store merges each status update's metadata into the
-#   task's, so a Task snapshot holds only the last call's: streamed events are summed.
+#   one model call per event, with the event's id in `adk_event_id` (google/adk-python,
+#   src/google/adk/a2a/converters/event_converter.py, `_get_context_metadata`: on the
+#   status update event; ADK 2.x, from_adk_event.py, `_add_event_metadata`: on the
+#   status message or the artifact). a2a-sdk's task store merges each update's
+#   metadata into the task's, so a Task snapshot holds only the last call's: streamed
+#   events are summed, each ADK event once.
 # * LangChain / LangGraph: an AIMessage's `usage_metadata` {input_tokens, output_tokens,
 #   total_tokens}, which agents that forward it put under that key. The a2a-samples
 #   LangGraph agent (samples/python/agents/langgraph, app/agent_executor.py) emits none.
@@ -237,11 +239,16 @@ def adk_call_usage(events: Iterable[Mapping[str, Any]]) -> Usage | None:
     """ADK's usage summed over the streamed events that carry it (one model call each;
     partial events, which repeat a call's usage, are skipped); None when none does."""
     total: dict[str, float] = {}
-    calls = 0
+    calls, seen = 0, set()
     for metadata in events:
         usage = _mapping(metadata.get(ADK_USAGE_KEY))
         if usage is None or metadata.get("adk_partial") is True:
             continue
+        event_id = metadata.get("adk_event_id")
+        if event_id is not None:
+            if event_id in seen:  # the same ADK event, seen on another object
+                continue
+            seen.add(event_id)
         calls += 1
         for name, value in _usage_of(usage).items():
             total[name] = total.get(name, 0.0) + value
