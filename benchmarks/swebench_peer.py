@@ -1,6 +1,7 @@
-"""Proctor against the swebench harness, side by side, on the demo images.
+"""Proctor against the swebench harness, side by side, on the demo images or on real rows.
 
     .venv/bin/python benchmarks/swebench_peer.py [--workers 2] [--timeout 300]
+    .venv/bin/python benchmarks/swebench_peer.py --real [--rounds 3] [-i ID ...] [--data DIR]
 
 One invocation, the same rows (the demo dataset, whose `image` names the local demo
 images), the same gold predictions and the same number of workers:
@@ -17,6 +18,14 @@ over the harness's best, the floor (the eval scripts' own time spread over the w
 Proctor's per-item overhead beyond its eval script, and whether every verdict agrees.
 Target: identical verdicts and Proctor <= 0.8x the harness's best. Needs root and a
 Docker daemon (scripts/docker-daemon.sh starts one); builds the demo images if missing.
+
+With `--real`: the 20 real Verified rows whose repositories the shared data's bundles hold
+(19 pytest, 1 flask; or `-i` some of them), their images built from those bundles when
+missing (`proctor images build`). Gold predictions; each round runs Proctor and the
+harness on the --init daemon one after the other, the order alternating between rounds
+(the load of a shared machine drifts; alternation spreads it over both). Printed per
+round and overall: wall times and their ratio, each tool's overhead per item beyond its
+eval scripts ((wall x workers - the eval scripts' seconds) / items), verdict agreement.
 """
 
 from __future__ import annotations
@@ -36,9 +45,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import docker
+import real_rows
 
 from proctor.datasets import demo
 from proctor.sandboxes.demo_images import build_demo_images
+from proctor.sandboxes.images.build import build_images
 
 HARNESS = "swebench.harness.run_evaluation"
 RUN_ID = "peer"
@@ -128,7 +139,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--timeout", type=int, default=300)
+    parser.add_argument("--real", action="store_true", help="real Verified rows")
+    parser.add_argument("--rounds", type=int, default=3, help="with --real")
+    parser.add_argument("-i", "--instance", nargs="+", default=(), help="with --real")
+    parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2]
+                        / "shared" / "data" / "swebench-verified",
+                        help="the folder with the Verified parquet and repos/")
     args = parser.parse_args()
+    if args.real:
+        real(args)
+        return
     client = docker.from_env()
     build_demo_images(client)
     rows_list = demo.load_rows()
@@ -170,6 +190,63 @@ def report(root: Path, walls: dict[str, float], workers: int, count: int) -> Non
     agree = all(v == runs["proctor"] and len(v) == count for v in runs.values())
     resolved = {name: sum(v.values()) for name, v in runs.items()}
     print(f"  verdicts agree on all {count}: {agree} (resolved: {resolved})")
+
+
+def real(args: argparse.Namespace) -> None:
+    parquet = args.data / "SWE-bench_Verified_test.parquet"
+    instances = real_rows.rows(parquet, tuple(args.instance))
+    client = docker.from_env()
+    built = build_images(client, instances, source=args.data / "repos")
+    if failed := [r.error for r in built if r.status == "failed"]:
+        sys.exit("\n".join(failed))
+    images = sorted({i.image for i in instances})
+    with tempfile.TemporaryDirectory(prefix="peer-real-", ignore_cleanup_errors=True) as tmp:
+        root = Path(tmp)
+        (root / "init").mkdir()
+        with init_daemon(root / "init") as host:
+            copy_images(images, host)
+            rounds = [real_round(root / f"round{n}", n, instances, parquet, args, host)
+                      for n in range(args.rounds)]
+    ratios = [r["proctor"] / r["harness"] for r in rounds]
+    print(f"{len(instances)} real rows, gold, {args.workers} workers, {args.rounds} rounds "
+          f"(load average now {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores)")
+    print(f"  Proctor / harness (--init): median {statistics.median(ratios):.2f}x, rounds "
+          f"{', '.join(f'{x:.2f}' for x in ratios)} (target <= 0.8x)")
+    for tool in ("proctor", "harness"):
+        overheads = [r[f"{tool} overhead"] for r in rounds]
+        print(f"  {tool}: wall {statistics.median(r[tool] for r in rounds):.1f} s (median), "
+              f"overhead per item beyond its eval script {statistics.median(overheads):.2f} s")
+    agree = [r["agree"] for r in rounds]
+    print(f"  verdicts agree on all {len(instances)} rows in every round: {all(agree)}; "
+          f"resolved (Proctor, last round): {rounds[-1]['resolved']}")
+
+
+def real_round(root: Path, number: int, instances: list, parquet: Path,
+               args: argparse.Namespace, host: str) -> dict:
+    """One round: both tools on every row, in the order that alternates between rounds."""
+    runs = {
+        "proctor": lambda: real_rows.run_proctor(parquet, instances, "gold", root / "proctor",
+                                                 args.workers, args.timeout),
+        "harness": lambda: real_rows.run_harness(instances, "gold", root / "harness",
+                                                 args.workers, args.timeout, host=host),
+    }
+    order = ["proctor", "harness"] if number % 2 == 0 else ["harness", "proctor"]
+    walls = {name: runs[name]() for name in order}
+    results = [json.loads(line) for line in (root / "proctor" / "results.jsonl")
+               .read_text().splitlines()]
+    ours_eval = sum(r["timings"]["eval_seconds"] or 0 for r in results)
+    theirs_eval = sum(real_rows.eval_seconds(root / "harness").values())
+    count = len(instances)
+    ours = real_rows.reports(root / "proctor", "gold")
+    theirs = real_rows.reports(root / "harness", "gold")
+    agree = len(ours) == len(theirs) == count and all(
+        real_rows.verdict(ours[i]) == real_rows.verdict(theirs[i]) for i in ours)
+    found = {**walls, "agree": agree, "resolved": sum(e["resolved"] for e in ours.values()),
+             "proctor overhead": (walls["proctor"] * args.workers - ours_eval) / count,
+             "harness overhead": (walls["harness"] * args.workers - theirs_eval) / count}
+    print(f"round {number}: Proctor {walls['proctor']:.1f} s, harness {walls['harness']:.1f} s"
+          f", agree {agree}", flush=True)
+    return found
 
 
 if __name__ == "__main__":

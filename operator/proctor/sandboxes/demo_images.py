@@ -12,17 +12,15 @@ be loaded into kind (`kind load docker-image proctor/demo-datekit:0.4`).
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from proctor.core.exits import BadInput
 from proctor.core.model import Instance
 from proctor.datasets import demo
 from proctor.sandboxes import process
+from proctor.sandboxes.images.debian import ImageBuildError, Rootfs, build_rootfs, exists
 
 BASE_IMAGE = "proctor/demo-base:bookworm"
 PACKAGES = ("python3", "python3-pytest", "python-is-python3", "git", "patch")
@@ -32,39 +30,10 @@ _BASE_CHANGES = ("ENV TESTBED=/testbed",
 _DOCKERFILE = f"FROM {BASE_IMAGE}\nCOPY testbed /testbed\nWORKDIR /testbed\n"
 
 
-class ImageBuildError(BadInput):
-    """An image could not be built; the message says why."""
-
-
-def _exists(client: Any, image: str) -> bool:
-    import docker
-
-    try:
-        client.images.get(image)
-        return True
-    except docker.errors.ImageNotFound:
-        return False
-
-
 def build_base(client: Any, force: bool = False, log: Callable[[str], None] = print) -> bool:
     """The base image from Debian's packages; False when it was already there."""
-    if not force and _exists(client, BASE_IMAGE):
-        return False
-    if not shutil.which("mmdebstrap"):
-        raise ImageBuildError("building the demo base image needs mmdebstrap "
-                              "(`apt-get install mmdebstrap`)")
-    log(f"Building {BASE_IMAGE} with mmdebstrap (about a minute) ...")
-    with tempfile.TemporaryDirectory(prefix="proctor-base-") as tmp:
-        tar = Path(tmp) / "base.tar"
-        done = subprocess.run(["mmdebstrap", "--quiet", "--variant=minbase",
-                               f"--include={','.join(PACKAGES)}", "bookworm", str(tar)],
-                              capture_output=True, text=True)
-        if done.returncode != 0:
-            raise ImageBuildError(f"mmdebstrap failed: {done.stderr.strip()[-500:]}")
-        repository, _, tag = BASE_IMAGE.partition(":")
-        client.api.import_image(src=str(tar), repository=repository, tag=tag,
-                                changes=list(_BASE_CHANGES))
-    return True
+    return build_rootfs(client, Rootfs(BASE_IMAGE, "bookworm", PACKAGES, _BASE_CHANGES),
+                        force, log)
 
 
 def demo_tasks() -> dict[str, Instance]:
@@ -81,7 +50,7 @@ def build_demo_images(client: Any, force: bool = False,
     built = [BASE_IMAGE] if build_base(client, force, log) else []
     for image, instance in demo_tasks().items():
         # A new base makes every image on the old one stale.
-        if not force and not built and _exists(client, image):
+        if not force and not built and exists(client, image):
             continue
         with tempfile.TemporaryDirectory(prefix="proctor-image-") as tmp:
             process.checkout(instance, Path(tmp) / "testbed")

@@ -88,10 +88,10 @@ def repo_source(instance: Instance) -> str:
 
 def _git(*args: str, cwd: Path | None = None) -> None:
     subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
-                   env=_git_env())
+                   env=git_env())
 
 
-def _git_env() -> dict[str, str]:
+def git_env() -> dict[str, str]:
     return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tempfile.gettempdir(),
             "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0", "LANG": "C.UTF-8"}
 
@@ -112,11 +112,11 @@ def strip_to_commit(repo: Path, commit: str) -> None:
     try:
         _git("-c", "advice.detachedHead=false", "checkout", "-q", "--detach", commit, cwd=repo)
         refs = subprocess.run(["git", "for-each-ref", "--format=%(refname)"], cwd=repo,
-                              check=True, capture_output=True, text=True, env=_git_env())
+                              check=True, capture_output=True, text=True, env=git_env())
         for ref in refs.stdout.split():
             _git("update-ref", "-d", ref, cwd=repo)
         remotes = subprocess.run(["git", "remote"], cwd=repo, check=True, capture_output=True,
-                                 text=True, env=_git_env())
+                                 text=True, env=git_env())
         for remote in remotes.stdout.split():
             _git("remote", "remove", remote, cwd=repo)
         _git("reflog", "expire", "--expire=now", "--all", cwd=repo)
