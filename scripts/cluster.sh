@@ -33,6 +33,7 @@ SERVICE_CIDR=10.96.0.0/16
 API_SERVICE_IP=10.96.0.1     # the first address of SERVICE_CIDR: kubernetes.default
 DNS_SERVICE_IP=10.96.0.10
 PAUSE_IMAGE=proctor.local/pause:3.10
+COREDNS_IMAGE=proctor.local/coredns:$(awk '$1 == "github.com/coredns/coredns" {print $2}' "$MODULE/coredns/go.mod")
 BRIDGE=proctor0
 ETCD_PORT=2379
 API_PORT=6443
@@ -52,8 +53,8 @@ die() { say "$*"; exit 1; }
 
 # --- build ------------------------------------------------------------------------------
 
-# The cache key covers everything that decides the binaries: the module's files, the Go
-# toolchain and this function's flags (kept in LDFLAGS below).
+# The cache key covers everything that decides the binaries and images: the modules'
+# files, the Go toolchain and the text of the functions that build them.
 build() {
   local major minor ldflags key cache tmp p
   major=${K8S_VERSION#v}; major=${major%%.*}
@@ -66,12 +67,12 @@ build() {
     ldflags+=" -X $p.gitTreeState=clean"
   done
   command -v go >/dev/null || die "Go is needed to build the cluster's binaries"
-  key=$( { cat "$MODULE/go.mod" "$MODULE/go.sum"; find "$MODULE" -name '*.go' | sort | xargs cat
-           go version; echo "$ldflags"; } | sha256sum | cut -c1-12)
+  key=$( { find "$MODULE" -type f | LC_ALL=C sort | xargs cat; go version; declare -f build image_archive; } |
+         sha256sum | cut -c1-12)
   cache=${XDG_CACHE_HOME:-$HOME/.cache}/proctor-cluster/$K8S_VERSION-$key
   BIN=$cache/bin
   [ -e "$cache/complete" ] && return 0
-  say "building Kubernetes $K8S_VERSION and etcd into $cache (about 6 minutes on 2 cores the first time) ..."
+  say "building Kubernetes $K8S_VERSION, etcd and CoreDNS into $cache (about 10 minutes on 2 cores the first time) ..."
   rm -rf "$cache"; mkdir -p "$cache"
   tmp=$cache/bin.partial; mkdir -p "$tmp"
   SECONDS=0
@@ -81,28 +82,35 @@ build() {
      -o "$tmp/" tool ./pause ./cri-sweep)
   # etcd's main package is the module go.etcd.io/etcd/server/v3, which Go names `server`.
   mv "$tmp/server" "$tmp/etcd"
-  pause_image "$tmp/pause" "$cache/pause.tar"
+  # CoreDNS is a module of its own: in the one above, its newer gRPC, OpenTelemetry and
+  # cloud SDKs would raise the versions Kubernetes was released and tested with.
+  (cd "$MODULE/coredns" && CGO_ENABLED=0 GOFLAGS=-modcacherw go build -trimpath -ldflags "-s -w" \
+     -o "$tmp/" tool)
+  image_archive "$tmp/pause" "$PAUSE_IMAGE" 65535 "$cache/pause.tar"
+  image_archive "$tmp/coredns" "$COREDNS_IMAGE" 0 "$cache/coredns.tar"
   mv "$tmp" "$BIN"
   touch "$cache/complete"
   say "built in ${SECONDS}s"
 }
 
-# An image archive in `docker save` layout (which `ctr images import` reads), holding
-# only the static pause binary, since no registry can be reached to pull the real one.
-pause_image() {
-  local pause=$1 out=$2 dir layer_sha config config_sha
+# image_archive BINARY NAME USER OUT: an image archive in `docker save` layout (which
+# `ctr images import` reads) holding one static binary as its entrypoint. No registry can
+# be reached to pull the upstream images.
+image_archive() {
+  local binary=$1 name=$2 user=$3 out=$4 dir layer_sha config config_sha base
+  base=$(basename "$binary")
   dir=$(mktemp -d)
   mkdir -p "$dir/rootfs"
-  cp "$pause" "$dir/rootfs/pause"
-  tar --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$dir/rootfs" -cf "$dir/layer.tar" pause
+  cp "$binary" "$dir/rootfs/$base"
+  tar --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$dir/rootfs" -cf "$dir/layer.tar" "$base"
   layer_sha=$(sha256sum "$dir/layer.tar" | cut -d' ' -f1)
-  config="{\"architecture\":\"amd64\",\"os\":\"linux\",\"config\":{\"Entrypoint\":[\"/pause\"],\"User\":\"65535:65535\"},\"rootfs\":{\"type\":\"layers\",\"diff_ids\":[\"sha256:$layer_sha\"]}}"
+  config="{\"architecture\":\"amd64\",\"os\":\"linux\",\"config\":{\"Entrypoint\":[\"/$base\"],\"User\":\"$user\"},\"rootfs\":{\"type\":\"layers\",\"diff_ids\":[\"sha256:$layer_sha\"]}}"
   config_sha=$(printf '%s' "$config" | sha256sum | cut -d' ' -f1)
   mkdir -p "$dir/image/$layer_sha"
   mv "$dir/layer.tar" "$dir/image/$layer_sha/layer.tar"
   printf '%s' "$config" >"$dir/image/$config_sha.json"
   printf '[{"Config":"%s.json","RepoTags":["%s"],"Layers":["%s/layer.tar"]}]' \
-    "$config_sha" "$PAUSE_IMAGE" "$layer_sha" >"$dir/image/manifest.json"
+    "$config_sha" "$name" "$layer_sha" >"$dir/image/manifest.json"
   tar --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$dir/image" -cf "$out" .
   rm -rf "$dir"
 }
@@ -206,6 +214,10 @@ pki() {
   cert kube-scheduler "/CN=system:kube-scheduler"
   cert node "/O=system:nodes/CN=system:node:$NODE"
   cert kube-proxy "/CN=system:kube-proxy"
+  # The API server's identity towards aggregated API servers (and the controllers' and
+  # scheduler's delegated authentication, which wait for its CA). The cluster's one CA
+  # signs it: only this name may assert a user in request headers.
+  cert front-proxy-client "/CN=front-proxy-client"
   local api=https://127.0.0.1:$API_PORT
   kubeconfig admin "$api"
   kubeconfig kube-controller-manager "$api"
@@ -298,6 +310,8 @@ hostnameOverride: $NODE
 clientConnection: {kubeconfig: $STATE/kube-proxy.kubeconfig}
 # Leave the host's conntrack table size alone (0: do not set it).
 conntrack: {maxPerCore: 0}
+# NodePorts on the node's own address only, not on every interface of the host.
+nodePortAddresses: [primary]
 oomScoreAdj: 0
 EOF
 }
@@ -396,7 +410,11 @@ up() {
     --service-cluster-ip-range "$SERVICE_CIDR" \
     --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
     --allow-privileged=true \
-    --kubelet-preferred-address-types InternalIP,Hostname
+    --kubelet-preferred-address-types InternalIP,Hostname \
+    --requestheader-client-ca-file "$PKI/ca.crt" --requestheader-allowed-names front-proxy-client \
+    --requestheader-username-headers X-Remote-User --requestheader-group-headers X-Remote-Group \
+    --requestheader-extra-headers-prefix X-Remote-Extra- \
+    --proxy-client-cert-file "$PKI/front-proxy-client.crt" --proxy-client-key-file "$PKI/front-proxy-client.key"
   wait_for kube-apiserver 90 api_ready
   start kube-controller-manager "$BIN/kube-controller-manager" \
     --kubeconfig "$STATE/kube-controller-manager.kubeconfig" \
@@ -415,13 +433,116 @@ up() {
     --bind-address 127.0.0.1 --leader-elect=false
   wait_for containerd 30 "$BIN/cri-sweep" "unix://$CRI_SOCKET"
   # Imported once per containerd root; the import is idempotent and takes well under a second.
-  ctr --address "$CRI_SOCKET" --namespace k8s.io images import "$(dirname "$BIN")/pause.tar" >/dev/null
+  for image in pause coredns; do
+    ctr --address "$CRI_SOCKET" --namespace k8s.io images import "$(dirname "$BIN")/$image.tar" >/dev/null
+  done
   start kubelet "$BIN/kubelet" --config "$STATE/kubelet.yaml" \
     --kubeconfig "$STATE/node.kubeconfig" --root-dir "$STATE/kubelet" \
     --hostname-override "$NODE" --node-ip "$ip"
   start kube-proxy "$BIN/kube-proxy" --config "$STATE/kube-proxy.yaml"
   wait_for kubelet 120 node_ready
+  dns
   echo "KUBECONFIG=$KUBECONFIG_PATH"
+}
+
+# CoreDNS as a cluster addon, as kubeadm deploys it: the kube-dns Service at the address
+# the kubelet hands pods as their nameserver, a Deployment under its own ServiceAccount.
+dns() {
+  local t0=$SECONDS
+  kubectl apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: coredns, namespace: kube-system}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: system:coredns}
+rules:
+- apiGroups: [""]
+  resources: [endpoints, services, pods, namespaces]
+  verbs: [list, watch]
+- apiGroups: [discovery.k8s.io]
+  resources: [endpointslices]
+  verbs: [list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: system:coredns}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: system:coredns}
+subjects:
+- {kind: ServiceAccount, name: coredns, namespace: kube-system}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: coredns, namespace: kube-system}
+data:
+  Corefile: |
+    .:53 {
+        errors
+        health {
+            lameduck 5s
+        }
+        ready
+        kubernetes cluster.local in-addr.arpa ip6.arpa {
+            pods insecure
+            fallthrough in-addr.arpa ip6.arpa
+            ttl 30
+        }
+        forward . /etc/resolv.conf
+        cache 30
+        loop
+        loadbalance
+    }
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: coredns, namespace: kube-system, labels: {k8s-app: kube-dns}}
+spec:
+  replicas: 1
+  selector: {matchLabels: {k8s-app: kube-dns}}
+  template:
+    metadata: {labels: {k8s-app: kube-dns}}
+    spec:
+      serviceAccountName: coredns
+      priorityClassName: system-cluster-critical
+      # The node's resolver, for names outside the cluster.
+      dnsPolicy: Default
+      containers:
+      - name: coredns
+        image: $COREDNS_IMAGE
+        imagePullPolicy: Never
+        args: [-conf, /etc/coredns/Corefile]
+        resources: {requests: {cpu: 50m, memory: 30Mi}, limits: {memory: 170Mi}}
+        ports:
+        - {name: dns, containerPort: 53, protocol: UDP}
+        - {name: dns-tcp, containerPort: 53, protocol: TCP}
+        - {name: metrics, containerPort: 9153, protocol: TCP}
+        readinessProbe: {httpGet: {path: /ready, port: 8181}, periodSeconds: 2}
+        livenessProbe: {httpGet: {path: /health, port: 8080}, initialDelaySeconds: 10}
+        securityContext:
+          allowPrivilegeEscalation: false
+          readOnlyRootFilesystem: true
+          capabilities: {drop: [ALL], add: [NET_BIND_SERVICE]}
+        volumeMounts:
+        - {name: config, mountPath: /etc/coredns, readOnly: true}
+      volumes:
+      - name: config
+        configMap: {name: coredns}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: kube-dns, namespace: kube-system, labels: {k8s-app: kube-dns}}
+spec:
+  selector: {k8s-app: kube-dns}
+  clusterIP: $DNS_SERVICE_IP
+  ports:
+  - {name: dns, port: 53, protocol: UDP}
+  - {name: dns-tcp, port: 53, protocol: TCP}
+  - {name: metrics, port: 9153, protocol: TCP}
+EOF
+  kubectl -n kube-system rollout status deployment/coredns --timeout=120s >/dev/null ||
+    die "CoreDNS did not become ready (kubectl -n kube-system describe pods -l k8s-app=kube-dns)"
+  say "coredns up after $((SECONDS - t0))s"
 }
 
 # --- down / status ----------------------------------------------------------------------
