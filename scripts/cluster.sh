@@ -45,7 +45,7 @@ PIDS=$STATE/pids
 RUN=$STATE/run
 KUBECONFIG_PATH=$STATE/admin.kubeconfig
 CRI_SOCKET=$RUN/containerd.sock
-# The order daemons start in; `down` stops them in reverse.
+# Every daemon `up` starts, in that order.
 DAEMONS=(containerd etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
 
 say() { echo "cluster: $*" >&2; }
@@ -91,6 +91,8 @@ build() {
   mv "$tmp" "$BIN"
   touch "$cache/complete"
   say "built in ${SECONDS}s"
+  # Earlier builds (other versions or inputs) take 600 MB each.
+  find "$(dirname "$cache")" -mindepth 1 -maxdepth 1 ! -path "$cache" -exec rm -rf {} +
 }
 
 # image_archive BINARY NAME USER OUT: an image archive in `docker save` layout (which
@@ -136,10 +138,12 @@ packages() {
 # --- certificates and configuration -------------------------------------------------------
 
 # The address pods reach the API server at (kubernetes.default's endpoint): an endpoint
-# may not be a loopback address, so it is the host's address on its default route.
+# may not be a loopback address, so it is the address of the host's default route's
+# interface, or else its first global address.
 node_ip() {
-  local ip
-  ip=$(ip -4 route get 192.0.2.1 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p' | head -n1)
+  local dev ip=""
+  dev=$(ip -4 route show default | awk '{for (i = 1; i < NF; i++) if ($i == "dev") {print $(i + 1); exit}}')
+  [ -n "$dev" ] && ip=$(ip -4 -o addr show dev "$dev" scope global | awk '{sub("/.*", "", $4); print $4; exit}')
   [ -n "$ip" ] || ip=$(ip -4 -o addr show scope global | awk '{sub("/.*", "", $4); print $4; exit}')
   [ -n "$ip" ] || die "this host has no global IPv4 address for the API server to advertise"
   echo "$ip"
@@ -332,7 +336,12 @@ start() {
   mkdir -p "$LOGS" "$PIDS"
   setsid "$@" >"$LOGS/$name.log" 2>&1 </dev/null &
   echo $! >"$PIDS/$name.pid"
+  STARTED[$name]=$EPOCHREALTIME
 }
+declare -A STARTED
+
+# Seconds since the daemon NAME started, to a tenth.
+since() { awk -v a="${STARTED[$1]}" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.1f", b - a}'; }
 
 # wait_for WHAT SECONDS COMMAND...: until COMMAND succeeds; on a timeout, show the log.
 wait_for() {
@@ -349,7 +358,7 @@ wait_for() {
     fi
     sleep 0.2
   done
-  say "$what up after $((SECONDS - t0))s"
+  say "$what up $(since "$what")s after its start"
 }
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -378,7 +387,8 @@ up() {
   ip=$(node_ip)
   pki "$ip"
   configs
-  for port in $ETCD_PORT $((ETCD_PORT + 1)) $API_PORT 10250 10257 10259; do
+  # The kubelet's (10248, 10250), controllers' (10257, 10259) and kube-proxy's (10249, 10256).
+  for port in $ETCD_PORT $((ETCD_PORT + 1)) $API_PORT 10248 10249 10250 10256 10257 10259; do
     port_free "$port" || die "port $port is taken: another cluster runs on this host"
   done
   [ "${#CRI_SOCKET}" -lt 100 ] || die "the state folder's path is too long for a unix socket: $CRI_SOCKET"
@@ -387,7 +397,8 @@ up() {
   mkdir -p "$RUN"
   # Pods reach services through the bridge: bridged traffic must pass iptables, and the
   # host must route between the bridge and its other interfaces.
-  sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1
+  sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1 ||
+    die "cannot enable forwarding and bridge netfilter (is the br_netfilter module loaded?)"
 
   start containerd containerd --config "$STATE/containerd/config.toml"
   start etcd "$BIN/etcd" --name proctor --data-dir "$STATE/etcd" \
@@ -440,7 +451,10 @@ up() {
     --kubeconfig "$STATE/node.kubeconfig" --root-dir "$STATE/kubelet" \
     --hostname-override "$NODE" --node-ip "$ip"
   start kube-proxy "$BIN/kube-proxy" --config "$STATE/kube-proxy.yaml"
+  wait_for kube-controller-manager 60 curl -skf https://127.0.0.1:10257/healthz
+  wait_for kube-scheduler 60 curl -skf https://127.0.0.1:10259/healthz
   wait_for kubelet 120 node_ready
+  wait_for kube-proxy 60 curl -sf http://127.0.0.1:10256/healthz
   dns
   echo "KUBECONFIG=$KUBECONFIG_PATH"
 }
@@ -448,7 +462,7 @@ up() {
 # CoreDNS as a cluster addon, as kubeadm deploys it: the kube-dns Service at the address
 # the kubelet hands pods as their nameserver, a Deployment under its own ServiceAccount.
 dns() {
-  local t0=$SECONDS
+  local t0=$EPOCHREALTIME
   kubectl apply -f - >/dev/null <<EOF
 apiVersion: v1
 kind: ServiceAccount
@@ -542,43 +556,74 @@ spec:
 EOF
   kubectl -n kube-system rollout status deployment/coredns --timeout=120s >/dev/null ||
     die "CoreDNS did not become ready (kubectl -n kube-system describe pods -l k8s-app=kube-dns)"
-  say "coredns up after $((SECONDS - t0))s"
+  STARTED[coredns]=$t0
+  say "coredns ready $(since coredns)s after its manifests were applied"
 }
 
 # --- down / status ----------------------------------------------------------------------
 
+# stop [-g SECONDS] NAME...: SIGTERM to all of them at once (most take a second or two to
+# exit), and SIGKILL to any still running SECONDS (10) later.
 stop() {
-  local name=$1 pid
-  pid=$(pid_of "$name") || { rm -f "$PIDS/$name.pid"; return 0; }
-  kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 100); do
-    kill -0 "$pid" 2>/dev/null || break
+  local name pid pids=() grace=10
+  [ "$1" = -g ] && { grace=$2; shift 2; }
+  for name in "$@"; do
+    pid=$(pid_of "$name") && { kill -TERM "$pid" 2>/dev/null || true; pids+=("$pid"); }
+    rm -f "$PIDS/$name.pid"
+  done
+  for _ in $(seq $((grace * 10))); do
+    alive "${pids[@]}" || return 0
     sleep 0.1
   done
-  kill -KILL "$pid" 2>/dev/null || true
-  rm -f "$PIDS/$name.pid"
+  for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
+}
+
+alive() {
+  local pid
+  for pid in "$@"; do kill -0 "$pid" 2>/dev/null && return 0; done
+  return 1
 }
 
 down() {
   local bin
   bin=$(ls -d "${XDG_CACHE_HOME:-$HOME/.cache}"/proctor-cluster/"$K8S_VERSION"-*/bin 2>/dev/null | head -n1)
-  stop kube-proxy
-  stop kubelet
+  stop kube-proxy kubelet
   # With the kubelet gone, nothing restarts pods: stop them through the runtime, so that
   # their networks are torn down too.
   if pid_of containerd >/dev/null && [ -n "$bin" ]; then
     "$bin/cri-sweep" "unix://$CRI_SOCKET" || say "some pods could not be stopped (see above)"
   fi
-  for name in kube-scheduler kube-controller-manager kube-apiserver etcd containerd; do
-    stop "$name"
-  done
+  # The next `up` starts from empty etcd: the control plane's graceful shutdown (the API
+  # server drains requests for seconds) buys nothing. etcd goes last, since the API
+  # server's shutdown hangs without it.
+  stop -g 2 kube-scheduler kube-controller-manager kube-apiserver
+  stop etcd containerd
   # kube-proxy's service rules and the pods' bridge would otherwise outlive the cluster.
   [ -n "$bin" ] && "$bin/kube-proxy" --cleanup >/dev/null 2>&1 || true
+  kubelet_rules_cleanup
   ip link del "$BRIDGE" 2>/dev/null || true
   # The kubelet's volume mounts (service account tokens, emptyDirs in memory) and the
   # containers' root filesystems, deepest first.
   awk -v s="$STATE/" 'index($5, s) == 1 {print $5}' /proc/self/mountinfo | sort -r |
     while read -r m; do umount "$m" 2>/dev/null || umount -l "$m" || true; done
+}
+
+# The kubelet's own chains (KUBE-FIREWALL drops outside traffic to 127.0.0.0/8, the
+# others are markers): after kube-proxy's cleanup every KUBE- chain left is the kubelet's.
+kubelet_rules_cleanup() {
+  local cmd table rule chain
+  for cmd in iptables ip6tables; do
+    command -v "$cmd" >/dev/null || continue
+    for table in filter nat mangle; do
+      # iptables-save quotes what needs quoting (comments): eval reads it back.
+      "$cmd-save" -t "$table" 2>/dev/null | sed -n '/^-A [A-Z]* .*-j KUBE-/s/^-A/-D/p' |
+        while read -r rule; do eval "$cmd -t $table $rule" 2>/dev/null || true; done
+      "$cmd-save" -t "$table" 2>/dev/null | sed -n 's/^:\(KUBE-[^ ]*\) .*/\1/p' |
+        while read -r chain; do "$cmd" -t "$table" -F "$chain" 2>/dev/null || true; done
+      "$cmd-save" -t "$table" 2>/dev/null | sed -n 's/^:\(KUBE-[^ ]*\) .*/\1/p' |
+        while read -r chain; do "$cmd" -t "$table" -X "$chain" 2>/dev/null || true; done
+    done
+  done
 }
 
 running_any() {

@@ -2,7 +2,8 @@
 //
 // cluster.sh down runs it after the kubelet has stopped: stopping a sandbox through
 // the CRI (rather than killing its processes) lets the runtime tear down the pod's CNI
-// network, so no veth, IP reservation or network namespace outlives the cluster.
+// network, so no veth, IP reservation or network namespace outlives the cluster. `up`
+// runs it too, for the pods of a cluster that ended without `down`.
 package main
 
 import (
@@ -30,6 +31,19 @@ func main() {
 	client := runtimeapi.NewRuntimeServiceClient(conn)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	// The cluster is going away: kill containers outright rather than wait out their
+	// grace periods (CoreDNS alone would take its 5 s lame duck).
+	containers, err := client.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cri-sweep: listing containers:", err)
+		os.Exit(1)
+	}
+	for _, c := range containers.Containers {
+		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			// Failures show again, and count, when the sandbox is stopped below.
+			_, _ = client.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: c.Id, Timeout: 0})
+		}
+	}
 	pods, err := client.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "cri-sweep: listing pod sandboxes:", err)
