@@ -4,6 +4,8 @@
 #   scripts/cluster.sh up      build (once), start, wait for a Ready node, print KUBECONFIG=...
 #   scripts/cluster.sh down    stop everything `up` started, pods included
 #   scripts/cluster.sh status  say what runs
+#   scripts/cluster.sh import ARCHIVE...  load images (`docker save` or OCI archives; - for
+#                              stdin) into the node's containerd: nothing can be pulled here
 #
 # No registry ships the servers' binaries and no image can be pulled here, but the Go
 # module proxy serves k8s.io/kubernetes and etcd: scripts/cluster/go.mod pins them and
@@ -33,7 +35,7 @@ SERVICE_CIDR=10.96.0.0/16
 API_SERVICE_IP=10.96.0.1     # the first address of SERVICE_CIDR: kubernetes.default
 DNS_SERVICE_IP=10.96.0.10
 PAUSE_IMAGE=proctor.local/pause:3.10
-COREDNS_IMAGE=proctor.local/coredns:$(awk '$1 == "github.com/coredns/coredns" {print $2}' "$MODULE/coredns/go.mod")
+COREDNS_IMAGE=proctor.local/coredns:$(awk '{for (i = 1; i < NF; i++) if ($i == "github.com/coredns/coredns") print $(i + 1)}' "$MODULE/coredns/go.mod")
 BRIDGE=proctor0
 ETCD_PORT=2379
 API_PORT=6443
@@ -54,7 +56,7 @@ die() { say "$*"; exit 1; }
 # --- build ------------------------------------------------------------------------------
 
 # The cache key covers everything that decides the binaries and images: the modules'
-# files, the Go toolchain and the text of the functions that build them.
+# files, the Go toolchain, the text of the functions that build them and the images' names.
 build() {
   local major minor ldflags key cache tmp p
   major=${K8S_VERSION#v}; major=${major%%.*}
@@ -67,7 +69,8 @@ build() {
     ldflags+=" -X $p.gitTreeState=clean"
   done
   command -v go >/dev/null || die "Go is needed to build the cluster's binaries"
-  key=$( { find "$MODULE" -type f | LC_ALL=C sort | xargs cat; go version; declare -f build image_archive; } |
+  key=$( { find "$MODULE" -type f | LC_ALL=C sort | xargs cat; go version; declare -f build image_archive
+           echo "$PAUSE_IMAGE $COREDNS_IMAGE"; } |
          sha256sum | cut -c1-12)
   cache=${XDG_CACHE_HOME:-$HOME/.cache}/proctor-cluster/$K8S_VERSION-$key
   BIN=$cache/bin
@@ -82,10 +85,10 @@ build() {
      -o "$tmp/" tool ./pause ./cri-sweep)
   # etcd's main package is the module go.etcd.io/etcd/server/v3, which Go names `server`.
   mv "$tmp/server" "$tmp/etcd"
-  # CoreDNS is a module of its own: in the one above, its newer gRPC, OpenTelemetry and
-  # cloud SDKs would raise the versions Kubernetes was released and tested with.
+  # CoreDNS is a module of its own: in the one above, its newer gRPC and OpenTelemetry
+  # would raise the versions Kubernetes was released and tested with.
   (cd "$MODULE/coredns" && CGO_ENABLED=0 GOFLAGS=-modcacherw go build -trimpath -ldflags "-s -w" \
-     -o "$tmp/" tool)
+     -o "$tmp/coredns" .)
   image_archive "$tmp/pause" "$PAUSE_IMAGE" 65535 "$cache/pause.tar"
   image_archive "$tmp/coredns" "$COREDNS_IMAGE" 0 "$cache/coredns.tar"
   mv "$tmp" "$BIN"
@@ -497,6 +500,7 @@ data:
             lameduck 5s
         }
         ready
+        prometheus :9153
         kubernetes cluster.local in-addr.arpa ip6.arpa {
             pods insecure
             fallthrough in-addr.arpa ip6.arpa
@@ -556,8 +560,16 @@ spec:
 EOF
   kubectl -n kube-system rollout status deployment/coredns --timeout=120s >/dev/null ||
     die "CoreDNS did not become ready (kubectl -n kube-system describe pods -l k8s-app=kube-dns)"
+  # Ready is not yet reachable: until kube-proxy has written the Service's endpoint, a
+  # pod's DNS query is refused.
+  local n
+  for n in $(seq 150); do
+    iptables-save -t nat 2>/dev/null | grep -q -- '--comment "kube-system/kube-dns:dns cluster IP"' && break
+    [ "$n" = 150 ] && die "kube-proxy did not route the kube-dns Service within 30 s"
+    sleep 0.2
+  done
   STARTED[coredns]=$t0
-  say "coredns ready $(since coredns)s after its manifests were applied"
+  say "coredns ready and routed $(since coredns)s after its manifests were applied"
 }
 
 # --- down / status ----------------------------------------------------------------------
@@ -650,9 +662,19 @@ status() {
   return 0
 }
 
+import_images() {
+  local archive
+  pid_of containerd >/dev/null || die "the cluster is not running (scripts/cluster.sh up)"
+  [ $# -gt 0 ] || die "usage: $0 import ARCHIVE... (- for stdin)"
+  for archive in "$@"; do
+    ctr --address "$CRI_SOCKET" --namespace k8s.io images import "$archive"
+  done
+}
+
 case "${1:-}" in
   up) up ;;
   down) down ;;
   status) status ;;
-  *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
+  import) shift; import_images "$@" ;;
+  *) echo "usage: $0 up|down|status|import ARCHIVE..." >&2; exit 2 ;;
 esac
