@@ -3,11 +3,14 @@
 each answering from a script of replies, so litellm's real client code is exercised.
 
 A script step is the reply text, or one of `HTTP500`, `SLOW` (answers after the client
-gave up), a callable of the request's prompt returning the reply text.
+gave up), an assistant message with tool calls (`bash_call`, for agent loops such as
+mini-swe-agent's), or a callable of the request's prompt returning one of those.
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import threading
 import time
@@ -19,7 +22,17 @@ HTTP500 = "<http 500>"
 SLOW = "<slow>"
 SLOW_S = 3.0
 
-Step = str | Callable[[str], str]
+Reply = str | dict[str, Any]
+"""The reply's text, or the assistant message itself (`content`, `tool_calls`)."""
+Step = Reply | Callable[[str], Reply]
+_call_ids = itertools.count(1)
+
+
+def bash_call(command: str, thought: str = "") -> dict[str, Any]:
+    """An assistant message that calls the `bash` tool (mini-swe-agent's one tool) once."""
+    call = {"id": f"call_{next(_call_ids)}", "type": "function",
+            "function": {"name": "bash", "arguments": json.dumps({"command": command})}}
+    return {"content": thought or None, "tool_calls": [call]}
 
 
 class ScriptedModel:
@@ -63,20 +76,23 @@ class ScriptedModel:
         if step == SLOW:
             time.sleep(SLOW_S)
             step = ""
-        text = step(prompt) if callable(step) else step
-        _send(handler, 200, self._reply(path, body["model"], text))
+        reply = step(prompt) if callable(step) else step
+        _send(handler, 200, self._reply(path, body["model"], reply))
 
-    def _reply(self, path: str, model: str, text: str) -> dict:
+    def _reply(self, path: str, model: str, reply: Reply) -> dict:
+        text = reply if isinstance(reply, str) else str(reply.get("content") or "")
         usage = {"prompt_eval_count": 100, "eval_count": 50}
         if path.endswith("/api/generate"):
             return {"model": model, "response": text, "done": True, **usage}
         if path.endswith("/api/chat"):
             return {"model": model, "message": {"role": "assistant", "content": text},
                     "done": True, **usage}
+        message = {"role": "assistant", "content": text} if isinstance(reply, str) else \
+            {"role": "assistant", **reply}
+        finish = "tool_calls" if message.get("tool_calls") else "stop"
         return {"id": "x", "object": "chat.completion", "created": int(time.time()),
                 "model": model,
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": text}}],
+                "choices": [{"index": 0, "finish_reason": finish, "message": message}],
                 "usage": {"prompt_tokens": 100, "completion_tokens": 50, "total_tokens": 150}}
 
 
@@ -93,4 +109,7 @@ def _send(handler: BaseHTTPRequestHandler, status: int, payload: dict) -> None:
     handler.send_header("Content-Type", "application/json")
     handler.send_header("Content-Length", str(len(data)))
     handler.end_headers()
-    handler.wfile.write(data)
+    # The client may have given up first (a `SLOW` step): what a timeout test wants.
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        handler.wfile.write(data)
+

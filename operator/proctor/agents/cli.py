@@ -13,19 +13,69 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from proctor.agents.kinds import KINDS
+
+if TYPE_CHECKING:
+    from proctor.agents.llm import LlmSettings
+
+
+def llm_settings(args: argparse.Namespace) -> LlmSettings | None:
+    """The llm kind's settings from the flags; None for the other kinds."""
+    from proctor.agents.llm import LlmSettings
+
+    if args.kind != "llm":
+        return None
+    return LlmSettings(model=args.model, api_base=args.api_base, step_limit=args.step_limit,
+                       cost_limit=args.cost_limit, model_timeout_s=args.model_timeout,
+                       command_timeout_s=args.command_timeout)
+
+
+def check_llm_flags(args: argparse.Namespace) -> str | None:
+    """Why the flags cannot run, in one line; None when they can."""
+    if args.kind == "llm" and not args.model:
+        return "--kind llm needs --model, a litellm model string (e.g. openai/gpt-4o-mini)"
+    if args.kind != "llm" and args.model:
+        return "--model is for --kind llm only"
+    if args.step_limit < 1 or args.cost_limit <= 0 or args.model_timeout <= 0 \
+            or args.command_timeout < 1:
+        return "--step-limit, --cost-limit, --model-timeout and --command-timeout must be positive"
+    return None
 
 
 def cmd_agent_serve(args: argparse.Namespace) -> int:
     from proctor.agents.server import serve
 
+    problem = check_llm_flags(args)
+    if problem:
+        print(f"proctor agent serve: {problem}", file=sys.stderr)
+        return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     serve(args.kind, host=args.host, port=args.port, card_url=args.card_url,
           dataset_files=args.dataset or (), seed=args.seed,
           request_log=Path(args.request_log) if args.request_log else None,
-          exit_after=args.exit_after)
+          exit_after=args.exit_after, llm=llm_settings(args))
     return 0
+
+
+def _add_llm_flags(serve: argparse.ArgumentParser) -> None:
+    llm = serve.add_argument_group("the llm kind (mini-swe-agent on a litellm model)")
+    llm.add_argument("--model", help="a litellm model string: openai/gpt-4o-mini, "
+                                     "anthropic/claude-sonnet-4-5-20250929, "
+                                     "ollama/qwen2.5-coder:7b, hosted_vllm/NAME; keys from "
+                                     "the environment as litellm reads them")
+    llm.add_argument("--api-base", help="the model server's URL (Ollama, vLLM, any "
+                                        "OpenAI-compatible server)")
+    llm.add_argument("--step-limit", type=int, default=50,
+                     help="model calls per task before the loop stops (default 50)")
+    llm.add_argument("--cost-limit", type=float, default=3.0,
+                     help="US dollars per task before the loop stops (default 3; models "
+                          "litellm has prices for)")
+    llm.add_argument("--model-timeout", type=float, default=300.0, metavar="SECONDS",
+                     help="seconds one model call may take (default 300)")
+    llm.add_argument("--command-timeout", type=int, default=120, metavar="SECONDS",
+                     help="seconds one shell command of the agent may take (default 120)")
 
 
 def _add_serve(commands: argparse._SubParsersAction) -> None:
@@ -33,7 +83,8 @@ def _add_serve(commands: argparse._SubParsersAction) -> None:
     serve.add_argument("--kind", choices=KINDS, required=True,
                        help="oracle: the gold patch; noop: no patch; editor: edits REPO_DIR "
                             "and answers with its git diff; mixed: every outcome on the demo "
-                            "tasks; sensitive: solves with a chance set by the wording")
+                            "tasks; sensitive: solves with a chance set by the wording; llm: "
+                            "mini-swe-agent on --model in the checkout")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
     serve.add_argument("--port", type=int, default=9009, help="port to listen on")
     serve.add_argument("--card-url", default=None,
@@ -49,13 +100,14 @@ def _add_serve(commands: argparse._SubParsersAction) -> None:
     serve.add_argument("--exit-after", type=int, metavar="N",
                        help="stop serving after N answers, as an agent that dies mid-run "
                             "(to try the dead-agent rule)")
+    _add_llm_flags(serve)
     serve.set_defaults(func=cmd_agent_serve)
 
 
 def add_agent_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add `agent serve` to a parser's subcommands; returns the `agent` parser."""
     agent = subparsers.add_parser("agent", help="run a reference A2A agent (oracle, noop, "
-                                                "editor, mixed, sensitive)")
+                                                "editor, mixed, sensitive) or the llm agent")
     _add_serve(agent.add_subparsers(dest="agent_command", required=True))
     return agent
 

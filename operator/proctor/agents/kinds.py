@@ -6,6 +6,7 @@
   real agent would edit files) and answers with `git diff` of it in a fence;
 * `mixed` answers the demo tasks so that, across the demo dataset, every
   non-error outcome appears, in every answer shape (see `mixed_patches.json`);
+* `llm` runs mini-swe-agent's loop on a litellm model in the checkout (see `llm.py`);
 * `sensitive` answers with the gold patch with a chance that depends on the wording
   of the problem text (see `wording_chance`); given a seed, each answer is also a
   draw, so repeats of the same text may differ.
@@ -30,13 +31,16 @@ from dataclasses import dataclass
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from proctor.agents.answers import Answer, TaskRequest, usage_for
 from proctor.datasets import demo
 
-KINDS = ("oracle", "noop", "editor", "mixed", "sensitive")
-LOOKS_UP = tuple(k for k in KINDS if k != "noop")
+if TYPE_CHECKING:
+    from proctor.agents.llm import LlmSettings
+
+KINDS = ("oracle", "noop", "editor", "mixed", "sensitive", "llm")
+LOOKS_UP = tuple(k for k in KINDS if k not in ("noop", "llm"))
 """The kinds that find the task they are asked: with a reworded text, only by the data part
 (AgentUnderTest taskData)."""
 Solver = Callable[[TaskRequest], Answer]
@@ -211,8 +215,15 @@ _FACTORIES: dict[str, Callable[[Tasks], Solver]] = {
     "oracle": oracle, "noop": noop, "editor": editor, "mixed": mixed, "sensitive": sensitive}
 
 
-def solver_for(kind: str, tasks: Tasks, seed: int | None = None) -> Solver:
-    """The answer function of a reference agent kind (`seed` matters to `sensitive` only)."""
+def solver_for(kind: str, tasks: Tasks, seed: int | None = None,
+               llm: LlmSettings | None = None) -> Solver:
+    """The answer function of an agent kind (`seed` matters to `sensitive` only, `llm`
+    to the `llm` kind, which needs it)."""
+    if kind == "llm":
+        if llm is None:
+            raise ValueError("the llm agent needs a model (--model)")
+        from proctor.agents.llm import llm as llm_solver  # mini-swe-agent loads only here
+        return llm_solver(llm)
     if kind not in _FACTORIES:
         raise ValueError(f"unknown agent kind {kind!r}; choose one of {', '.join(KINDS)}")
     return sensitive(tasks, seed) if kind == "sensitive" else _FACTORIES[kind](tasks)

@@ -24,6 +24,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import uvicorn
 from a2a.helpers import new_text_part
@@ -49,6 +50,9 @@ from proctor import __version__
 from proctor.agents.answers import Answer, answer_parts, request_of
 from proctor.agents.kinds import KINDS, Solver, Tasks, solver_for
 
+if TYPE_CHECKING:
+    from proctor.agents.llm import LlmSettings
+
 log = logging.getLogger(__name__)
 
 LEGACY_CARD_PATH = "/.well-known/agent.json"
@@ -61,6 +65,7 @@ _DESCRIPTIONS = {
     "editor": "Edits the checkout at REPO_DIR and answers with its git diff.",
     "mixed": "Answers the demo tasks so that every outcome appears once or more.",
     "sensitive": "Solves known tasks with a chance that depends on the wording.",
+    "llm": "Runs mini-swe-agent's loop on a litellm model in the checkout; answers its diff.",
 }
 
 
@@ -170,9 +175,11 @@ def build_app(executor: AgentExecutor, card: AgentCard) -> Starlette:
 
 def reference_app(kind: str, card_url: str, dataset_files: Iterable[str] = (),
                   streaming: bool = True, seed: int | None = None,
-                  executor: SolverExecutor | None = None) -> Starlette:
+                  executor: SolverExecutor | None = None,
+                  llm: LlmSettings | None = None) -> Starlette:
     """The app of one reference agent kind (`executor`: one made by the caller)."""
-    executor = executor or SolverExecutor(solver_for(kind, Tasks.load(dataset_files), seed))
+    executor = executor or SolverExecutor(
+        solver_for(kind, Tasks.load(dataset_files), seed, llm))
     return build_app(executor, agent_card(kind, card_url, streaming))
 
 
@@ -184,12 +191,13 @@ def default_card_url(host: str, port: int) -> str:
 
 def serve(kind: str, host: str = "127.0.0.1", port: int = 9009, card_url: str | None = None,
           dataset_files: Iterable[str] = (), seed: int | None = None,
-          request_log: Path | None = None, exit_after: int | None = None) -> None:
+          request_log: Path | None = None, exit_after: int | None = None,
+          llm: LlmSettings | None = None) -> None:
     """Run a reference agent until interrupted (what `proctor agent serve` does)."""
     if kind not in KINDS:
         raise ValueError(f"unknown agent kind {kind!r}; choose one of {', '.join(KINDS)}")
     url = card_url or default_card_url(host, port)
-    executor = SolverExecutor(solver_for(kind, Tasks.load(dataset_files), seed),
+    executor = SolverExecutor(solver_for(kind, Tasks.load(dataset_files), seed, llm),
                               request_log, exit_after)
     app = reference_app(kind, url, executor=executor)
     log.info("Serving the %s agent on %s:%s, card URL %s", kind, host, port, url)
@@ -252,7 +260,9 @@ def start_in_thread(app_for_url: Callable[[str], ASGIApp],
 
 
 def start_reference_agent(kind: str, dataset_files: Iterable[str] = (),
-                          streaming: bool = True, seed: int | None = None) -> RunningServer:
+                          streaming: bool = True, seed: int | None = None,
+                          llm: LlmSettings | None = None) -> RunningServer:
     """A reference agent on a free loopback port, in this process."""
     files = tuple(dataset_files)
-    return start_in_thread(lambda url: reference_app(kind, url, files, streaming, seed))
+    return start_in_thread(lambda url: reference_app(kind, url, files, streaming, seed,
+                                                     llm=llm))
