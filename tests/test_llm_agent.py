@@ -12,7 +12,7 @@ import pytest
 
 from llm_servers import HTTP500, SLOW, ScriptedModel, bash_call
 from proctor.agents.answers import TaskRequest
-from proctor.agents.kinds import EditError
+from proctor.agents.checkout import EditError
 from proctor.agents.llm import LlmSettings, checkout_for
 from proctor.agents.server import start_reference_agent
 from proctor.cli.main import main

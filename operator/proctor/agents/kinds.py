@@ -20,10 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
-import subprocess
-import tempfile
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -34,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from proctor.agents.answers import Answer, TaskRequest, usage_for
+from proctor.agents.checkout import EditError, Solver, edit_checkout
 from proctor.datasets import demo
 
 if TYPE_CHECKING:
@@ -43,7 +41,6 @@ KINDS = ("oracle", "noop", "editor", "mixed", "sensitive", "llm")
 LOOKS_UP = tuple(k for k in KINDS if k not in ("noop", "llm"))
 """The kinds that find the task they are asked: with a reworded text, only by the data part
 (AgentUnderTest taskData)."""
-Solver = Callable[[TaskRequest], Answer]
 
 
 @dataclass(frozen=True)
@@ -93,43 +90,6 @@ def noop(_tasks: Tasks) -> Solver:
         return Answer(text="I read the issue but have no change to propose.",
                       usage=usage_for(request, ""))
     return solve
-
-
-class EditError(Exception):
-    """The editor could not edit the checkout; the message says why."""
-
-
-def _git(repo: Path, *args: str, env: Mapping[str, str] | None = None,
-         stdin: str | None = None) -> str:
-    run_env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", **(env or {})}
-    # safe.directory: a shared checkout is often owned by another user (the sidecar mode).
-    done = subprocess.run(["git", "-c", "core.quotepath=false", "-c", f"safe.directory={repo}",
-                           *args], cwd=repo, input=stdin,
-                          capture_output=True, text=True, env=run_env)
-    if done.returncode != 0:
-        raise EditError(f"git {args[0]} failed in {repo}: {done.stderr.strip()[-400:]}")
-    return done.stdout
-
-
-def edit_checkout(repo: Path, patch: str) -> str:
-    """Apply `patch` to the files of `repo`, then return the checkout's whole diff."""
-    if not (repo / ".git").exists():
-        raise EditError(f"REPO_DIR {repo} is not a git checkout")
-    _git(repo, "apply", "--whitespace=nowarn", "-", stdin=patch)
-    return checkout_diff(repo)
-
-
-def checkout_diff(repo: Path) -> str:
-    """`git diff` of everything changed in `repo` against HEAD, new files included.
-
-    A throwaway index keeps the checkout's own index untouched.
-    """
-    with tempfile.TemporaryDirectory(prefix="proctor-editor-") as tmp:
-        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
-        _git(repo, "read-tree", "HEAD", env=env)
-        _git(repo, "add", "-A", env=env)
-        return _git(repo, "diff", "--cached", "--no-color", "--no-ext-diff", "--binary",
-                    "HEAD", env=env)
 
 
 def editor(tasks: Tasks) -> Solver:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from proctor.agents.answers import Answer, TaskRequest
-from proctor.agents.kinds import EditError, Solver, _git
+from proctor.agents.checkout import EditError, Solver, git
 
 log = logging.getLogger(__name__)
 
@@ -89,8 +89,8 @@ def checkout_for(request: TaskRequest) -> Iterator[Path]:
     url, commit = found.groups()
     with tempfile.TemporaryDirectory(prefix="proctor-llm-") as tmp:
         repo = Path(tmp) / "repo"
-        _git(Path(tmp), "clone", "--quiet", url, str(repo))
-        _git(repo, "checkout", "--quiet", commit)
+        git(Path(tmp), "clone", "--quiet", url, str(repo))
+        git(repo, "checkout", "--quiet", commit)
         yield repo
 
 
@@ -125,7 +125,7 @@ def patch_of(submission: str, repo: Path) -> str:
     (the agent's scratch files, untracked, stay out)."""
     if "diff --git" in submission or submission.lstrip().startswith("--- "):
         return submission if submission.endswith("\n") else submission + "\n"
-    return _git(repo, "diff", "--no-color", "--no-ext-diff", "HEAD")
+    return git(repo, "diff", "--no-color", "--no-ext-diff", "HEAD")
 
 
 def run_loop(settings: LlmSettings, request: TaskRequest, repo: Path) -> Answer:
