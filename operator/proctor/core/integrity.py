@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import PurePosixPath
 
+from proctor.core.patches import header_paths, is_symlink_mode
+
 
 class Threat(StrEnum):
     """The classes of the threat model (README, "Verdicts that cannot be gamed")."""
@@ -82,10 +84,6 @@ RUNNER_MODULES = frozenset({"pytest", "_pytest", "pluggy", "py", "iniconfig", "x
                             "pytest_django", "nose", "coverage", "hypothesis"})
 _IMPORTABLE = (".py", ".pyc", ".so", ".pyd")
 
-_DIFF_GIT = re.compile(r"^diff --git (?:\"?a/)?(?P<a>\S+?)\"? (?:\"?b/)?(?P<b>\S+?)\"?$")
-_OLD_NEW = re.compile(r"^(?:---|\+\+\+) (?:\"?[ab]/)?(?P<path>[^\t\n\"]+)")
-_RENAME = re.compile(r"^(?:rename|copy) (?:from|to) (?P<path>.+)$")
-_SYMLINK = re.compile(r"^(?:new file mode|new mode|old mode|deleted file mode) 120000")
 _KEY = re.compile(r"^\s*([\w.\-\"']+)\s*=")
 _SECTION = re.compile(r"^\s*\[+\s*(?P<name>[^\]]+?)\s*\]+\s*(?:[#;].*)?$")
 
@@ -139,11 +137,6 @@ class _Section:
     hunks: tuple[tuple[int, int], ...]
 
 
-def _strip(raw: str) -> str | None:
-    raw = raw.strip().strip('"')
-    return None if raw == "/dev/null" else raw
-
-
 def _sections(lines: list[str]) -> list[_Section]:
     """Split a unified diff into per-file sections (git's or plain `---`/`+++` ones)."""
     git_style = any(line.startswith("diff --git ") for line in lines)
@@ -161,13 +154,9 @@ def _sections(lines: list[str]) -> list[_Section]:
             if line.startswith("@@"):
                 hunk_starts.append(i)
             elif not hunk_starts:
-                for pattern in (_DIFF_GIT, _OLD_NEW, _RENAME):
-                    match = pattern.match(line)
-                    if match:
-                        found = [_strip(v) for v in match.groupdict().values()]
-                        paths += [p for p in found if p]
+                paths += header_paths(line)
         hunks = tuple(zip(hunk_starts, [*hunk_starts[1:], end], strict=False))
-        symlink = any(_SYMLINK.match(lines[i]) for i in range(start, hunk_starts[0]
+        symlink = any(is_symlink_mode(lines[i]) for i in range(start, hunk_starts[0]
                                                               if hunk_starts else end))
         sections.append(_Section(start, end, tuple(dict.fromkeys(paths)), symlink, hunks))
     return sections

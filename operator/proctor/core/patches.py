@@ -62,20 +62,25 @@ def unsafe_reason(path: str) -> str | None:
     return None
 
 
+def header_paths(line: str) -> list[str]:
+    """The repository paths one diff header line names (`diff --git a/x b/x`, `--- a/x`,
+    `+++ b/x`, `rename from x`, ...); [] for any other line, and for /dev/null."""
+    match = _DIFF_GIT.match(line)
+    if match:
+        raw = [match["a"], match["b"]]
+    else:
+        match = _FILE_HEADER.match(line) or _RENAME_OR_COPY.match(line)
+        raw = [match["path"]] if match else []
+    return [path for path in map(_strip_prefix, raw) if path]
+
+
+def is_symlink_mode(line: str) -> bool:
+    """Whether a header line gives a file git's symbolic-link mode."""
+    return bool(_SYMLINK_MODE.match(line))
+
+
 def _paths_of(lines: list[str]) -> list[str]:
-    paths: list[str] = []
-    for line in lines:
-        match = _DIFF_GIT.match(line)
-        if match:
-            paths += [p for p in (_strip_prefix(match["a"]), _strip_prefix(match["b"])) if p]
-            continue
-        for pattern in (_FILE_HEADER, _RENAME_OR_COPY):
-            match = pattern.match(line)
-            if match:
-                path = _strip_prefix(match["path"])
-                if path:
-                    paths.append(path)
-    return list(dict.fromkeys(paths))
+    return list(dict.fromkeys(path for line in lines for path in header_paths(line)))
 
 
 def check_patch(text: str) -> PatchCheck:
@@ -93,7 +98,7 @@ def check_patch(text: str) -> PatchCheck:
         reason = unsafe_reason(path)
         if reason:
             return PatchCheck(paths=tuple(paths), refused=f"patch touches {reason}", **base)
-    if any(_SYMLINK_MODE.match(line) for line in lines):
+    if any(is_symlink_mode(line) for line in lines):
         return PatchCheck(paths=tuple(paths), refused="patch creates or changes a symbolic link",
                           **base)
     return PatchCheck(paths=tuple(paths), **base)
