@@ -1,0 +1,680 @@
+#!/usr/bin/env bash
+# A one-node Kubernetes on this machine, built from Kubernetes' own Go sources.
+#
+#   scripts/cluster.sh up      build (once), start, wait for a Ready node, print KUBECONFIG=...
+#   scripts/cluster.sh down    stop everything `up` started, pods included
+#   scripts/cluster.sh status  say what runs
+#   scripts/cluster.sh import ARCHIVE...  load images (`docker save` or OCI archives; - for
+#                              stdin) into the node's containerd: nothing can be pulled here
+#
+# No registry ships the servers' binaries and no image can be pulled here, but the Go
+# module proxy serves k8s.io/kubernetes and etcd: scripts/cluster/go.mod pins them and
+# `up` builds every binary in one `go build` (shared packages compile once), cached per
+# version and inputs, so a second `up` builds nothing. Pods run in containerd + runc
+# from Debian's packages on a bridge CNI network; their sandbox ("pause") image is built
+# here and imported.
+#
+# Only as root (the kubelet, containerd and CNI need it). Nothing here needs systemd: every
+# daemon runs in the background with its log and pid under the state folder (.cluster/, or
+# PROCTOR_CLUSTER_DIR). The host's own daemons are left alone: this containerd has its own
+# socket, root and state; etcd and the API server listen on their usual ports, and `up`
+# refuses to start when something else holds them.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+MODULE=$ROOT/scripts/cluster
+STATE=${PROCTOR_CLUSTER_DIR:-$ROOT/.cluster}
+mkdir -p "$STATE"
+STATE=$(cd "$STATE" && pwd)
+K8S_VERSION=$(awk '$1 == "k8s.io/kubernetes" {print $2}' "$MODULE/go.mod")
+
+NODE=proctor-node            # a fixed name, so that tests can name the node
+POD_CIDR=10.244.0.0/24       # the one node's pods (the bridge's host-local range)
+CLUSTER_CIDR=10.244.0.0/16
+SERVICE_CIDR=10.96.0.0/16
+API_SERVICE_IP=10.96.0.1     # the first address of SERVICE_CIDR: kubernetes.default
+DNS_SERVICE_IP=10.96.0.10
+PAUSE_IMAGE=proctor.local/pause:3.10
+COREDNS_IMAGE=proctor.local/coredns:$(awk '{for (i = 1; i < NF; i++) if ($i == "github.com/coredns/coredns") print $(i + 1)}' "$MODULE/coredns/go.mod")
+BRIDGE=proctor0
+ETCD_PORT=2379
+API_PORT=6443
+
+BIN=""      # set by build
+PKI=$STATE/pki
+LOGS=$STATE/logs
+PIDS=$STATE/pids
+RUN=$STATE/run
+KUBECONFIG_PATH=$STATE/admin.kubeconfig
+CRI_SOCKET=$RUN/containerd.sock
+# Every daemon `up` starts, in that order.
+DAEMONS=(containerd etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
+
+say() { echo "cluster: $*" >&2; }
+die() { say "$*"; exit 1; }
+
+# --- build ------------------------------------------------------------------------------
+
+# The cache key covers everything that decides the binaries and images: the modules'
+# files, the Go toolchain, the text of the functions that build them and the images' names.
+build() {
+  local major minor ldflags key cache tmp p
+  major=${K8S_VERSION#v}; major=${major%%.*}
+  minor=${K8S_VERSION#v*.}; minor=${minor%%.*}
+  # A plain `go build` stamps v0.0.0: kubectl version, the API server's /version and
+  # the kubelet's node status would all show it. client-go keeps its own copy.
+  ldflags="-s -w"
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags+=" -X $p.gitMajor=$major -X $p.gitMinor=$minor -X $p.gitVersion=$K8S_VERSION"
+    ldflags+=" -X $p.gitTreeState=clean"
+  done
+  command -v go >/dev/null || die "Go is needed to build the cluster's binaries"
+  key=$( { find "$MODULE" -type f | LC_ALL=C sort | xargs cat; go version; declare -f build image_archive
+           echo "$PAUSE_IMAGE $COREDNS_IMAGE"; } |
+         sha256sum | cut -c1-12)
+  cache=${XDG_CACHE_HOME:-$HOME/.cache}/proctor-cluster/$K8S_VERSION-$key
+  BIN=$cache/bin
+  [ -e "$cache/complete" ] && return 0
+  say "building Kubernetes $K8S_VERSION, etcd and CoreDNS into $cache (about 10 minutes on 2 cores the first time) ..."
+  rm -rf "$cache"; mkdir -p "$cache"
+  tmp=$cache/bin.partial; mkdir -p "$tmp"
+  SECONDS=0
+  # `tool` is every tool the module declares (the servers, kubectl, etcd); CGO off makes
+  # static binaries, as upstream releases them. -modcacherw keeps the module cache deletable.
+  (cd "$MODULE" && CGO_ENABLED=0 GOFLAGS=-modcacherw go build -trimpath -ldflags "$ldflags" \
+     -o "$tmp/" tool ./pause ./cri-sweep)
+  # etcd's main package is the module go.etcd.io/etcd/server/v3, which Go names `server`.
+  mv "$tmp/server" "$tmp/etcd"
+  # CoreDNS is a module of its own: in the one above, its newer gRPC and OpenTelemetry
+  # would raise the versions Kubernetes was released and tested with.
+  (cd "$MODULE/coredns" && CGO_ENABLED=0 GOFLAGS=-modcacherw go build -trimpath -ldflags "-s -w" \
+     -o "$tmp/coredns" .)
+  image_archive "$tmp/pause" "$PAUSE_IMAGE" 65535 "$cache/pause.tar"
+  image_archive "$tmp/coredns" "$COREDNS_IMAGE" 0 "$cache/coredns.tar"
+  mv "$tmp" "$BIN"
+  touch "$cache/complete"
+  say "built in ${SECONDS}s"
+  # Earlier builds (other versions or inputs) take 600 MB each.
+  find "$(dirname "$cache")" -mindepth 1 -maxdepth 1 ! -path "$cache" -exec rm -rf {} +
+}
+
+# image_archive BINARY NAME USER OUT: an image archive in `docker save` layout (which
+# `ctr images import` reads) holding one static binary as its entrypoint. No registry can
+# be reached to pull the upstream images.
+image_archive() {
+  local binary=$1 name=$2 user=$3 out=$4 dir layer_sha config config_sha base
+  base=$(basename "$binary")
+  dir=$(mktemp -d)
+  mkdir -p "$dir/rootfs"
+  cp "$binary" "$dir/rootfs/$base"
+  tar --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$dir/rootfs" -cf "$dir/layer.tar" "$base"
+  layer_sha=$(sha256sum "$dir/layer.tar" | cut -d' ' -f1)
+  config="{\"architecture\":\"amd64\",\"os\":\"linux\",\"config\":{\"Entrypoint\":[\"/$base\"],\"User\":\"$user\"},\"rootfs\":{\"type\":\"layers\",\"diff_ids\":[\"sha256:$layer_sha\"]}}"
+  config_sha=$(printf '%s' "$config" | sha256sum | cut -d' ' -f1)
+  mkdir -p "$dir/image/$layer_sha"
+  mv "$dir/layer.tar" "$dir/image/$layer_sha/layer.tar"
+  printf '%s' "$config" >"$dir/image/$config_sha.json"
+  printf '[{"Config":"%s.json","RepoTags":["%s"],"Layers":["%s/layer.tar"]}]' \
+    "$config_sha" "$name" "$layer_sha" >"$dir/image/manifest.json"
+  tar --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$dir/image" -cf "$out" .
+  rm -rf "$dir"
+}
+
+# --- host packages ----------------------------------------------------------------------
+
+# As scripts/docker-daemon.sh does: install from Debian's packages what is missing.
+packages() {
+  local missing=()
+  command -v containerd >/dev/null || missing+=(containerd)
+  command -v runc >/dev/null || missing+=(runc)
+  [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
+  command -v iptables >/dev/null || missing+=(iptables)   # kube-proxy and the CNI's masquerade
+  command -v conntrack >/dev/null || missing+=(conntrack)
+  command -v openssl >/dev/null || missing+=(openssl)
+  [ "${#missing[@]}" -eq 0 ] && return 0
+  command -v apt-get >/dev/null || die "missing ${missing[*]}, and no apt-get to install them"
+  say "installing ${missing[*]} ..."
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# --- certificates and configuration -------------------------------------------------------
+
+# The address pods reach the API server at (kubernetes.default's endpoint): an endpoint
+# may not be a loopback address, so it is the address of the host's default route's
+# interface, or else its first global address.
+node_ip() {
+  local dev ip=""
+  dev=$(ip -4 route show default | awk '{for (i = 1; i < NF; i++) if ($i == "dev") {print $(i + 1); exit}}')
+  [ -n "$dev" ] && ip=$(ip -4 -o addr show dev "$dev" scope global | awk '{sub("/.*", "", $4); print $4; exit}')
+  [ -n "$ip" ] || ip=$(ip -4 -o addr show scope global | awk '{sub("/.*", "", $4); print $4; exit}')
+  [ -n "$ip" ] || die "this host has no global IPv4 address for the API server to advertise"
+  echo "$ip"
+}
+
+# cert NAME SUBJECT [SANS]: a key and a certificate signed by the cluster's CA.
+cert() {
+  local name=$1 subject=$2 sans=${3:-}
+  [ -e "$PKI/$name.crt" ] && return 0
+  openssl genrsa -out "$PKI/$name.key" 2048 2>/dev/null
+  openssl req -new -key "$PKI/$name.key" -subj "$subject" -out "$PKI/$name.csr" 2>/dev/null
+  {
+    echo "basicConstraints=CA:FALSE"
+    echo "keyUsage=critical,digitalSignature,keyEncipherment"
+    if [ -n "$sans" ]; then
+      echo "extendedKeyUsage=serverAuth,clientAuth"
+      echo "subjectAltName=$sans"
+    else
+      echo "extendedKeyUsage=clientAuth"
+    fi
+  } >"$PKI/$name.ext"
+  openssl x509 -req -in "$PKI/$name.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" -CAcreateserial \
+    -days 3650 -sha256 -extfile "$PKI/$name.ext" -out "$PKI/$name.crt" 2>/dev/null
+  rm -f "$PKI/$name.csr" "$PKI/$name.ext"
+}
+
+kubeconfig() {
+  local name=$1 server=$2
+  cat >"$STATE/$name.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: proctor
+  cluster:
+    certificate-authority: $PKI/ca.crt
+    server: $server
+users:
+- name: $name
+  user:
+    client-certificate: $PKI/$name.crt
+    client-key: $PKI/$name.key
+contexts:
+- name: proctor
+  context: {cluster: proctor, user: $name}
+current-context: proctor
+EOF
+}
+
+# Kept across `up`s; a new node address gives the serving certificates a new name.
+pki() {
+  local ip=$1
+  mkdir -p "$PKI"
+  if [ "$(cat "$PKI/node-ip" 2>/dev/null)" != "$ip" ]; then
+    rm -f "$PKI/apiserver.crt" "$PKI/kubelet.crt"
+    echo "$ip" >"$PKI/node-ip"
+  fi
+  if [ ! -e "$PKI/ca.crt" ]; then
+    openssl genrsa -out "$PKI/ca.key" 2048 2>/dev/null
+    openssl req -x509 -new -key "$PKI/ca.key" -subj "/CN=proctor-cluster-ca" -days 3650 \
+      -sha256 -out "$PKI/ca.crt" 2>/dev/null
+  fi
+  [ -e "$PKI/sa.key" ] || openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null
+  openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
+  cert apiserver "/CN=kube-apiserver" \
+    "DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,DNS:localhost,IP:127.0.0.1,IP:$API_SERVICE_IP,IP:$ip"
+  cert kubelet "/CN=$NODE" "DNS:$NODE,DNS:localhost,IP:127.0.0.1,IP:$ip"
+  # system:masters bypasses RBAC: for the administrator and for the API server's calls
+  # into the kubelet (logs, exec). Every other client gets only what RBAC grants.
+  cert admin "/O=system:masters/CN=kubernetes-admin"
+  cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client"
+  cert kube-controller-manager "/CN=system:kube-controller-manager"
+  cert kube-scheduler "/CN=system:kube-scheduler"
+  cert node "/O=system:nodes/CN=system:node:$NODE"
+  cert kube-proxy "/CN=system:kube-proxy"
+  # The API server's identity towards aggregated API servers (and the controllers' and
+  # scheduler's delegated authentication, which wait for its CA). The cluster's one CA
+  # signs it: only this name may assert a user in request headers.
+  cert front-proxy-client "/CN=front-proxy-client"
+  local api=https://127.0.0.1:$API_PORT
+  kubeconfig admin "$api"
+  kubeconfig kube-controller-manager "$api"
+  kubeconfig kube-scheduler "$api"
+  kubeconfig node "$api"
+  kubeconfig kube-proxy "$api"
+}
+
+configs() {
+  mkdir -p "$STATE/cni/net.d" "$STATE/containerd"
+  cat >"$STATE/containerd/config.toml" <<EOF
+version = 2
+root = "$STATE/containerd/root"
+state = "$RUN/containerd-state"
+[grpc]
+  address = "$CRI_SOCKET"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "$PAUSE_IMAGE"
+  # Some hosts (CI's among them) withhold CAP_SYS_RESOURCE even from root, so no process
+  # may lower its OOM score: runc then fails every pod sandbox (-998) and Guaranteed pod
+  # (-997) with "failed to update /proc/self/oom_score_adj: Permission denied". Clamp
+  # containers' scores to containerd's own instead.
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        # No systemd here: cgroups are plain directories, as the kubelet's cgroupfs driver makes them.
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$STATE/cni/net.d"
+EOF
+  cat >"$STATE/cni/net.d/10-proctor.conflist" <<EOF
+{
+  "cniVersion": "1.0.0",
+  "name": "proctor",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "$BRIDGE",
+      "isGateway": true,
+      "ipMasq": true,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "ranges": [[{"subnet": "$POD_CIDR"}]],
+        "routes": [{"dst": "0.0.0.0/0"}],
+        "dataDir": "$STATE/cni/ipam"
+      }
+    },
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+EOF
+  cat >"$STATE/kubelet.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+# These hosts mount cgroup v1, which the kubelet refuses unless told otherwise.
+failCgroupV1: false
+cgroupDriver: cgroupfs
+containerRuntimeEndpoint: unix://$CRI_SOCKET
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: $PKI/ca.crt}
+authorization: {mode: Webhook}
+tlsCertFile: $PKI/kubelet.crt
+tlsPrivateKeyFile: $PKI/kubelet.key
+clusterDomain: cluster.local
+clusterDNS: [$DNS_SERVICE_IP]
+failSwapOn: false
+# The default (-999) cannot be set without CAP_SYS_RESOURCE (see containerd's config above).
+oomScoreAdj: 0
+# A shared development disk may well be fuller than the defaults allow (15 % free for
+# images): the node would then evict pods and delete images that cannot be pulled back.
+evictionHard: {memory.available: 100Mi, nodefs.available: 2%, imagefs.available: 2%}
+imageGCHighThresholdPercent: 99
+imageGCLowThresholdPercent: 98
+serializeImagePulls: false
+EOF
+  cat >"$STATE/kube-proxy.yaml" <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: iptables
+clusterCIDR: $CLUSTER_CIDR
+hostnameOverride: $NODE
+clientConnection: {kubeconfig: $STATE/kube-proxy.kubeconfig}
+# Leave the host's conntrack table size alone (0: do not set it).
+conntrack: {maxPerCore: 0}
+# NodePorts on the node's own address only, not on every interface of the host.
+nodePortAddresses: [primary]
+oomScoreAdj: 0
+EOF
+}
+
+# --- daemons ------------------------------------------------------------------------------
+
+pid_of() {
+  local pid
+  pid=$(cat "$PIDS/$1.pid" 2>/dev/null) || return 1
+  kill -0 "$pid" 2>/dev/null || return 1
+  echo "$pid"
+}
+
+# start NAME COMMAND...: in its own session, so that it outlives this script and `down`
+# can signal it by its pid.
+start() {
+  local name=$1; shift
+  mkdir -p "$LOGS" "$PIDS"
+  setsid "$@" >"$LOGS/$name.log" 2>&1 </dev/null &
+  echo $! >"$PIDS/$name.pid"
+  STARTED[$name]=$EPOCHREALTIME
+}
+declare -A STARTED
+
+# Seconds since the daemon NAME started, to a tenth.
+since() { awk -v a="${STARTED[$1]}" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.1f", b - a}'; }
+
+# wait_for WHAT SECONDS COMMAND...: until COMMAND succeeds; on a timeout, show the log.
+wait_for() {
+  local what=$1 limit=$2; shift 2
+  local t0=$SECONDS
+  until "$@" >/dev/null 2>&1; do
+    if ! pid_of "$what" >/dev/null; then
+      tail -n 30 "$LOGS/$what.log" >&2 || true
+      die "$what exited"
+    fi
+    if [ $((SECONDS - t0)) -ge "$limit" ]; then
+      tail -n 30 "$LOGS/$what.log" >&2 || true
+      die "$what did not come up within ${limit}s"
+    fi
+    sleep 0.2
+  done
+  say "$what up $(since "$what")s after its start"
+}
+
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+api_ready() {
+  curl -sf --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" \
+    "https://127.0.0.1:$API_PORT/readyz" >/dev/null
+}
+
+kubectl() { "$BIN/kubectl" --kubeconfig "$KUBECONFIG_PATH" "$@"; }
+
+node_ready() {
+  [ "$(kubectl get node "$NODE" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ]
+}
+
+up() {
+  [ "$(id -u)" = 0 ] || die "must run as root (the kubelet, containerd and the CNI need it)"
+  if running_all; then
+    echo "KUBECONFIG=$KUBECONFIG_PATH"
+    return 0
+  fi
+  running_any && down
+  packages
+  build
+  local ip
+  ip=$(node_ip)
+  pki "$ip"
+  configs
+  # The kubelet's (10248, 10250), controllers' (10257, 10259) and kube-proxy's (10249, 10256).
+  for port in $ETCD_PORT $((ETCD_PORT + 1)) $API_PORT 10248 10249 10250 10256 10257 10259; do
+    port_free "$port" || die "port $port is taken: another cluster runs on this host"
+  done
+  [ "${#CRI_SOCKET}" -lt 100 ] || die "the state folder's path is too long for a unix socket: $CRI_SOCKET"
+  # A fresh cluster each time: tests start from empty etcd and a node with no pods.
+  rm -rf "$STATE/etcd" "$STATE/cni/ipam"
+  mkdir -p "$RUN"
+  # Pods reach services through the bridge: bridged traffic must pass iptables, and the
+  # host must route between the bridge and its other interfaces.
+  sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1 ||
+    die "cannot enable forwarding and bridge netfilter (is the br_netfilter module loaded?)"
+
+  start containerd containerd --config "$STATE/containerd/config.toml"
+  start etcd "$BIN/etcd" --name proctor --data-dir "$STATE/etcd" \
+    --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+    --listen-peer-urls "http://127.0.0.1:$((ETCD_PORT + 1))" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$((ETCD_PORT + 1))" \
+    --initial-cluster "proctor=http://127.0.0.1:$((ETCD_PORT + 1))" \
+    --unsafe-no-fsync  # a throwaway test cluster: durability is not worth the disk waits
+  wait_for etcd 30 curl -sf "http://127.0.0.1:$ETCD_PORT/health"
+  start kube-apiserver "$BIN/kube-apiserver" \
+    --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
+    --secure-port "$API_PORT" --advertise-address "$ip" \
+    --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
+    --client-ca-file "$PKI/ca.crt" \
+    --kubelet-client-certificate "$PKI/apiserver-kubelet-client.crt" \
+    --kubelet-client-key "$PKI/apiserver-kubelet-client.key" \
+    --kubelet-certificate-authority "$PKI/ca.crt" \
+    --service-account-issuer https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
+    --service-cluster-ip-range "$SERVICE_CIDR" \
+    --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
+    --allow-privileged=true \
+    --kubelet-preferred-address-types InternalIP,Hostname \
+    --requestheader-client-ca-file "$PKI/ca.crt" --requestheader-allowed-names front-proxy-client \
+    --requestheader-username-headers X-Remote-User --requestheader-group-headers X-Remote-Group \
+    --requestheader-extra-headers-prefix X-Remote-Extra- \
+    --proxy-client-cert-file "$PKI/front-proxy-client.crt" --proxy-client-key-file "$PKI/front-proxy-client.key"
+  wait_for kube-apiserver 90 api_ready
+  start kube-controller-manager "$BIN/kube-controller-manager" \
+    --kubeconfig "$STATE/kube-controller-manager.kubeconfig" \
+    --authentication-kubeconfig "$STATE/kube-controller-manager.kubeconfig" \
+    --authorization-kubeconfig "$STATE/kube-controller-manager.kubeconfig" \
+    --bind-address 127.0.0.1 --leader-elect=false \
+    --use-service-account-credentials=true \
+    --root-ca-file "$PKI/ca.crt" --service-account-private-key-file "$PKI/sa.key" \
+    --cluster-signing-cert-file "$PKI/ca.crt" --cluster-signing-key-file "$PKI/ca.key" \
+    --allocate-node-cidrs=true --cluster-cidr "$CLUSTER_CIDR" --node-cidr-mask-size 24 \
+    --service-cluster-ip-range "$SERVICE_CIDR"
+  start kube-scheduler "$BIN/kube-scheduler" \
+    --kubeconfig "$STATE/kube-scheduler.kubeconfig" \
+    --authentication-kubeconfig "$STATE/kube-scheduler.kubeconfig" \
+    --authorization-kubeconfig "$STATE/kube-scheduler.kubeconfig" \
+    --bind-address 127.0.0.1 --leader-elect=false
+  wait_for containerd 30 "$BIN/cri-sweep" "unix://$CRI_SOCKET"
+  # Imported once per containerd root; the import is idempotent and takes well under a second.
+  for image in pause coredns; do
+    ctr --address "$CRI_SOCKET" --namespace k8s.io images import "$(dirname "$BIN")/$image.tar" >/dev/null
+  done
+  start kubelet "$BIN/kubelet" --config "$STATE/kubelet.yaml" \
+    --kubeconfig "$STATE/node.kubeconfig" --root-dir "$STATE/kubelet" \
+    --hostname-override "$NODE" --node-ip "$ip"
+  start kube-proxy "$BIN/kube-proxy" --config "$STATE/kube-proxy.yaml"
+  wait_for kube-controller-manager 60 curl -skf https://127.0.0.1:10257/healthz
+  wait_for kube-scheduler 60 curl -skf https://127.0.0.1:10259/healthz
+  wait_for kubelet 120 node_ready
+  wait_for kube-proxy 60 curl -sf http://127.0.0.1:10256/healthz
+  dns
+  echo "KUBECONFIG=$KUBECONFIG_PATH"
+}
+
+# CoreDNS as a cluster addon, as kubeadm deploys it: the kube-dns Service at the address
+# the kubelet hands pods as their nameserver, a Deployment under its own ServiceAccount.
+dns() {
+  local t0=$EPOCHREALTIME
+  kubectl apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: coredns, namespace: kube-system}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: system:coredns}
+rules:
+- apiGroups: [""]
+  resources: [endpoints, services, pods, namespaces]
+  verbs: [list, watch]
+- apiGroups: [discovery.k8s.io]
+  resources: [endpointslices]
+  verbs: [list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: system:coredns}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: system:coredns}
+subjects:
+- {kind: ServiceAccount, name: coredns, namespace: kube-system}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: coredns, namespace: kube-system}
+data:
+  Corefile: |
+    .:53 {
+        errors
+        health {
+            lameduck 5s
+        }
+        ready
+        prometheus :9153
+        kubernetes cluster.local in-addr.arpa ip6.arpa {
+            pods insecure
+            fallthrough in-addr.arpa ip6.arpa
+            ttl 30
+        }
+        forward . /etc/resolv.conf
+        cache 30
+        loop
+        loadbalance
+    }
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: coredns, namespace: kube-system, labels: {k8s-app: kube-dns}}
+spec:
+  replicas: 1
+  selector: {matchLabels: {k8s-app: kube-dns}}
+  template:
+    metadata: {labels: {k8s-app: kube-dns}}
+    spec:
+      serviceAccountName: coredns
+      priorityClassName: system-cluster-critical
+      # The node's resolver, for names outside the cluster.
+      dnsPolicy: Default
+      containers:
+      - name: coredns
+        image: $COREDNS_IMAGE
+        imagePullPolicy: Never
+        args: [-conf, /etc/coredns/Corefile]
+        resources: {requests: {cpu: 50m, memory: 30Mi}, limits: {memory: 170Mi}}
+        ports:
+        - {name: dns, containerPort: 53, protocol: UDP}
+        - {name: dns-tcp, containerPort: 53, protocol: TCP}
+        - {name: metrics, containerPort: 9153, protocol: TCP}
+        readinessProbe: {httpGet: {path: /ready, port: 8181}, periodSeconds: 2}
+        livenessProbe: {httpGet: {path: /health, port: 8080}, initialDelaySeconds: 10}
+        securityContext:
+          allowPrivilegeEscalation: false
+          readOnlyRootFilesystem: true
+          capabilities: {drop: [ALL], add: [NET_BIND_SERVICE]}
+        volumeMounts:
+        - {name: config, mountPath: /etc/coredns, readOnly: true}
+      volumes:
+      - name: config
+        configMap: {name: coredns}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: kube-dns, namespace: kube-system, labels: {k8s-app: kube-dns}}
+spec:
+  selector: {k8s-app: kube-dns}
+  clusterIP: $DNS_SERVICE_IP
+  ports:
+  - {name: dns, port: 53, protocol: UDP}
+  - {name: dns-tcp, port: 53, protocol: TCP}
+  - {name: metrics, port: 9153, protocol: TCP}
+EOF
+  kubectl -n kube-system rollout status deployment/coredns --timeout=120s >/dev/null ||
+    die "CoreDNS did not become ready (kubectl -n kube-system describe pods -l k8s-app=kube-dns)"
+  # Ready is not yet reachable: until kube-proxy has written the Service's endpoint, a
+  # pod's DNS query is refused.
+  local n
+  for n in $(seq 150); do
+    iptables-save -t nat 2>/dev/null | grep -q -- '--comment "kube-system/kube-dns:dns cluster IP"' && break
+    [ "$n" = 150 ] && die "kube-proxy did not route the kube-dns Service within 30 s"
+    sleep 0.2
+  done
+  STARTED[coredns]=$t0
+  say "coredns ready and routed $(since coredns)s after its manifests were applied"
+}
+
+# --- down / status ----------------------------------------------------------------------
+
+# stop [-g SECONDS] NAME...: SIGTERM to all of them at once (most take a second or two to
+# exit), and SIGKILL to any still running SECONDS (10) later.
+stop() {
+  local name pid pids=() grace=10
+  [ "$1" = -g ] && { grace=$2; shift 2; }
+  for name in "$@"; do
+    pid=$(pid_of "$name") && { kill -TERM "$pid" 2>/dev/null || true; pids+=("$pid"); }
+    rm -f "$PIDS/$name.pid"
+  done
+  for _ in $(seq $((grace * 10))); do
+    alive "${pids[@]}" || return 0
+    sleep 0.1
+  done
+  for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
+}
+
+alive() {
+  local pid
+  for pid in "$@"; do kill -0 "$pid" 2>/dev/null && return 0; done
+  return 1
+}
+
+down() {
+  local bin
+  bin=$(ls -d "${XDG_CACHE_HOME:-$HOME/.cache}"/proctor-cluster/"$K8S_VERSION"-*/bin 2>/dev/null | head -n1)
+  stop kube-proxy kubelet
+  # With the kubelet gone, nothing restarts pods: stop them through the runtime, so that
+  # their networks are torn down too.
+  if pid_of containerd >/dev/null && [ -n "$bin" ]; then
+    "$bin/cri-sweep" "unix://$CRI_SOCKET" || say "some pods could not be stopped (see above)"
+  fi
+  # The next `up` starts from empty etcd: the control plane's graceful shutdown (the API
+  # server drains requests for seconds) buys nothing. etcd goes last, since the API
+  # server's shutdown hangs without it.
+  stop -g 2 kube-scheduler kube-controller-manager kube-apiserver
+  stop etcd containerd
+  # kube-proxy's service rules and the pods' bridge would otherwise outlive the cluster.
+  [ -n "$bin" ] && "$bin/kube-proxy" --cleanup >/dev/null 2>&1 || true
+  kubelet_rules_cleanup
+  ip link del "$BRIDGE" 2>/dev/null || true
+  # The kubelet's volume mounts (service account tokens, emptyDirs in memory) and the
+  # containers' root filesystems, deepest first.
+  awk -v s="$STATE/" 'index($5, s) == 1 {print $5}' /proc/self/mountinfo | sort -r |
+    while read -r m; do umount "$m" 2>/dev/null || umount -l "$m" || true; done
+}
+
+# The kubelet's own chains (KUBE-FIREWALL drops outside traffic to 127.0.0.0/8, the
+# others are markers): after kube-proxy's cleanup every KUBE- chain left is the kubelet's.
+kubelet_rules_cleanup() {
+  local cmd table rule chain
+  for cmd in iptables ip6tables; do
+    command -v "$cmd" >/dev/null || continue
+    for table in filter nat mangle; do
+      # iptables-save quotes what needs quoting (comments): eval reads it back.
+      "$cmd-save" -t "$table" 2>/dev/null | sed -n '/^-A [A-Z]* .*-j KUBE-/s/^-A/-D/p' |
+        while read -r rule; do eval "$cmd -t $table $rule" 2>/dev/null || true; done
+      "$cmd-save" -t "$table" 2>/dev/null | sed -n 's/^:\(KUBE-[^ ]*\) .*/\1/p' |
+        while read -r chain; do "$cmd" -t "$table" -F "$chain" 2>/dev/null || true; done
+      "$cmd-save" -t "$table" 2>/dev/null | sed -n 's/^:\(KUBE-[^ ]*\) .*/\1/p' |
+        while read -r chain; do "$cmd" -t "$table" -X "$chain" 2>/dev/null || true; done
+    done
+  done
+}
+
+running_any() {
+  local name
+  for name in "${DAEMONS[@]}"; do pid_of "$name" >/dev/null && return 0; done
+  return 1
+}
+
+running_all() {
+  local name
+  for name in "${DAEMONS[@]}"; do pid_of "$name" >/dev/null || return 1; done
+}
+
+status() {
+  local name pid any=1
+  for name in "${DAEMONS[@]}"; do
+    if pid=$(pid_of "$name"); then
+      echo "$name: running (pid $pid, log $LOGS/$name.log)"; any=0
+    else
+      echo "$name: stopped"
+    fi
+  done
+  [ "$any" = 0 ] && echo "KUBECONFIG=$KUBECONFIG_PATH"
+  return 0
+}
+
+import_images() {
+  local archive
+  pid_of containerd >/dev/null || die "the cluster is not running (scripts/cluster.sh up)"
+  [ $# -gt 0 ] || die "usage: $0 import ARCHIVE... (- for stdin)"
+  for archive in "$@"; do
+    ctr --address "$CRI_SOCKET" --namespace k8s.io images import "$archive"
+  done
+}
+
+case "${1:-}" in
+  up) up ;;
+  down) down ;;
+  status) status ;;
+  import) shift; import_images "$@" ;;
+  *) echo "usage: $0 up|down|status|import ARCHIVE..." >&2; exit 2 ;;
+esac
