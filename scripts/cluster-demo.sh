@@ -64,7 +64,8 @@ if [ -z "${KUBECONFIG:-}" ]; then
   lap build-demo-images
 
   # --- the cluster ------------------------------------------------------------------------
-  scripts/cluster.sh status | grep -q '^kubelet: running' || started_cluster=1
+  # (Not `status | grep -q`: grep's early exit would fail the pipeline under pipefail.)
+  case $(scripts/cluster.sh status) in *"kubelet: running"*) ;; *) started_cluster=1 ;; esac
   line=$(scripts/cluster.sh up | tail -n1)
   export "${line?}"
   lap cluster-up
