@@ -8,6 +8,7 @@ controller runs them in asyncio's default executor. Reads of what the controller
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -87,9 +88,12 @@ class Kube:
             method=method, resource_path=path, body=body, auth_settings=["BearerToken"],
             header_params={"Content-Type": "application/json", "Accept": "application/json"})
         response = self.client.call_api(*request)
-        response.read()
+        data = response.read()
         if not 200 <= response.status <= 299:
-            raise ApiException.from_response(http_resp=response, body=None, data=None)
+            # The body is the API server's Status: its message says what was refused (a
+            # 403 names the verb, the resource and the user).
+            body = data.decode("utf-8", "replace") if data else None
+            raise ApiException.from_response(http_resp=response, body=body, data=None)
 
     def create(self, obj: Obj) -> bool:
         """Create a ConfigMap or Job; False if it was already there (409)."""
@@ -127,3 +131,13 @@ class Kube:
         except ApiException as exc:
             if exc.status != 404:
                 raise
+
+
+def describe(failure: BaseException) -> str:
+    """One line for a log: an API error's status and the API server's message."""
+    if not isinstance(failure, ApiException):
+        return repr(failure)
+    message = failure.reason or ""
+    with contextlib.suppress(ValueError, KeyError, TypeError):
+        message = orjson.loads(failure.body or "")["message"]
+    return f"{type(failure).__name__} ({failure.status}): {message}"

@@ -59,7 +59,7 @@ from proctor.core.spec import AgentUnderTest, Evaluation
 from proctor.formats.manifest import ManifestError, parse_resource
 from proctor.k8s import conditions, manifests, reconcile, store
 from proctor.k8s.act import Pass, Tracked, write_status
-from proctor.k8s.api import Kube, load_config
+from proctor.k8s.api import Kube, describe, load_config
 from proctor.k8s.exporter import Metrics
 from proctor.k8s.names import label_value
 from proctor.k8s.podstatus import PodsByJob, item_state
@@ -183,7 +183,8 @@ class Controller:
                                    if v.state and v.state.node})
         for failure in await p.act(decision):
             self.metrics.reconcile_errors.inc()
-            log.error("Acting failed evaluation=%s/%s: %r", key[0], tracked.name, failure)
+            log.error("Acting failed evaluation=%s/%s: %s", key[0], tracked.name,
+                      describe(failure))
             self.queue.add_after(key, RETRY_SECONDS)
         if refusal is None:
             await self._publish(key, p, selection, items, decision)
