@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from collections.abc import Iterable, Mapping
@@ -40,6 +41,13 @@ cd "$TESTBED"
 python -m pytest -rA -p no:cacheprovider test_calc.py
 : '>>>>> End Test Output'
 """
+
+
+def docker_unavailable(why: str) -> None:
+    """Skip a Docker test, or fail it where Docker must be there (PROCTOR_REQUIRE_DOCKER=1)."""
+    if os.environ.get("PROCTOR_REQUIRE_DOCKER") == "1":
+        pytest.fail(f"PROCTOR_REQUIRE_DOCKER=1 but {why}")
+    pytest.skip(why)
 
 
 def git(cwd: Path, *args: str) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import os
 import shutil
 import signal
 import socket
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import docker_unavailable
 from ports import free_port
 from proctor.cli.demo import run_demo
 from proctor.core.model import ErrorKind, Instance, Outcome, WorkItem
@@ -38,19 +38,13 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 DOCKER = SandboxOptions(mode="docker", pull="never")
 
 
-def _unavailable(why: str) -> None:
-    if os.environ.get("PROCTOR_REQUIRE_DOCKER") == "1":
-        pytest.fail(f"PROCTOR_REQUIRE_DOCKER=1 but {why}")
-    pytest.skip(why)
-
-
 @pytest.fixture(scope="module")
 def client():
     found, problem = ds.connect()
     if found is None:
-        _unavailable(problem)
+        docker_unavailable(problem)
     if not shutil.which("mmdebstrap") and not _has(found, "proctor/demo-base:bookworm"):
-        _unavailable("mmdebstrap is missing, so the demo images cannot be built")
+        docker_unavailable("mmdebstrap is missing, so the demo images cannot be built")
     build_demo_images(found, log=lambda line: print(line, file=sys.stderr))
     return found
 
@@ -179,7 +173,7 @@ def registry(client, tmp_path):
     """Debian's docker-registry on a free loopback port (the daemon trusts 127.0.0.0/8)."""
     binary = shutil.which("docker-registry")
     if not binary:
-        _unavailable("docker-registry is not installed")
+        docker_unavailable("docker-registry is not installed")
     port = free_port()
     config = tmp_path / "registry.yml"
     config.write_text(json.dumps({

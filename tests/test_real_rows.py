@@ -10,7 +10,6 @@ that a failure. The images are kept once built (about 30 s each on a warm build 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SHARED_DATA, git
+from conftest import SHARED_DATA, docker_unavailable, git
 from proctor.sandboxes import docker as ds
 from proctor.sandboxes.images.build import build_images
 
@@ -31,19 +30,13 @@ PARQUET = DATA / "SWE-bench_Verified_test.parquet"
 REPOS = DATA / "repos"
 
 
-def _unavailable(why: str) -> None:
-    if os.environ.get("PROCTOR_REQUIRE_DOCKER") == "1":
-        pytest.fail(f"PROCTOR_REQUIRE_DOCKER=1 but {why}")
-    pytest.skip(why)
-
-
 @pytest.fixture(scope="module")
 def client():
     found, problem = ds.connect()
     if found is None:
-        _unavailable(problem)
+        docker_unavailable(problem)
     if not shutil.which("mmdebstrap"):
-        _unavailable("mmdebstrap is missing, so no image can be built")
+        docker_unavailable("mmdebstrap is missing, so no image can be built")
     return found
 
 
