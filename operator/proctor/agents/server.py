@@ -69,11 +69,17 @@ _DESCRIPTIONS = {
 }
 
 
+def card_interfaces(card_url: str) -> list[AgentInterface]:
+    """A 1.0 and a 0.3 JSON-RPC interface, both at `card_url` (agents in the wild still
+    run 0.3 clients and servers)."""
+    return [AgentInterface(url=card_url, protocol_binding=TransportProtocol.JSONRPC,
+                           protocol_version=version)
+            for version in (PROTOCOL_VERSION_1_0, PROTOCOL_VERSION_0_3)]
+
+
 def agent_card(kind: str, card_url: str, streaming: bool = True) -> AgentCard:
     """The card: a 1.0 and a 0.3 JSON-RPC interface, both at `card_url`."""
-    interfaces = [AgentInterface(url=card_url, protocol_binding=TransportProtocol.JSONRPC,
-                                 protocol_version=version)
-                  for version in (PROTOCOL_VERSION_1_0, PROTOCOL_VERSION_0_3)]
+    interfaces = card_interfaces(card_url)
     skill = AgentSkill(id="swe-bench", name="Solve a SWE-bench task",
                        description="Takes a SWE-bench task and answers with a patch.",
                        tags=["swe-bench", "coding"])

@@ -33,18 +33,16 @@ from a2a.server.tasks import TaskUpdater
 from a2a.types import (
     AgentCapabilities,
     AgentCard,
-    AgentInterface,
     AgentSkill,
     Task,
     TaskState,
     TaskStatus,
 )
-from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_1_0, TransportProtocol
 from google.protobuf.json_format import MessageToDict
 from starlette.applications import Starlette
 
 from proctor import __version__
-from proctor.agents.server import build_app, default_card_url
+from proctor.agents.server import build_app, card_interfaces, default_card_url
 from proctor.core.exits import BadInput, NotRun
 from proctor.core.model import RunResult, Summary
 from proctor.core.report import terminal_table
@@ -62,9 +60,7 @@ EXAMPLE_REQUEST = {"participants": {"agent": "http://agent:9009/"},
 
 def green_card(card_url: str) -> AgentCard:
     """The card: a 1.0 and a 0.3 JSON-RPC interface at `card_url`, streaming."""
-    interfaces = [AgentInterface(url=card_url, protocol_binding=TransportProtocol.JSONRPC,
-                                 protocol_version=version)
-                  for version in (PROTOCOL_VERSION_1_0, PROTOCOL_VERSION_0_3)]
+    interfaces = card_interfaces(card_url)
     skill = AgentSkill(id="swe-bench-verified", name="Evaluate an agent on SWE-bench Verified",
                        description="Sends each task to the participant over A2A, tests its "
                                    "patch and grades it; answers with the EvalResult.",

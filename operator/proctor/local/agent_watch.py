@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from proctor.a2a.client import AgentProblem, fetch_card
 from proctor.core.exits import Interrupted, NotRun
 
 FAILURES_IN_A_ROW = 3
@@ -131,8 +132,6 @@ class AgentWatch:
 
 def card_answers(endpoint: str, timeout_s: float) -> bool:
     """Whether the agent serves its card now."""
-    from proctor.a2a.client import AgentProblem, fetch_card
-
     try:
         asyncio.run(fetch_card(endpoint, timeout_s=timeout_s))
     except AgentProblem:
