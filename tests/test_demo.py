@@ -49,7 +49,16 @@ def test_reliability_demo_gives_the_expected_figures(tmp_path, capsys):
     assert float(oracle["S_prompt"]) == 1 and float(oracle["C_out"]) == 1
     assert float(sensitive["S_prompt"]) < 1 and float(sensitive["C_out"]) < 1
     assert float(sensitive["sigma2_prompt"]) > 0 and float(sensitive["sigma2_run"]) > 0
-    assert (tmp_path / "analysis" / "sensitivity_report.md").exists()
+    # the sensitive agent reports its chance as its confidence: calibration end to end
+    items = tasks * 4 * 3
+    assert (oracle["confidence_items"], sensitive["confidence_items"]) == ("0", str(items))
+    assert 0 < float(sensitive["ece"]) < 0.25 and 0.5 < float(sensitive["auroc"]) <= 1
+    assert 0 < float(sensitive["brier"]) < 0.25
+    assert float(oracle["abstention_rate"]) == 0 < float(sensitive["abstention_rate"])
+    report = (tmp_path / "analysis" / "sensitivity_report.md").read_text()
+    assert "## Predictability: calibration and abstention" in report
+    assert "| oracle | 0.000" in report and "0 (none reported)" in report
+    assert (tmp_path / "analysis" / "calibration.png").stat().st_size > 0
     variants = [json.loads(line) for line in
                 (tmp_path / "sensitive" / "variants.jsonl").read_text().splitlines()]
     assert {v["variant_id"] for v in variants} == {"original", "formal", "terse", "steps"}

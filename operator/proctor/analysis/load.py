@@ -22,6 +22,7 @@ from typing import Literal
 import numpy as np
 from pydantic import ValidationError
 
+from proctor.analysis.calibration import Answers
 from proctor.analysis.reliability import scores_array
 from proctor.core.model import Outcome, RunResult
 from proctor.variants import read_variants
@@ -46,6 +47,8 @@ class AgentRun:
     outcomes: dict[tuple[str, str, int], str]
     errors: int
     hashes: dict[tuple[str, str], str] = field(default_factory=dict)
+    answers: Answers | None = None
+    """Per item: resolved, the agent's confidence and whether it gave a patch."""
 
 
 def _score(line: RunResult, score: Score) -> float | None:
@@ -134,6 +137,21 @@ def _resources(lines: list[RunResult], tasks: list[str], variants: list[str],
     return {k: v for k, v in out.items() if not np.isnan(v).all()}
 
 
+def _answers(lines: list[RunResult], tasks: list[str], variants: list[str],
+             shape: tuple[int, ...]) -> Answers:
+    ti = {t: i for i, t in enumerate(tasks)}
+    vi = {v: i for i, v in enumerate(variants)}
+    resolved, confidence, patchless = (np.full(shape, np.nan) for _ in range(3))
+    for line in lines:
+        at = (ti[line.instance_id], vi[line.variant_id], line.repeat)
+        if line.confidence is not None:
+            confidence[at] = line.confidence
+        if line.outcome != Outcome.ERROR:
+            resolved[at] = float(line.outcome == Outcome.RESOLVED)
+            patchless[at] = float(not line.patch.present)
+    return Answers(resolved=resolved, confidence=confidence, patchless=patchless)
+
+
 def load_agent(folder: Path, score: Score = "resolved") -> AgentRun:
     """One results folder as an AgentRun."""
     lines = read_results(folder)
@@ -149,7 +167,7 @@ def load_agent(folder: Path, score: Score = "resolved") -> AgentRun:
                     variants=variants, resources=_resources(lines, tasks, variants,
                                                             scores.shape),
                     outcomes=outcomes, errors=sum(1 for r in rows if r[3] is None),
-                    hashes=hashes)
+                    hashes=hashes, answers=_answers(lines, tasks, variants, scores.shape))
 
 
 def load_agents(folders: list[Path], score: Score = "resolved") -> list[AgentRun]:
