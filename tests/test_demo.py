@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 
 from proctor.cli.main import main
 from proctor.core.model import Outcome
@@ -59,6 +60,13 @@ def test_reliability_demo_gives_the_expected_figures(tmp_path, capsys):
     assert "## Predictability: calibration and abstention" in report
     assert "| oracle | 0.000" in report and "0 (none reported)" in report
     assert (tmp_path / "analysis" / "calibration.png").stat().st_size > 0
+    # how far each variant is from the original: per text in variants.csv, per style here
+    with open(tmp_path / "analysis" / "variants.csv", newline="") as fh:
+        near = [float(r["similarity"]) for r in csv.DictReader(fh)
+                if r["variant_id"] != "original"]
+    assert len(near) == 2 * tasks * 3 and all(0 < x < 1 for x in near)
+    assert "## How far the variants are from the original" in report
+    assert re.search(rf"\| reordered \| {tasks} \| 0\.\d{{3}} \|", report)
     variants = [json.loads(line) for line in
                 (tmp_path / "sensitive" / "variants.jsonl").read_text().splitlines()]
-    assert {v["variant_id"] for v in variants} == {"original", "formal", "terse", "steps"}
+    assert {v["variant_id"] for v in variants} == {"original", "reordered", "outline", "steps"}

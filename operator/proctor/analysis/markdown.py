@@ -10,6 +10,7 @@ from proctor.analysis.compare import PairComparison, holm, table
 from proctor.analysis.inference import MIN_TASKS
 from proctor.analysis.load import AgentRun
 from proctor.analysis.reliability import AgentFigures
+from proctor.variants.similarity import spread
 
 NO_VARIANTS = "no variants: prompt sensitivity not measured"
 NO_CONFIDENCE = ("No agent reported a confidence (A2A metadata key `confidence`, 0 to 1): "
@@ -177,6 +178,28 @@ def predictability_table(figs: Sequence[AgentFigures]) -> list[str]:
     return lines if cal else [*lines, "", NO_CONFIDENCE]
 
 
+def similarity_table(runs: Sequence[AgentRun]) -> list[str]:
+    """Per variant id, how far its texts are from the originals (each text once, however
+    many agents ran it)."""
+    texts = {(task, variant, run.hashes.get((task, variant), "")): value
+             for run in runs for (task, variant), value in run.similarity.items()}
+    by: dict[str, list[float]] = {}
+    for (_, variant, _), value in sorted(texts.items()):
+        by.setdefault(variant, []).append(value)
+    if not by:
+        return ["No variant texts were recorded (variants.jsonl): similarity not measured.",
+                ""]
+    rows = [(v, *spread(values)) for v, values in by.items()]
+    rows.append(("all variants", *spread(x for values in by.values() for x in values)))
+    lines = ["Similarity of each variant's text to the original: the token-level difflib "
+             "ratio, 1 = the same words in the same order (a moved or reworded part lowers "
+             "it). Low values show the variants really differ; an S_prompt near 1 over "
+             "variants near 1 says little.", "",
+             "| Variant | Texts | Median | Lowest | Highest |", "|---|---|---|---|---|"]
+    lines += [f"| {v} | {n} | {med:.3f} | {lo:.3f} | {hi:.3f} |" for v, n, med, lo, hi in rows]
+    return [*lines, ""]
+
+
 def _most_sensitive(runs: Sequence[AgentRun], task_rows: Sequence[Sequence[object]],
                     top: int) -> list[str]:
     ranked = [r for r in sorted(task_rows, key=lambda r: (-float(r[1]), str(r[5]), str(r[0])))
@@ -239,6 +262,8 @@ def render(runs: Sequence[AgentRun], figs: Sequence[AgentFigures],
         adjusted = holm([c.p_value if math.isfinite(c.p_value) else 1.0 for c in comparisons])
         lines += ["## Paired comparisons", "", *table(comparisons, adjusted), ""]
     if sens:
+        lines += ["## How far the variants are from the original", "",
+                  *similarity_table(runs)]
         lines += ["## Most sensitive tasks", "", *_most_sensitive(runs, task_rows, top)]
     lines += ["## Figures", ""]
     for n, (title, path, caption) in enumerate(images, 1):

@@ -92,7 +92,8 @@ def metric_rows(f: AgentFigures) -> list[list[object]]:
 
 
 def variant_rows(run: AgentRun) -> list[list[object]]:
-    """variants.csv: per task and variant, the text's hash and its outcomes."""
+    """variants.csv: per task and variant, the text's hash, its similarity to the
+    original and its outcomes."""
     rows = []
     for i, task in enumerate(run.tasks):
         for j, variant in enumerate(run.variants):
@@ -103,6 +104,8 @@ def variant_rows(run: AgentRun) -> list[list[object]]:
             scores = run.scores[i, j]
             scored = scores[~np.isnan(scores)]
             rows.append([run.agent, task, variant, run.hashes.get((task, variant), ""),
+                         1.0 if variant == "original" else
+                         run.similarity.get((task, variant), math.nan),
                          len(ran), ran.count("error"), ran.count("resolved"),
                          float(scored.mean()) if len(scored) else math.nan, "|".join(ran)])
     return rows
@@ -115,6 +118,6 @@ def calibration_rows(figs: Sequence[AgentFigures]) -> list[list[object]]:
 
 CALIBRATION_COLUMNS = ["agent", "bin_low", "bin_high", "items", "mean_confidence",
                        "resolved_share"]
-VARIANT_COLUMNS = ["agent", "task_id", "variant_id", "sha256", "repeats", "errors",
+VARIANT_COLUMNS = ["agent", "task_id", "variant_id", "sha256", "similarity", "repeats", "errors",
                    "resolved", "mean_score", "outcomes"]
 METRIC_COLUMNS = ["agent", "metric", "value", "ci_low", "ci_high", "tasks"]
