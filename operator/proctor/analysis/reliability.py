@@ -372,20 +372,21 @@ def _denominators(fig: AgentFigures, per: dict[str, np.ndarray]) -> None:
 
 
 def _predictability(fig: AgentFigures, answers: Answers, weights: np.ndarray,
-                    seed: int) -> None:
-    """Abstention (every agent) and calibration (agents that report a confidence)."""
+                    seed: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Abstention (every agent) and calibration (agents that report a confidence); returns
+    the abstention figures' per-task parts, for their intervals."""
     parts = abstention_parts(answers)
     for name, (num, den) in parts.items():
         if den.sum():
             setattr(fig, name, float(num.sum() / den.sum()))
             fig.denominators[name] = int(np.sum(den > 0))
-    fig.intervals.update(_ratio_intervals(weights, parts))
     fig.calibration = calibration(answers, weights, seed)
     if fig.calibration:
         fig.intervals.update(fig.calibration.intervals)
         fig.denominators.update(dict.fromkeys(fig.calibration.intervals,
                                               fig.calibration.tasks))
         fig.notes += fig.calibration.notes
+    return parts
 
 
 def agent_figures(agent: str, scores: np.ndarray, *, resources: dict[str, np.ndarray] | None
@@ -404,20 +405,20 @@ def agent_figures(agent: str, scores: np.ndarray, *, resources: dict[str, np.nda
     fig.intervals = _intervals(weights, contrib)
     _per_run(fig, scores, weights)
     fig.tasks_left_out["C_out"] = int(t - per["cout_valid"].sum())
-    if answers is not None:
-        _predictability(fig, answers, weights, seed)
+    # every ratio-of-sums figure beyond _CONTRIB: their intervals in one matrix product
+    parts = {} if answers is None else _predictability(fig, answers, weights, seed)
     if k >= 2:
         fig.tasks_left_out["sigma2_prompt"] = int(np.sum(np.isnan(per["sigma2_prompt"])))
-        parts = _pass_figures(scores[:, 0, :], fig)
+        parts.update(_pass_figures(scores[:, 0, :], fig))
         for name, arr in (resources or {}).items():
             num, den = resource_parts(arr)
             if den.sum():
                 fig.C_res[name] = float(num.sum() / den.sum())
                 parts[f"C_res_{name}"] = (num, den)
                 fig.denominators[f"C_res_{name}"] = int(np.sum(den > 0))
-        fig.intervals.update(_ratio_intervals(weights, parts))
     else:
         fig.notes.append("repeats = 1: C_out, pass^k, sigma2_run and sigma2_prompt need 2+")
+    fig.intervals.update(_ratio_intervals(weights, parts))
     _denominators(fig, per)
     return fig, per
 
