@@ -88,3 +88,21 @@ def test_the_agents_confidence_is_read_from_its_metadata_key():
     assert extract_confidence({"confidence": 0.2}, {"confidence": 0.9}) == 0.2  # latest first
     for bad in (70, -0.1, "0.7", True, math.nan):
         assert extract_confidence({"confidence": bad}) is None
+
+
+def test_a_reported_confidence_reaches_the_result_and_proctor_show(tmp_path, capsys):
+    """The sensitive agent reports its chance (0.75 in the original words) over real A2A."""
+    from proctor.agents.server import start_reference_agent
+    from proctor.cli.main import main
+    from proctor.results import ResultsFolder
+
+    item = "proctor-demo__textkit-1"
+    out = tmp_path / "o"
+    with start_reference_agent("sensitive") as agent:
+        assert main(["eval", "--agent", agent.url, "-d", "proctor-demo", "-i", item, "-q",
+                     "--sandbox", "process", "--output-dir", str(out)]) == 0
+    [result] = ResultsFolder(out).load()
+    assert result.confidence == 0.75
+    capsys.readouterr()
+    assert main(["show", str(out), item]) == 0
+    assert "confidence: 0.75 (the agent's, that this resolves)" in capsys.readouterr().out
