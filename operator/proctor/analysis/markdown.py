@@ -183,9 +183,13 @@ def similarity_table(runs: Sequence[AgentRun]) -> list[str]:
     many agents ran it)."""
     texts = {(task, variant, run.hashes.get((task, variant), "")): value
              for run in runs for (task, variant), value in run.similarity.items()}
-    by: dict[str, list[float]] = {}
-    for (_, variant, _), value in sorted(texts.items()):
+    by: dict[str, list[float]] = {}  # in variants.jsonl's order: the order styles are taken
+    for run in runs:
+        for _, variant in run.hashes:
+            by.setdefault(variant, [])
+    for (_, variant, _), value in texts.items():
         by.setdefault(variant, []).append(value)
+    by = {v: values for v, values in by.items() if values}
     if not by:
         return ["No variant texts were recorded (variants.jsonl): similarity not measured.",
                 ""]

@@ -21,6 +21,8 @@ S_task = 1 - variance. Per agent:
   computes it), the paired original-minus-variants gap, and with repeats >= 2 the
   variance components (sigma2_prompt without per-task clipping: unbiased, may be
   negative), C_out, pass@k, pass^k and C_res.
+* Predictability (`calibration`): abstention rate and selective accuracy for every agent;
+  ECE, Brier and AUROC of the confidence an agent reports, when it reports one.
 
 Every interval is a seeded percentile bootstrap over tasks (clusters: a task's variants and
 repeats travel together). Most bootstrapped figures are ratios of sums of per-task
