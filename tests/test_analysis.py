@@ -14,7 +14,7 @@ import pytest
 from proctor.analysis import IMAGES, compute, plots
 from proctor.analysis.load import load_agents
 from proctor.cli.main import main
-from proctor.core.model import Outcome, PassFail, RunResult, Timings, Usage
+from proctor.core.model import Outcome, PassFail, PatchInfo, RunResult, Timings, Usage
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,7 +29,10 @@ AGENT_B = {"t1": {"original": "NNN", "formal": "NNN", "terse": "NNN"},
 _OUTCOME = {"R": Outcome.RESOLVED, "N": Outcome.NO_OP, "E": Outcome.ERROR}
 
 
-def write_folder(folder: Path, agent: str, table: dict, torn: bool = False) -> Path:
+def write_folder(folder: Path, agent: str, table: dict, torn: bool = False,
+                 confident: bool = False) -> Path:
+    """With `confident`, each answer reports a confidence: 0.8 when it resolved (one in
+    three 0.45), 0.3 when not."""
     folder.mkdir(parents=True)
     lines = []
     for task, variants in table.items():
@@ -37,11 +40,14 @@ def write_folder(folder: Path, agent: str, table: dict, torn: bool = False) -> P
             for k, code in enumerate(outcomes):
                 lines.append(RunResult(
                     item_id=f"{task}-{variant}-{k}", instance_id=task, variant_id=variant,
-                    repeat=k, outcome=_OUTCOME[code],
+                    repeat=k, outcome=_OUTCOME[code], patch=PatchInfo(present=code == "R"),
                     FAIL_TO_PASS=PassFail(success=["a"] if code == "R" else [],
                                           failure=[] if code == "R" else ["a"]),
                     timings=Timings(total_seconds=10.0 + k),
-                    usage=Usage(total_tokens=100, cost_usd=0.5)).model_dump_json())
+                    usage=Usage(total_tokens=100, cost_usd=0.5),
+                    confidence=(None if not confident else 0.3 if code != "R"
+                                else 0.45 if len(lines) % 3 == 0 else 0.8)
+                    ).model_dump_json())
     text = "\n".join(lines) + "\n" + ('{"item_id": "torn' if torn else "")
     (folder / "results.jsonl").write_text(text)
     (folder / "spec.json").write_text(f'{{"spec": {{"agentRef": {{"name": "{agent}"}}}}}}')
@@ -54,7 +60,7 @@ def read_csv(path: Path) -> list[dict[str, str]]:
 
 
 def test_analyze_writes_every_file_and_matches_an_independent_recompute(tmp_path, capsys):
-    a = write_folder(tmp_path / "a", "agent-a", AGENT_A, torn=True)
+    a = write_folder(tmp_path / "a", "agent-a", AGENT_A, torn=True, confident=True)
     b = write_folder(tmp_path / "b", "agent-b", AGENT_B)
     before = (a / "results.jsonl").read_bytes()
     out = tmp_path / "analysis"
@@ -95,12 +101,38 @@ def test_analyze_writes_every_file_and_matches_an_independent_recompute(tmp_path
 
     report = (out / "sensitivity_report.md").read_text()
     links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", report)
-    assert len(links) == 7 and all((out / link).is_file() for link in links)
-    assert report.count("*Figure ") == 7  # a caption under each
+    assert len(links) == 8 and all((out / link).is_file() for link in links)
+    assert report.count("*Figure ") == 8  # a caption under each
     assert "cannot fall below 0.75" in report and "## Ranking by robustness" in report
     assert "## Appendix: every interval and test" in report and "sign-flip" in report
     assert "S_prompt per run (headline)" in report and "K-dependent" in report
     assert "| 3 | " in report  # pass@3 / pass^3 as values
+    # calibration of agent A's confidences, by hand: 27 scored items in bins 0.3 (15
+    # unresolved), 0.4 (the resolved ones reported 0.45) and 0.8 (the other resolved ones)
+    scored = [(c, r) for c, r in confidences(a)]
+    resolved = sum(r for _, r in scored)
+    bins: dict[float, list] = {}
+    for c, r in scored:
+        bins.setdefault(c, []).append(r)
+    ece = sum(abs(sum(v) / len(v) - c) * len(v) for c, v in bins.items()) / len(scored)
+    row = next(r for r in agents if r["agent"] == "agent-a")
+    assert int(row["confidence_items"]) == len(scored)
+    assert float(row["ece"]) == pytest.approx(ece)
+    assert float(row["brier"]) == pytest.approx(sum((c - r) ** 2 for c, r in scored)
+                                                 / len(scored))
+    assert float(row["auroc"]) == 1.0 and 0 < resolved < len(scored)
+    # agent B answered 9 of its 27 items with a patch (t2), each resolved
+    assert "| agent-b | 0.667 [" in report and "| 1.000 [" in report
+    assert "0 (none reported)" in report
+    assert len(read_csv(out / "calibration_bins.csv")) == len(bins)
+
+
+def confidences(folder: Path) -> list[tuple[float, int]]:
+    """(confidence, resolved) of each scored item, read back from results.jsonl."""
+    lines = [RunResult.model_validate_json(x) for x in
+             (folder / "results.jsonl").read_text().splitlines() if x.endswith("}")]
+    return [(r.confidence, int(r.outcome == Outcome.RESOLVED)) for r in lines
+            if r.outcome != Outcome.ERROR and r.confidence is not None]
 
 
 def test_f2p_score_counts_partial_passes(tmp_path):
@@ -110,7 +142,7 @@ def test_f2p_score_counts_partial_passes(tmp_path):
 
 
 def test_figures_have_labels_legends_outside_and_value_axes_from_zero(tmp_path):
-    runs = load_agents([write_folder(tmp_path / "a", "agent-a", AGENT_A),
+    runs = load_agents([write_folder(tmp_path / "a", "agent-a", AGENT_A, confident=True),
                         write_folder(tmp_path / "b", "agent-b", AGENT_B)])
     found = compute(runs, resamples=100)
     for image in IMAGES:
@@ -148,6 +180,7 @@ def test_a_plain_run_without_variants_says_sensitivity_was_not_measured(tmp_path
     assert not list(out.glob("*.png"))  # no empty sensitivity plots, no bars at 0
     report = (out / "sensitivity_report.md").read_text()
     assert "no variants: prompt sensitivity not measured" in report
+    assert "No agent reported a confidence (A2A metadata key `confidence`" in report
     assert "| R_prompt" not in report and "S_prompt per run" not in report.split("## What")[0]
 
 

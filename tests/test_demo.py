@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 
 from proctor.cli.main import main
 from proctor.core.model import Outcome
@@ -49,7 +50,23 @@ def test_reliability_demo_gives_the_expected_figures(tmp_path, capsys):
     assert float(oracle["S_prompt"]) == 1 and float(oracle["C_out"]) == 1
     assert float(sensitive["S_prompt"]) < 1 and float(sensitive["C_out"]) < 1
     assert float(sensitive["sigma2_prompt"]) > 0 and float(sensitive["sigma2_run"]) > 0
-    assert (tmp_path / "analysis" / "sensitivity_report.md").exists()
+    # the sensitive agent reports its chance as its confidence: calibration end to end
+    items = tasks * 4 * 3
+    assert (oracle["confidence_items"], sensitive["confidence_items"]) == ("0", str(items))
+    assert 0 < float(sensitive["ece"]) < 0.25 and 0.5 < float(sensitive["auroc"]) <= 1
+    assert 0 < float(sensitive["brier"]) < 0.25
+    assert float(oracle["abstention_rate"]) == 0 < float(sensitive["abstention_rate"])
+    report = (tmp_path / "analysis" / "sensitivity_report.md").read_text()
+    assert "## Predictability: calibration and abstention" in report
+    assert "| oracle | 0.000" in report and "0 (none reported)" in report
+    assert (tmp_path / "analysis" / "calibration.png").stat().st_size > 0
+    # how far each variant is from the original: per text in variants.csv, per style here
+    with open(tmp_path / "analysis" / "variants.csv", newline="") as fh:
+        near = [float(r["similarity"]) for r in csv.DictReader(fh)
+                if r["variant_id"] != "original"]
+    assert len(near) == 2 * tasks * 3 and all(0 < x < 1 for x in near)
+    assert "## How far the variants are from the original" in report
+    assert re.search(rf"\| reordered \| {tasks} \| 0\.\d{{3}} \|", report)
     variants = [json.loads(line) for line in
                 (tmp_path / "sensitive" / "variants.jsonl").read_text().splitlines()]
-    assert {v["variant_id"] for v in variants} == {"original", "formal", "terse", "steps"}
+    assert {v["variant_id"] for v in variants} == {"original", "reordered", "outline", "steps"}

@@ -167,9 +167,9 @@ def test_template_variants_and_repeats_run_on_one_machine(tmp_path, task_data):
         run_evaluation(docs[0], out, progress=False, agents=docs[1:])
         results = ResultsFolder(out).load()
         assert sorted((r.variant_id, r.repeat) for r in results) == sorted(
-            (v, k) for v in ("original", "formal", "terse", "steps") for k in (0, 1))
+            (v, k) for v in ("original", "reordered", "outline", "steps") for k in (0, 1))
         resolved = {r.variant_id for r in results if r.outcome == Outcome.RESOLVED}
-        assert resolved == ({"original", "formal", "terse", "steps"} if task_data
+        assert resolved == ({"original", "reordered", "outline", "steps"} if task_data
                             else {"original"})
         recorded = read_variants(out)
         for r in results:
@@ -210,4 +210,4 @@ def test_template_variants_from_a_variants_file_are_the_ones_it_makes(tmp_path, 
     assert ((tmp_path / "filed" / "variants.jsonl").read_bytes()
             == (tmp_path / "plain" / "variants.jsonl").read_bytes())
     edited = read_variants(tmp_path / "edited")
-    assert edited[(record["instance_id"], "formal")]["text"].startswith("Edited: ")
+    assert edited[(record["instance_id"], "reordered")]["text"].startswith("Edited: ")

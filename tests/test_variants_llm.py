@@ -5,6 +5,7 @@ Good replies and bad ones; the store's reuse; real Verified statements kept whol
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -251,7 +252,9 @@ def test_variants_generate_then_show_with_the_default_model(tmp_path, ollama, ca
     assert main(["variants", "show", str(out), "--instance", first]) == 0
     shown = capsys.readouterr().out
     assert f"=== {first}  model ollama/qwen2.5-coder:7b  N 2  ok ===" in shown
-    assert "--- original ---" in shown and "--- llm-1: checks passed ---" in shown
+    assert "--- original ---" in shown
+    assert re.search(r"--- llm-1: similarity 0\.\d{3}, checks passed ---", shown)
+    assert re.search(r"(?m)^llm-1 +1 +0\.\d{3}", shown)  # the per-variant summary
     assert "In short: " in shown
     if protected_spans(records[0]["original"]):
         assert "⟦" in shown
@@ -315,7 +318,7 @@ def test_one_file_holds_both_strategies_and_each_uses_its_own(tmp_path, ollama, 
     assert main(["variants", "show", str(out)]) == 0
     shown = capsys.readouterr().out
     assert "  model ollama/qwen2.5-coder:7b  N 2  ok ===" in shown
-    assert "  strategy template  N 2  ok ===" in shown and "--- formal: " in shown
+    assert "  strategy template  N 2  ok ===" in shown and "--- reordered: similarity" in shown
     for manifest in (llm, template):
         evaluation = parse_manifests(manifest.read_text())[0]
         selection = load_selection(evaluation)
@@ -335,4 +338,4 @@ def test_variants_generate_refuses_more_template_variants_than_exist(tmp_path, c
     out = tmp_path / "variants.jsonl"
     assert main(["variants", "generate", "-f", str(manifest), "--output", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "at most 15" in err[0] and not out.exists()
+    assert len(err) == 1 and "at most 14" in err[0] and not out.exists()

@@ -67,6 +67,7 @@ from google.protobuf.json_format import MessageToDict, ParseError
 from proctor.a2a.extract import (
     adk_call_usage,
     agent_history,
+    extract_confidence,
     extract_usage,
     find_patch,
     metadata_of,
@@ -111,6 +112,8 @@ class SolveResult:
     """The patch text; "" when the agent gave none (or the item is an error)."""
     usage: Usage | None = None
     """Tokens and cost, when the agent reported them in metadata."""
+    confidence: float | None = None
+    """The agent's confidence in its answer (metadata `confidence`, 0 to 1), if given."""
     latency_s: float = 0.0
     """Seconds from the first request to the end of the task."""
     state: str | None = None
@@ -401,7 +404,8 @@ def _outcome(reply: _Reply, card: AgentCard | None, streaming: bool,
     """Map how the task ended onto the result (the architecture note's failure table)."""
     usage = reply_usage(reply)
     state = "completed" if reply.message is not None else state_name(reply.state)
-    base = dict(usage=usage, latency_s=latency, state=state, task_id=reply.task_id,
+    base = dict(usage=usage, confidence=extract_confidence(*reversed(reply.metadata)),
+                latency_s=latency, state=state, task_id=reply.task_id,
                 transcript=transcript_of(reply))
     if reply.state in _ERROR_STATES and reply.message is None:
         why = _status_text(reply) or "no reason given"

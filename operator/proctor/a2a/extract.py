@@ -262,3 +262,22 @@ def metadata_of(obj: Any) -> dict[str, Any]:
     if obj is None or not obj.HasField("metadata"):
         return {}
     return MessageToDict(obj.metadata)
+
+
+CONFIDENCE_KEY = "confidence"
+"""The metadata key an agent reports its confidence under: a number from 0 to 1, its
+probability that the answer it gives resolves the task (HAL's reliability work reads the
+same key, `confidence`, from each task's result). Put it in the metadata of the final
+status message, of the artifact that holds the patch, or of the Task; the last one
+reported wins. A percentage, a string, a bool or anything outside 0..1 is not read."""
+
+
+def extract_confidence(*metadatas: Mapping[str, Any] | None) -> float | None:
+    """The agent's confidence in its answer, from the first mapping that reports one
+    (callers pass the latest first); None when none does."""
+    for metadata in metadatas:
+        value = metadata.get(CONFIDENCE_KEY) if metadata else None
+        if isinstance(value, int | float) and not isinstance(value, bool) \
+                and math.isfinite(value) and 0 <= value <= 1:
+            return float(value)
+    return None

@@ -71,6 +71,8 @@ class Answer:
     data_key: str = "patch"
     """The data part's field for the patch (agents use `patch`, `diff`, `model_patch`)."""
     usage: dict[str, float] | None = None
+    confidence: float | None = None
+    """The agent's probability that this answer resolves the task (metadata `confidence`)."""
 
 
 def answer_parts(answer: Answer) -> list[Part]:

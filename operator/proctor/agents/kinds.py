@@ -9,7 +9,8 @@
 * `llm` runs mini-swe-agent's loop on a litellm model in the checkout (see `llm.py`);
 * `sensitive` answers with the gold patch with a chance that depends on the wording
   of the problem text (see `wording_chance`); given a seed, each answer is also a
-  draw, so repeats of the same text may differ.
+  draw, so repeats of the same text may differ. It reports that chance as its
+  confidence (metadata `confidence`), so its calibration figures are honest numbers.
 
 They know the tasks from the bundled demo dataset and from any dataset files
 they are given; a task is found by the data part's `instance_id`, or else by
@@ -167,7 +168,8 @@ def sensitive(tasks: Tasks, seed: int | None = None) -> Solver:
             solved = random.Random(f"{seed}:{key}:{nth}").random() < chance
         patch = str(row.get("patch") or "") if solved else ""
         return Answer(text="Here is the fix." if solved else "I could not find a fix.",
-                      patch=patch, form="data", usage=usage_for(request, patch))
+                      patch=patch, form="data", usage=usage_for(request, patch),
+                      confidence=round(chance, 4))
     return solve
 
 

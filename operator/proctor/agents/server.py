@@ -47,6 +47,7 @@ from starlette.applications import Starlette
 from starlette.types import ASGIApp
 
 from proctor import __version__
+from proctor.a2a.extract import CONFIDENCE_KEY
 from proctor.agents.answers import Answer, answer_parts, request_of
 from proctor.agents.kinds import KINDS, Solver, Tasks, solver_for
 
@@ -154,13 +155,18 @@ async def report(updater: TaskUpdater, answer: Answer) -> None:
     status_parts = [new_text_part(answer.text)] if answer.text else []
     if answer.where == "status":
         status_parts += parts
-    message = updater.new_agent_message(status_parts, metadata=_usage_metadata(answer)) \
-        if status_parts else None
+    metadata = _metadata(answer)
+    message = updater.new_agent_message(status_parts, metadata=metadata) \
+        if status_parts or metadata else None
     await updater.update_status(_STATES[answer.state], message=message)
 
 
-def _usage_metadata(answer: Answer) -> dict | None:
-    return {"usage": answer.usage} if answer.usage else None
+def _metadata(answer: Answer) -> dict | None:
+    """The status message's metadata: usage and confidence, in Proctor's own keys."""
+    metadata = {"usage": answer.usage} if answer.usage else {}
+    if answer.confidence is not None:
+        metadata[CONFIDENCE_KEY] = answer.confidence
+    return metadata or None
 
 
 def build_app(executor: AgentExecutor, card: AgentCard) -> Starlette:

@@ -15,6 +15,7 @@ Written under the output folder:
     most_sensitive_tasks.png      accuracy_original_vs_variants.png   (with variants)
     variance_components.png       (variants and repeats)
     pass_k_curve.png              outcome_consistency.png             (repeats)
+    calibration_bins.csv          calibration.png         (an agent reported confidences)
     sensitivity_report.md
 """
 
@@ -81,7 +82,8 @@ def compute(runs: list[AgentRun], seed: int = DEFAULT_SEED,
     figures, task_rows = [], []
     for run in runs:
         fig, per = agent_figures(run.agent, run.scores, resources=run.resources,
-                                 errors=run.errors, seed=seed, resamples=resamples)
+                                 errors=run.errors, seed=seed, resamples=resamples,
+                                 answers=run.answers)
         figures.append(fig)
         task_rows += tables.task_rows(run.agent, run, per)
     return Analysis(runs, figures, task_rows, pairs(runs, figures, seed, resamples))
@@ -141,6 +143,11 @@ IMAGES = [
           "C_out per agent: mean over tasks of (2p - 1)^2, p the resolved share of the "
           "original prompt's repeats; 1 = the same outcome every repeat. 95% intervals.",
           _repeats),
+    Image("Calibration", "calibration.png", lambda a: plots.reliability_diagram(a.figures),
+          "Reliability diagram of the confidence each agent reported: per bin of width 0.1, "
+          "the mean confidence against the resolved share (marker area: items in the bin), "
+          "over every scored item with a confidence. On the diagonal the agent is calibrated; "
+          "below it, overconfident.", lambda a: any(f.calibration for f in a.figures)),
 ]
 
 
@@ -154,6 +161,9 @@ def write(analysis: Analysis, out: Path) -> None:
                      tables.SEED_TASK_COLUMNS + tables.OUR_TASK_COLUMNS, analysis.task_rows)
     tables.write_csv(out / "reliability_metrics.csv", tables.METRIC_COLUMNS,
                      [row for f in analysis.figures for row in tables.metric_rows(f)])
+    if any(f.calibration for f in analysis.figures):
+        tables.write_csv(out / "calibration_bins.csv", tables.CALIBRATION_COLUMNS,
+                         tables.calibration_rows(analysis.figures))
     tables.write_csv(out / "variants.csv", tables.VARIANT_COLUMNS,
                      [row for run in analysis.runs for row in tables.variant_rows(run)])
     if analysis.comparisons:

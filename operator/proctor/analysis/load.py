@@ -22,9 +22,11 @@ from typing import Literal
 import numpy as np
 from pydantic import ValidationError
 
+from proctor.analysis.calibration import Answers
 from proctor.analysis.reliability import scores_array
 from proctor.core.model import Outcome, RunResult
 from proctor.variants import read_variants
+from proctor.variants.similarity import similarity
 
 Score = Literal["resolved", "f2p"]
 
@@ -46,6 +48,10 @@ class AgentRun:
     outcomes: dict[tuple[str, str, int], str]
     errors: int
     hashes: dict[tuple[str, str], str] = field(default_factory=dict)
+    answers: Answers | None = None
+    """Per item: resolved, the agent's confidence and whether it gave a patch."""
+    similarity: dict[tuple[str, str], float] = field(default_factory=dict)
+    """Each variant's similarity to its task's original text (variants.jsonl)."""
 
 
 def _score(line: RunResult, score: Score) -> float | None:
@@ -134,6 +140,36 @@ def _resources(lines: list[RunResult], tasks: list[str], variants: list[str],
     return {k: v for k, v in out.items() if not np.isnan(v).all()}
 
 
+def _answers(lines: list[RunResult], tasks: list[str], variants: list[str],
+             shape: tuple[int, ...]) -> Answers:
+    ti = {t: i for i, t in enumerate(tasks)}
+    vi = {v: i for i, v in enumerate(variants)}
+    resolved, confidence, patchless = (np.full(shape, np.nan) for _ in range(3))
+    for line in lines:
+        at = (ti[line.instance_id], vi[line.variant_id], line.repeat)
+        if line.confidence is not None:
+            confidence[at] = line.confidence
+        if line.outcome != Outcome.ERROR:
+            resolved[at] = float(line.outcome == Outcome.RESOLVED)
+            patchless[at] = float(not line.patch.present)
+    return Answers(resolved=resolved, confidence=confidence, patchless=patchless)
+
+
+def _similarities(stored: dict[tuple[str, str], dict]) -> dict[tuple[str, str], float]:
+    """Each variant's similarity to the original: as recorded, else computed from the
+    texts (folders written before it was recorded)."""
+    out = {}
+    for (task, variant), row in stored.items():
+        if variant == "original":
+            continue
+        if isinstance(row.get("similarity"), int | float):
+            out[task, variant] = float(row["similarity"])
+        elif (task, "original") in stored:
+            out[task, variant] = similarity(str(stored[task, "original"]["text"]),
+                                            str(row["text"]))
+    return out
+
+
 def load_agent(folder: Path, score: Score = "resolved") -> AgentRun:
     """One results folder as an AgentRun."""
     lines = read_results(folder)
@@ -141,7 +177,9 @@ def load_agent(folder: Path, score: Score = "resolved") -> AgentRun:
     scores, tasks, variants = scores_array(rows)
     outcomes = {(r[0], r[1], r[2]): ln.outcome.value for r, ln in zip(rows, lines, strict=True)}
     try:
-        hashes = {key: str(row["sha256"]) for key, row in read_variants(folder).items()}
+        stored = read_variants(folder)
+        hashes = {key: str(row["sha256"]) for key, row in stored.items()}
+        near = _similarities(stored)
     except (ValueError, KeyError, TypeError) as exc:
         raise AnalysisError(f"{folder}/variants.jsonl is not a variants file "
                             f"({type(exc).__name__}: {exc})") from None
@@ -149,7 +187,8 @@ def load_agent(folder: Path, score: Score = "resolved") -> AgentRun:
                     variants=variants, resources=_resources(lines, tasks, variants,
                                                             scores.shape),
                     outcomes=outcomes, errors=sum(1 for r in rows if r[3] is None),
-                    hashes=hashes)
+                    hashes=hashes, answers=_answers(lines, tasks, variants, scores.shape),
+                    similarity=near)
 
 
 def load_agents(folders: list[Path], score: Score = "resolved") -> list[AgentRun]:

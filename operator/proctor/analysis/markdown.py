@@ -5,12 +5,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from proctor.analysis.calibration import BINS, MIN_CLASS, MIN_ITEMS
 from proctor.analysis.compare import PairComparison, holm, table
 from proctor.analysis.inference import MIN_TASKS
 from proctor.analysis.load import AgentRun
 from proctor.analysis.reliability import AgentFigures
+from proctor.variants.similarity import spread
 
 NO_VARIANTS = "no variants: prompt sensitivity not measured"
+NO_CONFIDENCE = ("No agent reported a confidence (A2A metadata key `confidence`, 0 to 1): "
+                 "calibration not measured.")
 
 MEANINGS = [
     ("S_prompt per run (headline)", "HAL's per-run reading: each repeat is one run over the "
@@ -40,6 +44,19 @@ MEANINGS = [
      "resolved, averaged over tasks; tasks with n < k are left out and counted."),
     ("C_res", "Resource consistency (HAL): mean over (task, variant) of exp(-coefficient of "
      "variation) of latency, tokens or cost across repeats; 1 = identical every time."),
+    ("Abstention rate / selective accuracy", "An answer without a patch is an abstention "
+     "(HAL's abstention metrics): the share of scored items (every variant and repeat) "
+     "answered without one, and the resolved share of the items answered with one."),
+    ("ece", f"Expected calibration error of the agent's reported confidence (HAL's): "
+     f"{BINS} equal-width bins on [0, 1], the sum over bins of (items in it / items) x "
+     "|resolved share - mean confidence|, over every scored item with a confidence. 0 is "
+     "perfect, but ECE is biased upward on few items: read it against *ECE if calibrated*, "
+     "the ECE a perfectly calibrated agent with the same confidences shows from sampling "
+     "noise alone (mean of 200 seeded simulations)."),
+    ("Brier", "Mean of (confidence - resolved)^2 (HAL reports 1 - Brier); 0 is perfect, "
+     "answering the base rate p every time scores p(1 - p)."),
+    ("AUROC", "Chance that a resolved item's confidence is above an unresolved one's, ties "
+     "half (HAL's predictability_roc_auc); 0.5 is chance, 1 perfect ordering."),
 ]
 
 APPENDIX = [
@@ -62,6 +79,12 @@ APPENDIX = [
      "any number of flips. Tasks are the unit, so the correlation of items within a task is "
      "respected. No p-value comes from a bootstrap. Simulated false-positive rate at alpha "
      "0.05 on clustered data without a true difference: at most 0.06 (tests)."),
+    ("Calibration and abstention", "The same task bootstrap (a task's items travel "
+     "together). ECE's interval is that of a biased estimate: it says how much ECE moves "
+     "with the tasks drawn, not where the true miscalibration lies; compare with ECE if "
+     f"calibrated. Flagged under {MIN_ITEMS} items with a confidence (ECE noise alone is "
+     f"about 0.1 there) or, for AUROC, under {MIN_CLASS} resolved or unresolved items. "
+     "AUROC's interval counts confidences on a 0.001 grid (its point value is exact)."),
     ("Interval of a difference", "95% percentile bootstrap of the mean per-task difference, "
      "resampling tasks (clusters)."),
     ("Multiple pairs", "Holm's step-down adjustment over every pair in the table "
@@ -129,6 +152,58 @@ def repeat_table(figs: Sequence[AgentFigures]) -> list[str]:
     return lines
 
 
+def _ci_of(f: AgentFigures, name: str, value: float) -> str:
+    return f"{_num(value)}{_ci(f, name)}"
+
+
+def predictability_table(figs: Sequence[AgentFigures]) -> list[str]:
+    """Abstention for every agent; calibration where the agent reported a confidence."""
+    cal = any(f.calibration for f in figs)
+    head = ["Agent", "Abstention rate", "Selective accuracy"]
+    if cal:
+        head += ["Items with a confidence", "Mean confidence", "ECE", "ECE if calibrated",
+                 "Brier", "AUROC"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for f in figs:
+        cells = [f.agent, _ci_of(f, "abstention_rate", f.abstention_rate),
+                 _ci_of(f, "selective_accuracy", f.selective_accuracy)]
+        c = f.calibration
+        if c:
+            cells += [str(c.items), _num(c.mean_confidence), _ci_of(f, "ece", c.ece),
+                      _num(c.ece_if_calibrated), _ci_of(f, "brier", c.brier),
+                      _ci_of(f, "auroc", c.auroc)]
+        elif cal:
+            cells += ["0 (none reported)", *["n/a"] * 5]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines if cal else [*lines, "", NO_CONFIDENCE]
+
+
+def similarity_table(runs: Sequence[AgentRun]) -> list[str]:
+    """Per variant id, how far its texts are from the originals (each text once, however
+    many agents ran it)."""
+    texts = {(task, variant, run.hashes.get((task, variant), "")): value
+             for run in runs for (task, variant), value in run.similarity.items()}
+    by: dict[str, list[float]] = {}  # in variants.jsonl's order: the order styles are taken
+    for run in runs:
+        for _, variant in run.hashes:
+            by.setdefault(variant, [])
+    for (_, variant, _), value in texts.items():
+        by.setdefault(variant, []).append(value)
+    by = {v: values for v, values in by.items() if values}
+    if not by:
+        return ["No variant texts were recorded (variants.jsonl): similarity not measured.",
+                ""]
+    rows = [(v, *spread(values)) for v, values in by.items()]
+    rows.append(("all variants", *spread(x for values in by.values() for x in values)))
+    lines = ["Similarity of each variant's text to the original: the token-level difflib "
+             "ratio, 1 = the same words in the same order (a moved or reworded part lowers "
+             "it). Low values show the variants really differ; an S_prompt near 1 over "
+             "variants near 1 says little.", "",
+             "| Variant | Texts | Median | Lowest | Highest |", "|---|---|---|---|---|"]
+    lines += [f"| {v} | {n} | {med:.3f} | {lo:.3f} | {hi:.3f} |" for v, n, med, lo, hi in rows]
+    return [*lines, ""]
+
+
 def _most_sensitive(runs: Sequence[AgentRun], task_rows: Sequence[Sequence[object]],
                     top: int) -> list[str]:
     ranked = [r for r in sorted(task_rows, key=lambda r: (-float(r[1]), str(r[5]), str(r[0])))
@@ -185,10 +260,14 @@ def render(runs: Sequence[AgentRun], figs: Sequence[AgentFigures],
     lines += (_ranking(figs) if sens else [f"**{NO_VARIANTS}.**", ""])
     if any(f.pass_at_k for f in figs):
         lines += ["## pass@k, pass^k and C_res", "", *repeat_table(figs)]
+    lines += ["## Predictability: calibration and abstention", "",
+              *predictability_table(figs), ""]
     if comparisons:
         adjusted = holm([c.p_value if math.isfinite(c.p_value) else 1.0 for c in comparisons])
         lines += ["## Paired comparisons", "", *table(comparisons, adjusted), ""]
     if sens:
+        lines += ["## How far the variants are from the original", "",
+                  *similarity_table(runs)]
         lines += ["## Most sensitive tasks", "", *_most_sensitive(runs, task_rows, top)]
     lines += ["## Figures", ""]
     for n, (title, path, caption) in enumerate(images, 1):

@@ -196,3 +196,28 @@ def outcome_consistency(figs: Sequence[AgentFigures]) -> Figure:
     ax.set_ylim(0, 1.05)
     return _finish(fig, ax, "Outcome consistency over repeats", "Agent",
                    "C_out (1 = same outcome every repeat)")
+
+
+def reliability_diagram(figs: Sequence[AgentFigures]) -> Figure:
+    """Per agent that reported confidences: each bin's mean confidence against its
+    resolved share (marker area by items), with the diagonal of perfect calibration."""
+    shown = [f for f in figs if f.calibration]
+    if not shown:
+        return _empty("Calibration", "no agent reported a confidence")
+    fig = Figure(figsize=(7.5, 5))
+    ax = fig.add_subplot()
+    ax.plot([0, 1], [0, 1], color="grey", linestyle="--", label="perfect calibration")
+    for f in shown:
+        cal = f.calibration
+        assert cal is not None
+        most = max(b[2] for b in cal.bins)
+        ax.plot([b[3] for b in cal.bins], [b[4] for b in cal.bins], "-", alpha=0.5)
+        ax.scatter([b[3] for b in cal.bins], [b[4] for b in cal.bins],
+                   s=[20 + 180 * b[2] / most for b in cal.bins], clip_on=False,
+                   color=ax.lines[-1].get_color(),
+                   label=f"{f.agent} (ECE {cal.ece:.3f}, {cal.items} items)")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_aspect("equal")
+    return _finish(fig, ax, "Calibration (reliability diagram)",
+                   "Mean confidence in the bin", "Resolved share in the bin")

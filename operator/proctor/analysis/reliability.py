@@ -21,6 +21,8 @@ S_task = 1 - variance. Per agent:
   computes it), the paired original-minus-variants gap, and with repeats >= 2 the
   variance components (sigma2_prompt without per-task clipping: unbiased, may be
   negative), C_out, pass@k, pass^k and C_res.
+* Predictability (`calibration`): abstention rate and selective accuracy for every agent;
+  ECE, Brier and AUROC of the confidence an agent reports, when it reports one.
 
 Every interval is a seeded percentile bootstrap over tasks (clusters: a task's variants and
 repeats travel together). Most bootstrapped figures are ratios of sums of per-task
@@ -36,6 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from proctor.analysis.calibration import Answers, Calibration, abstention_parts, calibration
 from proctor.analysis.inference import MIN_TASKS, percentile_interval, resample_weights
 
 INTERVAL_LEVEL = 0.95
@@ -93,6 +96,12 @@ class AgentFigures:
     pass_at_k: dict[int, float] = field(default_factory=dict)
     pass_hat_k: dict[int, float] = field(default_factory=dict)
     C_res: dict[str, float] = field(default_factory=dict)
+    abstention_rate: float = math.nan
+    """Share of scored items answered without a patch (all variants and repeats)."""
+    selective_accuracy: float = math.nan
+    """Resolved share of the scored items answered with a patch."""
+    calibration: Calibration | None = None
+    """ECE, Brier, AUROC of the agent's reported confidence; None when it reported none."""
     intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
     """95% interval of each figure by name (pass@k as "pass@2", C_res as "C_res_latency")."""
     denominators: dict[str, int] = field(default_factory=dict)
@@ -364,9 +373,28 @@ def _denominators(fig: AgentFigures, per: dict[str, np.ndarray]) -> None:
                          f"trusted, they are too narrow: {', '.join(few)}")
 
 
+def _predictability(fig: AgentFigures, answers: Answers, weights: np.ndarray,
+                    seed: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Abstention (every agent) and calibration (agents that report a confidence); returns
+    the abstention figures' per-task parts, for their intervals."""
+    parts = abstention_parts(answers)
+    for name, (num, den) in parts.items():
+        if den.sum():
+            setattr(fig, name, float(num.sum() / den.sum()))
+            fig.denominators[name] = int(np.sum(den > 0))
+    fig.calibration = calibration(answers, weights, seed)
+    if fig.calibration:
+        fig.intervals.update(fig.calibration.intervals)
+        fig.denominators.update(dict.fromkeys(fig.calibration.intervals,
+                                              fig.calibration.tasks))
+        fig.notes += fig.calibration.notes
+    return parts
+
+
 def agent_figures(agent: str, scores: np.ndarray, *, resources: dict[str, np.ndarray] | None
                   = None, errors: int = 0, seed: int = DEFAULT_SEED,
-                  resamples: int = DEFAULT_RESAMPLES) -> tuple[AgentFigures, dict]:
+                  resamples: int = DEFAULT_RESAMPLES, answers: Answers | None = None
+                  ) -> tuple[AgentFigures, dict]:
     """Every figure of one agent, and the per-task arrays they came from."""
     t, v, k = scores.shape
     per = task_figures(scores)
@@ -379,18 +407,20 @@ def agent_figures(agent: str, scores: np.ndarray, *, resources: dict[str, np.nda
     fig.intervals = _intervals(weights, contrib)
     _per_run(fig, scores, weights)
     fig.tasks_left_out["C_out"] = int(t - per["cout_valid"].sum())
+    # every ratio-of-sums figure beyond _CONTRIB: their intervals in one matrix product
+    parts = {} if answers is None else _predictability(fig, answers, weights, seed)
     if k >= 2:
         fig.tasks_left_out["sigma2_prompt"] = int(np.sum(np.isnan(per["sigma2_prompt"])))
-        parts = _pass_figures(scores[:, 0, :], fig)
+        parts.update(_pass_figures(scores[:, 0, :], fig))
         for name, arr in (resources or {}).items():
             num, den = resource_parts(arr)
             if den.sum():
                 fig.C_res[name] = float(num.sum() / den.sum())
                 parts[f"C_res_{name}"] = (num, den)
                 fig.denominators[f"C_res_{name}"] = int(np.sum(den > 0))
-        fig.intervals.update(_ratio_intervals(weights, parts))
     else:
         fig.notes.append("repeats = 1: C_out, pass^k, sigma2_run and sigma2_prompt need 2+")
+    fig.intervals.update(_ratio_intervals(weights, parts))
     _denominators(fig, per)
     return fig, per
 

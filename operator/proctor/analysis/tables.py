@@ -17,7 +17,12 @@ SEED_AGENT_COLUMNS = ["agent", "S_prompt", "mean_variance", "std_variance",
 OUR_AGENT_COLUMNS = ["S_prompt_per_run", "resolved_rate_excl_errors", "accuracy_original",
                      "accuracy_variants", "R_prompt", "R_prompt_unclamped", "accuracy_gap",
                      "sigma2_prompt", "sigma2_run", "C_out", "tasks", "variants", "repeats",
-                     "items", "error_items"]
+                     "items", "error_items", "abstention_rate", "selective_accuracy",
+                     "confidence_items", "mean_confidence", "ece", "ece_if_calibrated", "brier",
+                     "auroc"]
+CALIBRATION = ("confidence_items", "mean_confidence", "ece", "ece_if_calibrated", "brier",
+               "auroc")
+"""The calibration figures' columns, read from AgentFigures.calibration (NaN without)."""
 SEED_TASK_COLUMNS = ["task_id", "variance", "mean_score", "min_max_gap", "S_task"]
 OUR_TASK_COLUMNS = ["agent", "num_variants", "original_score", "sigma2_run", "sigma2_prompt"]
 
@@ -29,8 +34,18 @@ def write_csv(path: Path, header: Sequence[str], rows: Iterable[Sequence[object]
         writer.writerows(rows)
 
 
+def figure(f: AgentFigures, name: str) -> float:
+    """A figure by its column name: calibration ones from f.calibration (NaN without)."""
+    if name in CALIBRATION:
+        cal = f.calibration
+        if cal is None:
+            return 0 if name == "confidence_items" else math.nan
+        return cal.items if name == "confidence_items" else getattr(cal, name)
+    return getattr(f, name)
+
+
 def agent_rows(figs: Sequence[AgentFigures]) -> list[list[object]]:
-    return [[getattr(f, c) for c in SEED_AGENT_COLUMNS + OUR_AGENT_COLUMNS] for f in figs]
+    return [[figure(f, c) for c in SEED_AGENT_COLUMNS + OUR_AGENT_COLUMNS] for f in figs]
 
 
 def task_rows(agent: str, run: AgentRun, per: dict[str, np.ndarray]) -> list[list[object]]:
@@ -68,13 +83,17 @@ def metric_rows(f: AgentFigures) -> list[list[object]]:
     rows += [row(f"pass@{k}", v) for k, v in f.pass_at_k.items()]
     rows += [row(f"pass^{k}", v) for k, v in f.pass_hat_k.items()]
     rows += [row(f"C_res_{k}", v) for k, v in f.C_res.items()]
+    rows += [row(name, getattr(f, name)) for name in ("abstention_rate", "selective_accuracy")]
+    if f.calibration:
+        rows += [row(name, figure(f, name)) for name in CALIBRATION]
     rows += [[f.agent, f"tasks_left_out_{k}", v, math.nan, math.nan, ""]
              for k, v in f.tasks_left_out.items()]
     return rows
 
 
 def variant_rows(run: AgentRun) -> list[list[object]]:
-    """variants.csv: per task and variant, the text's hash and its outcomes."""
+    """variants.csv: per task and variant, the text's hash, its similarity to the
+    original and its outcomes."""
     rows = []
     for i, task in enumerate(run.tasks):
         for j, variant in enumerate(run.variants):
@@ -85,11 +104,20 @@ def variant_rows(run: AgentRun) -> list[list[object]]:
             scores = run.scores[i, j]
             scored = scores[~np.isnan(scores)]
             rows.append([run.agent, task, variant, run.hashes.get((task, variant), ""),
+                         1.0 if variant == "original" else
+                         run.similarity.get((task, variant), math.nan),
                          len(ran), ran.count("error"), ran.count("resolved"),
                          float(scored.mean()) if len(scored) else math.nan, "|".join(ran)])
     return rows
 
 
-VARIANT_COLUMNS = ["agent", "task_id", "variant_id", "sha256", "repeats", "errors",
+def calibration_rows(figs: Sequence[AgentFigures]) -> list[list[object]]:
+    """calibration_bins.csv: the reliability diagram's points, per agent and bin."""
+    return [[f.agent, *b] for f in figs if f.calibration for b in f.calibration.bins]
+
+
+CALIBRATION_COLUMNS = ["agent", "bin_low", "bin_high", "items", "mean_confidence",
+                       "resolved_share"]
+VARIANT_COLUMNS = ["agent", "task_id", "variant_id", "sha256", "similarity", "repeats", "errors",
                    "resolved", "mean_score", "outcomes"]
 METRIC_COLUMNS = ["agent", "metric", "value", "ci_low", "ci_high", "tasks"]

@@ -90,6 +90,8 @@ def verdict(result: RunResult) -> list[str]:
     if result.usage:
         lines.append("usage: " + ", ".join(f"{k} {v}" for k, v in
                                            result.usage.model_dump().items() if v is not None))
+    if result.confidence is not None:
+        lines.append(f"confidence: {result.confidence:g} (the agent's, that this resolves)")
     t = result.timings
     lines.append(f"time: agent {t.solve_seconds or 0:.1f} s, tests {t.test_seconds or 0:.1f} s, "
                  f"item {t.total_seconds or 0:.1f} s")

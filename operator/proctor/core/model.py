@@ -260,6 +260,9 @@ class RunResult(BaseModel):
     """Where the time went."""
     usage: Usage | None = None
     """The agent's reported usage, if any."""
+    confidence: float | None = Field(default=None, ge=0, le=1)
+    """The agent's confidence that its answer resolves the task (0 to 1), when it reported
+    one in its reply's metadata under `confidence`; the analysis' calibration figures."""
     network_isolated: bool | None = None
     """Whether the eval script ran without network (process sandbox only)."""
     runner_version: str = ""

@@ -32,7 +32,7 @@ from proctor.core.model import (
     Tampering,
     Timings,
 )
-from proctor.runner.solve import read_solve, solve_error, solve_usage
+from proctor.runner.solve import read_solve, solve_confidence, solve_error, solve_usage
 from proctor.runner.workdir import WorkDir
 
 NO_PATCH = "no patch"
@@ -194,6 +194,7 @@ def grade_work_dir(work: WorkDir, legacy_log: bool = False, **fields: object) ->
 
     solve = read_solve(work)
     base["usage"] = solve_usage(solve)
+    base["confidence"] = solve_confidence(solve)
     agent_error = solve_error(solve)
     if agent_error:
         return error(ErrorKind.AGENT, agent_error)

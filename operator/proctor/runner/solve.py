@@ -2,7 +2,7 @@
 
 Reads `instance.json`, `item.json` and `prompt.txt` (the problem text of the item's
 variant) from the work folder; writes `patch.diff` (or `patch_refused`),
-`solve.json` (how the exchange ended, usage, latency), `transcript.json.gz` (what the
+`solve.json` (how the exchange ended, usage, confidence, latency), `transcript.json.gz` (what the
 agent sent back, bounded: `runner/transcript.py`) and prints the patch between
 markers, so that a retry after an infrastructure failure can take it from this
 step's log instead of asking the agent a second time.
@@ -115,3 +115,9 @@ def solve_error(record: dict | None) -> str | None:
 
 def solve_usage(record: dict | None) -> Usage | None:
     return Usage(**record["usage"]) if record and record.get("usage") else None
+
+
+def solve_confidence(record: dict | None) -> float | None:
+    """The agent's confidence in its answer, when it reported one."""
+    value = record.get("confidence") if record else None
+    return float(value) if isinstance(value, int | float) else None

@@ -25,7 +25,8 @@ pod, `<output-dir>/items/<instance>/<variant>/<repeat>` on one machine):
     sandbox_error       why the test step itself broke, if it did (one machine)
     infra_error         why the test step could not start: its image is missing (Docker)
     result.json         the graded RunResult
-    solve.json          how the exchange with the agent ended: state, error, usage, latency
+    solve.json          how the exchange with the agent ended: state, error, usage, confidence,
+                        latency
     transcript.json.gz  what the agent sent back (messages, artifacts, metadata), bounded
 """
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from proctor.core.model import Instance, Usage
 from proctor.core.plan import Variant
+from proctor.variants.similarity import similarity
 from proctor.variants.template import MAX_VARIATIONS, reword, style_ids
 
 VARIANTS_FILE = "variants.jsonl"
@@ -47,13 +48,16 @@ def variants_for(instances: Sequence[Instance], n: int) -> dict[str, list[Varian
 
 def write_variants(folder: Path, instances: Sequence[Instance],
                    variants: Mapping[str, Iterable[Variant]]) -> None:
-    """variants.jsonl: per task, the original and each variant, with its text and hash
-    (and, for llm variants, what writing it cost)."""
+    """variants.jsonl: per task, the original and each variant, with its text and hash,
+    each variant's similarity to the original (see `similarity`) and, for llm variants,
+    what writing it cost."""
     lines = []
     for inst in instances:
         own = [Variant("original", inst.problem_statement), *variants.get(inst.instance_id, ())]
         lines += [json.dumps({"instance_id": inst.instance_id, "variant_id": v.variant_id,
                               "sha256": text_hash(v.text), "text": v.text,
+                              "similarity": 1.0 if v.variant_id == "original" else
+                              round(similarity(inst.problem_statement, v.text), 4),
                               **({"usage": v.usage.model_dump()} if v.usage else {})})
                   for v in own]
     folder.mkdir(parents=True, exist_ok=True)

@@ -33,6 +33,8 @@ _INLINE = re.compile(
 # A plain word: letters, an optional apostrophe ending (don't, it's), light punctuation.
 _WORD = re.compile(r"^\(?[A-Za-z][a-z]*(?:'[a-z]+)?\)?[,.;:!?]?$")
 _LIST_MARK = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s")
+_HEADING = re.compile(r"^#{1,6} [A-Za-z][A-Za-z ,.'()/-]*:?\s*$")
+"""A Markdown heading in words (`### Steps to Reproduce`): prose, not code."""
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,7 @@ class Block:
 def _code_like(line: str) -> bool:
     if line[:1] in (" ", "\t") or _PROMPT.match(line) or _TRACEBACK in line:
         return True
-    if _LIST_MARK.match(line):
+    if _LIST_MARK.match(line) or _HEADING.match(line):
         return False
     symbols = sum(1 for c in line if not (c.isalnum() or c.isspace() or c in ",.;:!?'\"-()"))
     return symbols > 0.15 * max(1, len(line.strip())) or not any(c.isalpha() for c in line)

@@ -1,11 +1,15 @@
-"""The `template` strategy: deterministic rewordings of a problem statement's prose.
+"""The `template` strategy: deterministic rewordings of a problem statement.
 
-Four styles, each a pure function of the text: `formal` (contractions spelled out,
-informal words replaced), `terse` (greetings, thanks and filler dropped), `steps` (the
-report as numbered steps, one sentence a line), `reordered` (sections, or the evidence
-and the description, in another order). Beyond four, styles are combined
-(`formal-steps`, ...). Only the prose between protected spans changes (see `spans`);
-each style also adds its own lead line, so a variant never equals the original.
+Five styles, each a pure function of the text, the most different from the original
+first (median similarity over Verified, see `similarity`): `reordered` (sections last
+first; else the quoted blocks first, then the prose paragraphs last first, each with the
+second half of its sentences first), `outline` (a summary, then every sentence as a
+bullet under a heading chosen by its words), `steps` (numbered, one sentence a line,
+filler cut, the quoted blocks after), `formal` (contractions spelled out, a formal
+vocabulary), `terse` (greetings, thanks and filler dropped). Beyond five, pairs of styles
+are applied in turn (`reordered-outline`, ...). Only prose changes; protected spans (see
+`spans`) move whole, a paragraph ending in a colon moves with the block it introduces,
+and each style adds its own lead line, so a variant never equals the original.
 """
 
 from __future__ import annotations
@@ -26,6 +30,34 @@ _FORMAL = [
     (r"\bbugs\b", "defects"), (r"\bbig\b", "large"), (r"\bHi\b", "Hello"),
     (r"\bThanks\b", "Thank you"),
 ]
+# The formal register's vocabulary, one pass (so that `issue` and `problem` swap).
+_REGISTER = {
+    "uses": "employs", "used": "employed", "using": "employing",
+    "gets": "obtains", "got": "obtained", "getting": "obtaining",
+    "try": "attempt", "tries": "attempts", "tried": "attempted", "trying": "attempting",
+    "fixed": "corrected", "fixing": "correcting",
+    "issue": "problem", "issues": "problems", "problem": "issue", "problems": "issues",
+    "wrong": "incorrect", "needed": "required",
+    "show": "display", "shows": "displays", "showing": "displaying", "shown": "displayed",
+    "see": "observe", "sees": "observes", "saw": "observed", "seen": "observed",
+    "want": "wish", "wants": "wishes", "think": "believe", "also": "additionally",
+    "because": "since", "should": "ought to", "currently": "at present",
+    "example": "instance", "examples": "instances",
+    "expected": "anticipated", "expect": "anticipate", "expects": "anticipates",
+    "happens": "occurs", "happen": "occur", "happened": "occurred", "happening": "occurring",
+    "maybe": "perhaps", "probably": "likely", "checked": "verified", "checking": "verifying",
+    "find": "locate", "finds": "locates", "simple": "straightforward",
+    "easy": "straightforward", "allow": "permit", "allows": "permits", "allowed": "permitted",
+    "remove": "eliminate", "removes": "eliminates", "removed": "eliminated",
+    "removing": "eliminating", "create": "construct", "creates": "constructs",
+    "created": "constructed", "creating": "constructing", "add": "include",
+    "adds": "includes", "added": "included", "but": "yet", "however": "nevertheless",
+    "get rid of": "eliminate", "figure out": "determine", "look at": "examine",
+    "looks like": "appears to be", "now": "at present",
+}
+_REGISTER_WORDS = re.compile(
+    r"\b(" + "|".join(sorted(map(re.escape, _REGISTER), key=len, reverse=True)) + r")\b",
+    re.IGNORECASE)
 _TERSE = [
     (r"^(?:Hi|Hello|Hey)(?: (?:all|everyone|there|folks))?[,!.]\s*", ""),
     (r"\b(?:Thanks|Thank you)(?: in advance| a lot| very much)?[!.]?\s*$", ""),
@@ -68,13 +100,25 @@ def _map_prose(block: Block, change: Callable[[str], str]) -> Block:
     return Block("".join(out), False)
 
 
+_FENCE_LINE = re.compile(r"(?m)^\s*(?:```|~~~)")
+
+
 def _join(lead: str, parts: list[Block]) -> str:
+    """The lead line and the blocks; a block whose code fence never closes (the statement
+    ends inside it) stays last wherever a style moved it, or it would swallow what follows."""
+    open_ = [b for b in parts if b.protected and len(_FENCE_LINE.findall(b.text)) % 2]
+    parts = [b for b in parts if b not in open_] + open_
     return "\n\n".join([lead, *(b.text for b in parts if b.text.strip())])
 
 
+def _register(text: str) -> str:
+    return _REGISTER_WORDS.sub(
+        lambda m: _keep_case(m.group(0), _REGISTER[m.group(0).lower()]), text)
+
+
 def formal(text: str) -> str:
-    body = [_map_prose(b, lambda s: _substitute(_FORMAL, s)) for b in blocks(text)]
-    return _join("The following issue has been reported.", body)
+    body = [_map_prose(b, lambda s: _register(_substitute(_FORMAL, s))) for b in blocks(text)]
+    return _join("As reported:", body)
 
 
 def terse(text: str) -> str:
@@ -96,19 +140,87 @@ def _sentences(block: Block) -> list[str]:
     return [s.strip() for s in "".join(p.text for p in split).split("\0") if s.strip()]
 
 
+def _units(parts: list[Block]) -> tuple[list[Block], list[Block]]:
+    """The prose paragraphs, and the quoted blocks each with the paragraph that introduces
+    it (one ending in a colon right before it: "Good:", "This fails with:"), so that a
+    style that moves a block moves its label too."""
+    prose: list[Block] = []
+    quoted: list[Block] = []
+    for i, block in enumerate(parts):
+        label = i + 1 < len(parts) and parts[i + 1].protected and \
+            block.text.rstrip().endswith(":")
+        (quoted if block.protected or label else prose).append(block)
+    return prose, quoted
+
+
+def _halves(block: Block) -> Block:
+    """A prose paragraph with the second half of its sentences first (the others kept)."""
+    if block.protected:
+        return block
+    sentences = _sentences(block)
+    if len(sentences) < 2:
+        return block
+    h = len(sentences) // 2
+    return Block(" ".join(sentences[h:] + sentences[:h]), False)
+
+
 def steps(text: str) -> str:
+    """The prose as numbered steps, one sentence each, with the terse style's cuts; the
+    quoted blocks (code, output, tracebacks) after the steps, in their order."""
     body: list[Block] = []
     number = 0
-    for block in blocks(text):
-        if block.protected:
-            body.append(block)
-            continue
+    parts = [_map_prose(b, lambda s: _substitute(_TERSE, s)) for b in blocks(text)]
+    prose, quoted = _units(parts)
+    for block in prose:
         lines = []
         for sentence in _sentences(block):
             number += 1
             lines.append(f"{number}. {sentence}" if "\n" not in sentence else sentence)
         body.append(Block("\n".join(lines), False))
-    return _join("Work through this report step by step:", body)
+    if quoted and body:
+        body.append(Block("Quoted in the report:", False))
+    return _join("Work through this report step by step:", body + quoted)
+
+
+# The outline's headings, and the words that put a sentence under one (first match wins).
+_KINDS = [
+    ("Expected behaviour", re.compile(r"\b(?:expect\w*|should|would like|ought|intended|"
+                                      r"desired|instead of)\b", re.IGNORECASE)),
+    ("Observed behaviour", re.compile(r"\b(?:error\w*|fail\w*|crash\w*|rais\w+|breaks?|"
+                                      r"broken|wrong\w*|incorrect\w*|bug\w*|exception\w*|"
+                                      r"actual\w*|instead|returns?|gives?|results? in)\b",
+                                      re.IGNORECASE)),
+    ("How to reproduce", re.compile(r"\b(?:reproduc\w*|steps?|run\w*|example\w*|"
+                                    r"following|below|minimal|snippet|code|call\w*|"
+                                    r"try\w*|tried)\b", re.IGNORECASE)),
+]
+
+
+def _kind(sentence: str) -> str:
+    return next((name for name, words in _KINDS if words.search(sentence)), "Other details")
+
+
+def outline(text: str) -> str:
+    """The report as an outline: its first sentence as the summary, then every other
+    sentence as a bullet under Observed behaviour, How to reproduce, Expected behaviour or
+    Other details (by its words), in that order; the quoted blocks under How to
+    reproduce. Every sentence is kept, only its place changes."""
+    parts = blocks(text)
+    prose, quoted_units = _units(parts)
+    sentences = [s for b in prose for s in _sentences(b)]
+    if not sentences:
+        return _join("The report, as quoted material:", parts)
+    groups: dict[str, list[str]] = {"Observed behaviour": [], "How to reproduce": [],
+                                    "Expected behaviour": [], "Other details": []}
+    for sentence in sentences[1:]:
+        groups[_kind(sentence)].append(sentence if "\n" in sentence else f"- {sentence}")
+    body = [Block(f"Summary: {sentences[0]}", False)]
+    for heading, lines in groups.items():
+        quoted = quoted_units if heading == "How to reproduce" else []
+        if lines or quoted:
+            body.append(Block("\n".join([f"{heading}:", *lines]), False))
+            body += quoted
+    return _join("In outline:", body)
 
 
 def _sections(parts: list[Block]) -> list[list[Block]]:
@@ -121,47 +233,58 @@ def _sections(parts: list[Block]) -> list[list[Block]]:
 
 
 def reordered(text: str) -> str:
+    """Sections last first; without sections, the quoted blocks first and the prose
+    paragraphs last first; in each prose paragraph the second half of its sentences
+    first."""
     parts = blocks(text)
     sections = _sections(parts)
     if len(sections) >= 2:
-        moved = [b for s in sections[1:] + sections[:1] for b in s]
-        return _join("The report's sections, the first one last:", moved)
-    evidence = [b for b in parts if b.protected] + [b for b in parts if not b.protected]
-    if len(parts) >= 2 and evidence != parts:
-        return _join("The evidence first, then the description:", evidence)
-    if len(parts) >= 2:
-        return _join("The report, its first part last:", parts[1:] + parts[:1])
-    sentences = _sentences(parts[0]) if parts and not parts[0].protected else []
-    if len(sentences) >= 2:
-        return _join("The report, its first sentence last:",
-                     [Block(" ".join(sentences[1:] + sentences[:1]), False)])
+        moved = [_halves(b) for s in sections[::-1] for b in s]
+        return _join("The report's sections, the last one first:", moved)
+    prose_blocks, evidence = _units(parts)
+    prose = [_halves(b) for b in prose_blocks][::-1]
+    if evidence and prose:
+        return _join("The quoted material first, then the description, its last part "
+                     "first:", evidence + prose)
+    if len(prose) >= 2 or prose != prose_blocks:
+        return _join("The report, its last part first:", prose)
     return _join("The report:", parts)
 
 
 STYLES: dict[str, Callable[[str], str]] = {
-    "formal": formal, "terse": terse, "steps": steps, "reordered": reordered}
+    "reordered": reordered, "outline": outline, "steps": steps, "formal": formal,
+    "terse": terse}
+"""Most different from the original first (median difflib similarity over Verified)."""
 
 
 def _combined(names: tuple[str, ...]) -> Callable[[str], str]:
+    """The styles applied in turn; only the last one's lead line is kept."""
     def apply(text: str) -> str:
-        for name in names:
+        for i, name in enumerate(names):
             text = STYLES[name](text)
+            if i < len(names) - 1:
+                text = text.split("\n\n", 1)[1]
         return text
     return apply
 
 
+_CLASHING = {("outline", "steps")}
+"""Pairs not combined: both lay the prose out as a list."""
+
+
 def style_ids() -> list[str]:
-    """Every template variant id, in the order variants are taken: singles, then pairs..."""
+    """Every template variant id, in the order variants are taken: the single styles (most
+    different first), then pairs of them applied in turn."""
     names = list(STYLES)
-    return ["-".join(c) for n in range(1, len(names) + 1)
-            for c in itertools.combinations(names, n)]
+    return ["-".join(c) for n in (1, 2) for c in itertools.combinations(names, n)
+            if c not in _CLASHING]
 
 
-VERSION = "1"
+VERSION = "2"
 """Bumped whenever a style's rewording changes: stored template variants of another
 version are not reused."""
 MAX_VARIATIONS = len(style_ids())
-"""How many distinct template variants exist (15)."""
+"""How many distinct template variants exist (5 styles and 9 of their pairs: 14)."""
 
 
 def reword(text: str, variant_id: str) -> str:
