@@ -279,7 +279,40 @@ def on_control_plane(evaluation: dict, seconds: dict[str, float], total: int,
                            kwok_plane.pod_stages(seconds, ANNOTATION_ITEM, LABEL_ITEM))
         logs = Path(tmp) / "logs"
         logs.mkdir()
-        return run_on_plane(plane, logs, evaluation, total, args)
+        return run_on_plane(plane, logs, evaluation, total, args, seconds)
+
+
+class KwokTiming:
+    """How late KWOK ends pods (seen from their test step's start, as watched, to their
+    end), and the longest silence of the pod watch while items ran: stalls of the
+    simulated nodes or the API server rather than of the operator."""
+
+    def __init__(self, seconds: dict[str, float]) -> None:
+        self.seconds, self.started = seconds, {}
+        self.late: list[float] = []
+        self.last: float | None = None
+        self.silence = 0.0
+
+    def note(self, pod: dict) -> None:
+        now, name = time.monotonic(), pod["metadata"]["name"]
+        if self.last is not None and self.late:  # between the first and the last end
+            self.silence = max(self.silence, now - self.last)
+        self.last = now
+        status = pod.get("status") or {}
+        if status.get("podIP") and status.get("phase") == "Pending":
+            self.started.setdefault(name, now)
+        elif status.get("phase") == "Succeeded" and name in self.started:
+            item = json.loads((pod["metadata"].get("annotations") or {}).get(ANNOTATION_ITEM,
+                                                                              "{}"))
+            life = self.seconds.get(item.get("instance_id", ""), 0.0)
+            self.late.append(now - self.started.pop(name) - life)
+
+    def summary(self) -> str:
+        if not self.late:
+            return "KWOK: no pod seen from start to end"
+        return (f"KWOK's pod ends, late by: p50 {1000 * _quantile(self.late, 0.5):.0f} ms, "
+                f"p90 {1000 * _quantile(self.late, 0.9):.0f} ms; the pod watch's longest "
+                f"silence between ends: {self.silence:.1f} s")
 
 
 def full_result(item_json: str) -> dict[str, Any]:
@@ -292,15 +325,16 @@ def full_result(item_json: str) -> dict[str, Any]:
 
 
 def run_on_plane(plane: kwok_plane.Plane, logs: Path, evaluation: dict, total: int,
-                 args: argparse.Namespace) -> int:
+                 args: argparse.Namespace, seconds: dict[str, float]) -> int:
     from kubernetes import client
 
     custom = client.CustomObjectsApi(plane.api)
     writer = kwok_plane.LogWriter(plane, logs, ANNOTATION_ITEM, full_result)
-    record, stop = Record(), threading.Event()
+    record, stop, kwok = Record(), threading.Event(), KwokTiming(seconds)
 
     def on_pod(kind: str, pod: dict) -> None:
         record.note(kind, ("", "pods"), pod, None)
+        kwok.note(pod)
         if kind == "ADDED":
             writer.pod(pod)
 
@@ -317,7 +351,7 @@ def run_on_plane(plane: kwok_plane.Plane, logs: Path, evaluation: dict, total: i
                                  "(--log FILE shows why)")
             time.sleep(0.2)
         pids = plane.daemon_pids()
-        served, cpu = requests_served(plane), cpu_seconds(op.pid)
+        served, cpu, latency = requests_served(plane), cpu_seconds(op.pid), latencies(plane)
         plane_cpu = sum(cpu_seconds(pid) for pid in pids.values())
         started = time.monotonic()
         custom.create_namespaced_custom_object("proctor.dev", "v1alpha1", NAMESPACE,
@@ -327,6 +361,9 @@ def run_on_plane(plane: kwok_plane.Plane, logs: Path, evaluation: dict, total: i
         wall = time.monotonic() - started
         settle_cpu(op.pid)
         served = requests_served(plane) - served
+        latency = {call: (seconds - latency.get(call, (0.0, 0))[0],
+                          count - latency.get(call, (0.0, 0))[1])
+                   for call, (seconds, count) in latencies(plane).items()}
         cpu, peak = cpu_seconds(op.pid) - cpu, peak_rss_mib(op.pid)
         plane_cpu = sum(cpu_seconds(pid) for pid in pids.values()) - plane_cpu
         from_logs = results_from_logs(plane)
@@ -344,6 +381,10 @@ def run_on_plane(plane: kwok_plane.Plane, logs: Path, evaluation: dict, total: i
           f"({requests})")
     print(f"control plane CPU per Job (etcd, API server, controllers, scheduler, KWOK): "
           f"{1000 * plane_cpu / jobs:.1f} ms; load average after: {_load()}")
+    calls = ", ".join(f"{call} {1000 * seconds / count:.0f} ms" for call, (seconds, count)
+                      in sorted(latency.items()) if call in OPERATOR_CALLS and count)
+    print(f"API server time per request (mean, server side; the operator's calls): {calls}")
+    print(kwok.summary())
     print(f"results read from the grade log (pods/log, served by KWOK): {from_logs} of "
           f"{total} (grade logs written: {writer.written})")
     return check(record, status, total)
@@ -418,6 +459,22 @@ def watching_evaluations(plane: kwok_plane.Plane) -> bool:
     return any(name == "apiserver_longrunning_requests" and labels.get("verb") == "WATCH"
                and labels.get("resource") == "evaluations" and value >= 1
                for name, labels, value in _metrics(plane))
+
+
+OPERATOR_CALLS = ("CONNECT pods/log", "POST jobs", "POST configmaps", "DELETE jobs",
+                  "GET evaluations", "PATCH evaluations/status")
+
+
+def latencies(plane: kwok_plane.Plane) -> dict[str, tuple[float, int]]:
+    """The API server's time on requests so far, (seconds, count) by "VERB resource"."""
+    sums: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0])
+    for name, labels, value in _metrics(plane):
+        if name in ("apiserver_request_duration_seconds_sum",
+                    "apiserver_request_duration_seconds_count"):
+            call = f"{labels.get('verb')} {labels.get('resource')}" + (
+                f"/{labels['subresource']}" if labels.get("subresource") else "")
+            sums[call][0 if name.endswith("_sum") else 1] += value
+    return {call: (seconds, int(count)) for call, (seconds, count) in sums.items()}
 
 
 def requests_served(plane: kwok_plane.Plane) -> collections.Counter[str]:
