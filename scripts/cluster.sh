@@ -19,6 +19,17 @@
 # PROCTOR_CLUSTER_DIR). The host's own daemons are left alone: this containerd has its own
 # socket, root and state; etcd and the API server listen on their usual ports, and `up`
 # refuses to start when something else holds them.
+#
+# PROCTOR_CLUSTER_KWOK_NODES=N: the control plane only (etcd, API server, controller
+# manager, scheduler), with N simulated nodes instead of the real one: KWOK
+# (sigs.k8s.io/kwok, scripts/cluster/kwok) plays their kubelets, moving each pod through
+# the Stages it finds on the cluster. No containerd, kubelet, kube-proxy, CNI or DNS, so no
+# root and nothing changed on the host; `up` applies KWOK's CRDs, its node Stages and its
+# "fast" pod Stages (Running at once, a Job's pod Succeeded at once), which a user of the
+# cluster may replace. Pod logs come from KWOK's Logs objects. PROCTOR_CLUSTER_PORT_OFFSET=K
+# moves the control plane's ports (etcd, API server, controller manager, scheduler, KWOK's
+# kubelet endpoint) up by K, so that such a cluster runs beside another one; `down` and
+# `status` need the same PROCTOR_CLUSTER_DIR (the mode and ports are kept there).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,8 +48,17 @@ DNS_SERVICE_IP=10.96.0.10
 PAUSE_IMAGE=proctor.local/pause:3.10
 COREDNS_IMAGE=proctor.local/coredns:$(awk '{for (i = 1; i < NF; i++) if ($i == "github.com/coredns/coredns") print $(i + 1)}' "$MODULE/coredns/go.mod")
 BRIDGE=proctor0
-ETCD_PORT=2379
-API_PORT=6443
+KWOK_NODES=${PROCTOR_CLUSTER_KWOK_NODES:-0}
+PORT_OFFSET=${PROCTOR_CLUSTER_PORT_OFFSET:-0}
+# `up` keeps the mode and port offset it started with, for `down` and `status`.
+if [ "${1:-}" != up ] && [ -e "$STATE/mode" ]; then
+  read -r KWOK_NODES PORT_OFFSET <"$STATE/mode"
+fi
+ETCD_PORT=$((2379 + PORT_OFFSET))
+API_PORT=$((6443 + PORT_OFFSET))
+CONTROLLER_MANAGER_PORT=$((10257 + PORT_OFFSET))
+SCHEDULER_PORT=$((10259 + PORT_OFFSET))
+KWOK_PORT=$((10247 + PORT_OFFSET))   # the simulated nodes' kubelet endpoint (logs)
 
 BIN=""      # set by build
 PKI=$STATE/pki
@@ -48,7 +68,12 @@ RUN=$STATE/run
 KUBECONFIG_PATH=$STATE/admin.kubeconfig
 CRI_SOCKET=$RUN/containerd.sock
 # Every daemon `up` starts, in that order.
-DAEMONS=(containerd etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
+CONTROL_PLANE=(etcd kube-apiserver kube-controller-manager kube-scheduler)
+if [ "$KWOK_NODES" -gt 0 ]; then
+  DAEMONS=("${CONTROL_PLANE[@]}" kwok)
+else
+  DAEMONS=(containerd "${CONTROL_PLANE[@]}" kubelet kube-proxy)
+fi
 
 say() { echo "cluster: $*" >&2; }
 die() { say "$*"; exit 1; }
@@ -69,13 +94,14 @@ build() {
     ldflags+=" -X $p.gitTreeState=clean"
   done
   command -v go >/dev/null || die "Go is needed to build the cluster's binaries"
-  key=$( { find "$MODULE" -type f | LC_ALL=C sort | xargs cat; go version; declare -f build image_archive
+  key=$( { find "$MODULE" -type f | LC_ALL=C sort | xargs cat; go version
+           declare -f build image_archive kwok_manifests
            echo "$PAUSE_IMAGE $COREDNS_IMAGE"; } |
          sha256sum | cut -c1-12)
   cache=${XDG_CACHE_HOME:-$HOME/.cache}/proctor-cluster/$K8S_VERSION-$key
   BIN=$cache/bin
   [ -e "$cache/complete" ] && return 0
-  say "building Kubernetes $K8S_VERSION, etcd and CoreDNS into $cache (about 10 minutes on 2 cores the first time) ..."
+  say "building Kubernetes $K8S_VERSION, etcd, CoreDNS and KWOK into $cache (about 10 minutes on 2 cores the first time) ..."
   rm -rf "$cache"; mkdir -p "$cache"
   tmp=$cache/bin.partial; mkdir -p "$tmp"
   SECONDS=0
@@ -89,6 +115,12 @@ build() {
   # would raise the versions Kubernetes was released and tested with.
   (cd "$MODULE/coredns" && CGO_ENABLED=0 GOFLAGS=-modcacherw go build -trimpath -ldflags "-s -w" \
      -o "$tmp/coredns" .)
+  # KWOK too (the simulated nodes), for the same reason: its own k8s.io versions. Its CRDs
+  # and its node and pod Stages come from the same module version.
+  (cd "$MODULE/kwok" && CGO_ENABLED=0 GOFLAGS=-modcacherw go build -trimpath -ldflags "-s -w" \
+     -o "$tmp/" tool)
+  kwok_manifests "$(cd "$MODULE/kwok" && GOFLAGS=-modcacherw go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)" \
+    "$cache"
   image_archive "$tmp/pause" "$PAUSE_IMAGE" 65535 "$cache/pause.tar"
   image_archive "$tmp/coredns" "$COREDNS_IMAGE" 0 "$cache/coredns.tar"
   mv "$tmp" "$BIN"
@@ -96,6 +128,20 @@ build() {
   say "built in ${SECONDS}s"
   # Earlier builds (other versions or inputs) take 600 MB each.
   find "$(dirname "$cache")" -mindepth 1 -maxdepth 1 ! -path "$cache" -exec rm -rf {} +
+}
+
+# kwok_manifests DIR OUT: from the KWOK module's source in DIR, its CRDs (OUT/kwok-crds.yaml)
+# and the Stages a KWOK cluster starts with (OUT/kwok-stages.yaml): nodes Ready at once and
+# kept alive by their leases, pods Running at once, a Job's pod Succeeded at once, a
+# deleted pod gone.
+kwok_manifests() {
+  local dir=$1 out=$2 f
+  for f in "$dir"/kustomize/crd/bases/*.yaml; do echo "---"; cat "$f"; done >"$out/kwok-crds.yaml"
+  for f in "$dir"/kustomize/stage/node/fast/node-initialize.yaml \
+           "$dir"/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+           "$dir"/kustomize/stage/pod/fast/pod-{ready,complete,delete}.yaml; do
+    echo "---"; cat "$f"
+  done >"$out/kwok-stages.yaml"
 }
 
 # image_archive BINARY NAME USER OUT: an image archive in `docker save` layout (which
@@ -125,12 +171,17 @@ image_archive() {
 # As scripts/docker-daemon.sh does: install from Debian's packages what is missing.
 packages() {
   local missing=()
+  command -v openssl >/dev/null || missing+=(openssl)
+  command -v curl >/dev/null || missing+=(curl)
+  if [ "$KWOK_NODES" -gt 0 ]; then
+    [ "${#missing[@]}" -eq 0 ] || die "missing ${missing[*]}"
+    return 0
+  fi
   command -v containerd >/dev/null || missing+=(containerd)
   command -v runc >/dev/null || missing+=(runc)
   [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
   command -v iptables >/dev/null || missing+=(iptables)   # kube-proxy and the CNI's masquerade
   command -v conntrack >/dev/null || missing+=(conntrack)
-  command -v openssl >/dev/null || missing+=(openssl)
   [ "${#missing[@]}" -eq 0 ] && return 0
   command -v apt-get >/dev/null || die "missing ${missing[*]}, and no apt-get to install them"
   say "installing ${missing[*]} ..."
@@ -225,12 +276,16 @@ pki() {
   # scheduler's delegated authentication, which wait for its CA). The cluster's one CA
   # signs it: only this name may assert a user in request headers.
   cert front-proxy-client "/CN=front-proxy-client"
+  # KWOK: the simulated nodes' kubelet endpoint (the API server reads pod logs there) and,
+  # as the kubelet of every simulated node, a client that may write any pod's status.
+  cert kwok "/O=system:masters/CN=kwok" "DNS:localhost,IP:127.0.0.1"
   local api=https://127.0.0.1:$API_PORT
   kubeconfig admin "$api"
   kubeconfig kube-controller-manager "$api"
   kubeconfig kube-scheduler "$api"
   kubeconfig node "$api"
   kubeconfig kube-proxy "$api"
+  kubeconfig kwok "$api"
 }
 
 configs() {
@@ -378,32 +433,62 @@ node_ready() {
 }
 
 up() {
-  [ "$(id -u)" = 0 ] || die "must run as root (the kubelet, containerd and the CNI need it)"
+  [ "$KWOK_NODES" -gt 0 ] || [ "$(id -u)" = 0 ] ||
+    die "must run as root (the kubelet, containerd and the CNI need it)"
+  local name
+  if [ "$(cat "$STATE/mode" 2>/dev/null || echo "$KWOK_NODES $PORT_OFFSET")" != "$KWOK_NODES $PORT_OFFSET" ]; then
+    for name in containerd "${CONTROL_PLANE[@]}" kubelet kube-proxy kwok; do
+      pid_of "$name" >/dev/null && die "a cluster with other PROCTOR_CLUSTER_KWOK_NODES or" \
+        "PROCTOR_CLUSTER_PORT_OFFSET runs from $STATE: take it \`down\` first"
+    done
+  fi
   if running_all; then
     echo "KUBECONFIG=$KUBECONFIG_PATH"
     return 0
   fi
   running_any && down
+  echo "$KWOK_NODES $PORT_OFFSET" >"$STATE/mode"
   packages
   build
-  local ip
+  local ip ports
   ip=$(node_ip)
   pki "$ip"
-  configs
-  # The kubelet's (10248, 10250), controllers' (10257, 10259) and kube-proxy's (10249, 10256).
-  for port in $ETCD_PORT $((ETCD_PORT + 1)) $API_PORT 10248 10249 10250 10256 10257 10259; do
+  # The control plane's; the kubelet's (10248, 10250) and kube-proxy's (10249, 10256), or KWOK's.
+  ports="$ETCD_PORT $((ETCD_PORT + 1)) $API_PORT $CONTROLLER_MANAGER_PORT $SCHEDULER_PORT"
+  if [ "$KWOK_NODES" -gt 0 ]; then ports+=" $KWOK_PORT"; else ports+=" 10248 10249 10250 10256"; fi
+  for port in $ports; do
     port_free "$port" || die "port $port is taken: another cluster runs on this host"
   done
-  [ "${#CRI_SOCKET}" -lt 100 ] || die "the state folder's path is too long for a unix socket: $CRI_SOCKET"
   # A fresh cluster each time: tests start from empty etcd and a node with no pods.
-  rm -rf "$STATE/etcd" "$STATE/cni/ipam"
+  rm -rf "$STATE/etcd"
+  if [ "$KWOK_NODES" -gt 0 ]; then
+    control_plane "$ip"
+    kwok_nodes
+  else
+    real_node_prepare
+    start containerd containerd --config "$STATE/containerd/config.toml"
+    control_plane "$ip"
+    real_node "$ip"
+  fi
+  echo "KUBECONFIG=$KUBECONFIG_PATH"
+}
+
+# The host's side of the real node: its configuration, a fresh pod network, the sysctls.
+real_node_prepare() {
+  configs
+  [ "${#CRI_SOCKET}" -lt 100 ] || die "the state folder's path is too long for a unix socket: $CRI_SOCKET"
+  rm -rf "$STATE/cni/ipam"
   mkdir -p "$RUN"
   # Pods reach services through the bridge: bridged traffic must pass iptables, and the
   # host must route between the bridge and its other interfaces.
   sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1 ||
     die "cannot enable forwarding and bridge netfilter (is the br_netfilter module loaded?)"
+}
 
-  start containerd containerd --config "$STATE/containerd/config.toml"
+# control_plane IP: etcd, the API server (advertised at IP), the controller manager and the
+# scheduler; returns once the API server is ready (`controllers_ready` waits for the others).
+control_plane() {
+  local ip=$1
   start etcd "$BIN/etcd" --name proctor --data-dir "$STATE/etcd" \
     --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
     --listen-peer-urls "http://127.0.0.1:$((ETCD_PORT + 1))" \
@@ -434,7 +519,7 @@ up() {
     --kubeconfig "$STATE/kube-controller-manager.kubeconfig" \
     --authentication-kubeconfig "$STATE/kube-controller-manager.kubeconfig" \
     --authorization-kubeconfig "$STATE/kube-controller-manager.kubeconfig" \
-    --bind-address 127.0.0.1 --leader-elect=false \
+    --bind-address 127.0.0.1 --secure-port "$CONTROLLER_MANAGER_PORT" --leader-elect=false \
     --use-service-account-credentials=true \
     --root-ca-file "$PKI/ca.crt" --service-account-private-key-file "$PKI/sa.key" \
     --cluster-signing-cert-file "$PKI/ca.crt" --cluster-signing-key-file "$PKI/ca.key" \
@@ -444,7 +529,18 @@ up() {
     --kubeconfig "$STATE/kube-scheduler.kubeconfig" \
     --authentication-kubeconfig "$STATE/kube-scheduler.kubeconfig" \
     --authorization-kubeconfig "$STATE/kube-scheduler.kubeconfig" \
-    --bind-address 127.0.0.1 --leader-elect=false
+    --bind-address 127.0.0.1 --secure-port "$SCHEDULER_PORT" --leader-elect=false
+}
+
+controllers_ready() {
+  wait_for kube-controller-manager 60 curl -skf "https://127.0.0.1:$CONTROLLER_MANAGER_PORT/healthz"
+  wait_for kube-scheduler 60 curl -skf "https://127.0.0.1:$SCHEDULER_PORT/healthz"
+}
+
+# The one real node: containerd (started before the control plane), the kubelet,
+# kube-proxy and CoreDNS.
+real_node() {
+  local ip=$1
   wait_for containerd 30 "$BIN/cri-sweep" "unix://$CRI_SOCKET"
   # Imported once per containerd root; the import is idempotent and takes well under a second.
   for image in pause coredns; do
@@ -454,12 +550,47 @@ up() {
     --kubeconfig "$STATE/node.kubeconfig" --root-dir "$STATE/kubelet" \
     --hostname-override "$NODE" --node-ip "$ip"
   start kube-proxy "$BIN/kube-proxy" --config "$STATE/kube-proxy.yaml"
-  wait_for kube-controller-manager 60 curl -skf https://127.0.0.1:10257/healthz
-  wait_for kube-scheduler 60 curl -skf https://127.0.0.1:10259/healthz
+  controllers_ready
   wait_for kubelet 120 node_ready
   wait_for kube-proxy 60 curl -sf http://127.0.0.1:10256/healthz
   dns
-  echo "KUBECONFIG=$KUBECONFIG_PATH"
+}
+
+# KWOK_NODES simulated nodes, kwok-node-0, 1, ...: KWOK's CRDs and Stages first (it reads
+# its Stages and the pods' Logs from the cluster), then KWOK, then the Node objects it
+# takes over (by their annotation) and makes Ready. Each node fits 32 pods of the runner's
+# default requests (1 CPU, 2 GiB memory, 2 GiB ephemeral storage).
+kwok_nodes() {
+  local cache i
+  cache=$(dirname "$BIN")
+  kubectl apply --server-side -f "$cache/kwok-crds.yaml" >/dev/null
+  kubectl wait --for condition=Established --timeout 60s -f "$cache/kwok-crds.yaml" >/dev/null
+  kubectl apply -f "$cache/kwok-stages.yaml" >/dev/null
+  # Node leases as a kubelet keeps them (kwokctl sets 40 s too; the binary's default is
+  # none): without them the node controller finds the nodes silent after 40 s, and KWOK's
+  # node-initialize Stage, matching a node no longer Ready, rewrites its status without its
+  # address, so that the API server can no longer reach it for a pod's log.
+  start kwok "$BIN/kwok" --kubeconfig "$STATE/kwok.kubeconfig" \
+    --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
+    --node-ip 127.0.0.1 --node-port "$KWOK_PORT" --server-address "127.0.0.1:$KWOK_PORT" \
+    --tls-cert-file "$PKI/kwok.crt" --tls-private-key-file "$PKI/kwok.key" \
+    --enable-crds Stage,Logs,ClusterLogs --node-lease-duration-seconds 40
+  for i in $(seq 0 $((KWOK_NODES - 1))); do
+    cat <<EOF
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: kwok-node-$i
+  annotations: {kwok.x-k8s.io/node: fake}
+  labels: {kubernetes.io/arch: amd64, kubernetes.io/os: linux, kubernetes.io/hostname: kwok-node-$i, type: kwok}
+status:
+  allocatable: {cpu: "32", memory: 64Gi, ephemeral-storage: 64Gi, pods: "110"}
+  capacity: {cpu: "32", memory: 64Gi, ephemeral-storage: 64Gi, pods: "110"}
+EOF
+  done | kubectl apply -f - >/dev/null
+  controllers_ready
+  wait_for kwok 60 kubectl wait --for condition=Ready --timeout 1s node --all
 }
 
 # CoreDNS as a cluster addon, as kubeadm deploys it: the kube-dns Service at the address
@@ -598,6 +729,13 @@ alive() {
 
 down() {
   local bin
+  if [ "$KWOK_NODES" -gt 0 ]; then
+    # Nothing of the host was touched: no pods, rules, bridge or mounts to clean up.
+    stop kwok
+    stop -g 2 kube-scheduler kube-controller-manager kube-apiserver
+    stop etcd
+    return 0
+  fi
   bin=$(ls -d "${XDG_CACHE_HOME:-$HOME/.cache}"/proctor-cluster/"$K8S_VERSION"-*/bin 2>/dev/null | head -n1)
   stop kube-proxy kubelet
   # With the kubelet gone, nothing restarts pods: stop them through the runtime, so that
