@@ -19,6 +19,7 @@
 #                                        it leaves other Evaluations on a shared cluster alone
 #   PROCTOR_RUNNER_TAG                   tag of proctor-runner (default <version>-<hash of the
 #                                        files it is built from>: other code, another tag)
+#   PROCTOR_RUNNER_IMAGE                 the whole image name instead (REPOSITORY:TAG)
 #   PROCTOR_AGENT_PORT=9009              the agent's port (its container's and Service's)
 #   PROCTOR_METRICS_PORT=9090            the operator's metrics port
 # With KUBECONFIG set, that cluster is used as it is and no image is built: it must already
@@ -53,7 +54,7 @@ inputs=(pyproject.toml crds operator runner-image)
 hash=$( { git ls-files -s -- "${inputs[@]}"; git diff HEAD -- "${inputs[@]}"; } 2>/dev/null |
         sha256sum | cut -c1-12)
 tag=${PROCTOR_RUNNER_TAG:-$version-$hash}
-runner=proctor-runner:$tag
+runner=${PROCTOR_RUNNER_IMAGE:-proctor-runner:$tag}
 helm=$(.venv/bin/python tests/k8s_tools.py helm)
 kubectl_bin=$(.venv/bin/python tests/k8s_tools.py kubectl)
 kubectl() { "$kubectl_bin" "$@"; }
@@ -119,7 +120,12 @@ if [ -z "${KUBECONFIG:-}" ]; then
   held=$(kubectl get nodes -o jsonpath='{range .items[*].status.images[*]}{.names}{"\n"}{end}')
   missing=()
   for image in "$runner" $(.venv/bin/python -c 'from proctor.sandboxes.demo_images import demo_tasks; print(*demo_tasks())'); do
-    case $image in */*) full=docker.io/$image ;; *) full=docker.io/library/$image ;; esac
+    # As Docker names them: a first part with a dot or a colon is a registry.
+    case $image in
+      *.*/*|*:*/*) full=$image ;;
+      */*) full=docker.io/$image ;;
+      *) full=docker.io/library/$image ;;
+    esac
     [[ $held == *"\"$full\""* ]] || missing+=("$image")
   done
   [ "${#missing[@]}" -eq 0 ] || docker save "${missing[@]}" | scripts/cluster.sh import - >/dev/null
@@ -136,8 +142,14 @@ for space in "$ns" "$operator_ns"; do
 done
 kubectl create namespace "$ns" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 "$helm" uninstall "$release" -n "$operator_ns" --wait >/dev/null 2>&1 || true
+# The CRDs are cluster-wide, shared by every release: helm installs them only where they are
+# missing (helm 4 would otherwise fight over their fields with whoever applied them).
+if kubectl get crd evaluations.proctor.dev agentundertests.proctor.dev >/dev/null 2>&1; then
+  say "the proctor.dev CRDs are installed already, and kept as they are (kubectl apply --server-side -f crds/ updates them)"
+  helm_args+=(--skip-crds)
+fi
 "$helm" install "$release" charts/proctor --namespace "$operator_ns" --create-namespace \
-  --set image.tag="$tag" --set image.pullPolicy=Never --set metrics.port="$metrics_port" \
+  --set image.repository="${runner%:*}" --set image.tag="${runner##*:}" --set image.pullPolicy=Never --set metrics.port="$metrics_port" \
   --set metrics.service.port="$metrics_port" --set "operator.watchNamespaces={$ns}" \
   "${helm_args[@]}" >/dev/null
 for _ in $(seq 300); do
