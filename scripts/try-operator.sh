@@ -143,9 +143,14 @@ done
 kubectl create namespace "$ns" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 "$helm" uninstall "$release" -n "$operator_ns" --wait >/dev/null 2>&1 || true
 # The CRDs are cluster-wide, shared by every release: helm installs them only where they are
-# missing (helm 4 would otherwise fight over their fields with whoever applied them).
+# missing (helm 4 would otherwise fight over their fields with whoever applied them). Where
+# they are there, they must be this checkout's: an operator refuses fields it does not know.
 if kubectl get crd evaluations.proctor.dev agentundertests.proctor.dev >/dev/null 2>&1; then
-  say "the proctor.dev CRDs are installed already, and kept as they are (kubectl apply --server-side -f crds/ updates them)"
+  for kind in evaluation agentundertest; do
+    [ "$(kubectl get crd "${kind}s.proctor.dev" -o jsonpath='{.spec.versions[*].schema}')" = \
+      "$(kubectl create --dry-run=client -f "crds/$kind.yaml" -o jsonpath='{.spec.versions[*].schema}')" ] ||
+      die "the cluster's ${kind}s.proctor.dev CRD is not this checkout's: kubectl apply --server-side --force-conflicts -f crds/ installs it (cluster-wide: on a shared cluster, for everyone)"
+  done
   helm_args+=(--skip-crds)
 fi
 "$helm" install "$release" charts/proctor --namespace "$operator_ns" --create-namespace \
