@@ -49,10 +49,11 @@ die() { say "FAILED: $*"; exit 1; }
 [ -x .venv/bin/proctor ] || bash scripts/setup.sh >&2
 version=$(.venv/bin/proctor --version | awk '{print $NF}')
 # The image's inputs (runner-image/Dockerfile's COPYs; the README only feeds the package's
-# description): the index's blobs plus what differs from them in the work tree.
+# description): the index's blobs, what differs from them in the work tree, and new files.
 inputs=(pyproject.toml crds operator runner-image)
-hash=$( { git ls-files -s -- "${inputs[@]}"; git diff HEAD -- "${inputs[@]}"; } 2>/dev/null |
-        sha256sum | cut -c1-12)
+hash=$( { git ls-files -s -- "${inputs[@]}"; git diff HEAD -- "${inputs[@]}"
+          git ls-files -z --others --exclude-standard -- "${inputs[@]}" | xargs -0 -r sha256sum
+        } 2>/dev/null | sha256sum | cut -c1-12)
 tag=${PROCTOR_RUNNER_TAG:-$version-$hash}
 runner=${PROCTOR_RUNNER_IMAGE:-proctor-runner:$tag}
 helm=$(.venv/bin/python tests/k8s_tools.py helm)
