@@ -1,9 +1,30 @@
 #!/usr/bin/env bash
 # Install Proctor with its test tools (as root, a Docker daemon too: scripts/docker-daemon.sh),
-# lint, and run the whole test suite.
+# lint, bring up the real Kubernetes of scripts/cluster.sh where one can start (root, Docker,
+# mmdebstrap, and Go or a cached build of its binaries), and run the whole test suite.
+# A cluster already running is used and left running; one started here is stopped at the end.
+# Where none can start, the real-cluster tests skip, saying why (PROCTOR_REQUIRE_CLUSTER=1:
+# they fail instead).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test
 bash scripts/docker-daemon.sh
 .venv/bin/ruff check .
-exec .venv/bin/python -m pytest "$@"
+
+started=""
+why=$(.venv/bin/python -c 'import sys; sys.path.insert(0, "tests"); import real_cluster; print(real_cluster.missing() or "")')
+if [ -n "$why" ]; then
+  echo "test.sh: no real cluster here, so the real-cluster tests skip: $why"
+else
+  case $(bash scripts/cluster.sh status) in *"kubelet: running"*) ;; *) started=1 ;; esac
+  [ -z "$started" ] || trap 'bash scripts/cluster.sh down' EXIT
+  SECONDS=0
+  if line=$(bash scripts/cluster.sh up | tail -n1); then
+    how="already running"; [ -z "$started" ] || how="started here"
+    echo "test.sh: the real cluster was up in ${SECONDS}s ($how):"
+    "$(.venv/bin/python tests/k8s_tools.py kubectl)" --kubeconfig "${line#KUBECONFIG=}" version
+  else
+    echo "test.sh: scripts/cluster.sh up failed (above): the real-cluster tests will try again"
+  fi
+fi
+.venv/bin/python -m pytest "$@"

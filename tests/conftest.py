@@ -6,12 +6,13 @@ import json
 import os
 import re
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import real_cluster
 from proctor.core.model import Instance, WorkItem
 from proctor.runner.workdir import WorkDir, write_patch, write_task, write_test_step
 
@@ -118,3 +119,10 @@ def task_files(job: Mapping[str, Any], configmaps: Iterable[Mapping[str, Any]]) 
             assert key is not None
             files[entry["path"]] = annotations[key.group(1)]
     return files
+
+
+@pytest.fixture(scope="session")
+def cluster_kubeconfig() -> Iterator[Path]:
+    """The real cluster's admin kubeconfig (tests/real_cluster.py): started for the session
+    where it can run and not already running (then stopped at its end), else a skip."""
+    yield from real_cluster.session()

@@ -1,25 +1,25 @@
 """The chart installed for real: scripts/cluster-demo.sh end to end on a real Kubernetes.
 
-scripts/cluster.sh starts a one-node cluster built from Kubernetes' own sources; helm
-installs charts/proctor into it, the operator runs in-cluster from the runner image under
-the chart's ServiceAccount and ClusterRole (RBAC enforced by the API server), the demo
-Evaluation runs against a reference agent served in-cluster, and the verdicts `proctor
-results pull` gives must equal those of `proctor run` on this machine. Then one verb is
-taken from the chart's ClusterRole, and the operator must fail as the API server makes it
-fail (403, no Job), and go on once the verb is back.
+scripts/cluster.sh starts a one-node cluster built from Kubernetes' own sources
+(tests/real_cluster.py); scripts/try-operator.sh, which cluster-demo.sh runs, installs
+charts/proctor into it with helm, the operator runs in-cluster from the runner image under
+the chart's ServiceAccount and Role (RBAC enforced by the API server), the demo Evaluation
+runs against a reference agent served in-cluster, and the verdicts `proctor results pull`
+gives must equal those of `proctor run` on this machine. Then one verb is taken from the
+chart's rules, and the operator must fail as the API server makes it fail (403, no Job), and
+go on once the verb is back. The operator serves only this module's namespace, so that it
+leaves other Evaluations on a shared cluster alone: its rules are a Role there, the same
+rules the chart's ClusterRole holds when it serves every namespace.
 
-It needs root, a Docker daemon (the images are built here) and Go or a cached build of the
-cluster. Opt-in until a cold build of the cluster is timed inside CI's budget: it runs with
-PROCTOR_CLUSTER_TESTS=1, or with PROCTOR_REQUIRE_CLUSTER=1, which also makes a missing
-requirement a failure rather than a skip. A few minutes with the images and the cluster's
-binaries cached.
+Where a cluster cannot run these skip (PROCTOR_REQUIRE_CLUSTER=1: fail). A few minutes with
+the images and the cluster's binaries cached.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
+import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -28,56 +28,28 @@ from pathlib import Path
 import pytest
 
 import k8s_tools
+import real_cluster
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 
-def _missing() -> str | None:
-    if "1" not in (os.environ.get("PROCTOR_CLUSTER_TESTS"),
-                   os.environ.get("PROCTOR_REQUIRE_CLUSTER")):
-        return "the real-cluster tests are opt-in: PROCTOR_CLUSTER_TESTS=1 runs them"
-    if os.geteuid() != 0:
-        return "scripts/cluster.sh runs only as root"
-    if not shutil.which("docker"):
-        return "no docker client to build the images with"
-    if subprocess.run(["docker", "version"], capture_output=True).returncode != 0:
-        return "no Docker daemon answers (scripts/docker-daemon.sh starts one)"
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "proctor-cluster"
-    if not shutil.which("go") and not any(cache.glob("*/complete")):
-        return "neither Go nor a cached build of the cluster's binaries"
-    if not shutil.which("mmdebstrap"):
-        return "mmdebstrap is missing, so the images cannot be built"
-    return None
-
-
 @pytest.fixture(scope="module")
-def kubeconfig() -> Iterator[str]:
-    """A running cluster (started here, and stopped at the end, unless it already ran)."""
-    why = _missing()
-    if why is not None:
-        if os.environ.get("PROCTOR_REQUIRE_CLUSTER") == "1":
-            pytest.fail(f"PROCTOR_REQUIRE_CLUSTER=1 but {why}")
-        pytest.skip(why)
-    status = subprocess.run(["bash", "scripts/cluster.sh", "status"], cwd=ROOT,
-                            capture_output=True, text=True).stdout
-    was_running = "kubelet: running" in status
-    up = subprocess.run(["bash", "scripts/cluster.sh", "up"], cwd=ROOT, capture_output=True,
-                        text=True, timeout=1800)
-    assert up.returncode == 0, up.stderr[-4000:]
+def install(cluster_kubeconfig: Path) -> Iterator[real_cluster.Install]:
+    """This module's names; its release and namespaces go at the end."""
+    named = real_cluster.settings(cluster_kubeconfig, "cluster-demo")
     try:
-        yield up.stdout.strip().splitlines()[-1].removeprefix("KUBECONFIG=")
+        yield named
     finally:
-        if not was_running:
-            subprocess.run(["bash", "scripts/cluster.sh", "down"], cwd=ROOT, timeout=300)
+        real_cluster.uninstall(named)
 
 
 @pytest.fixture(scope="module")
-def demo(kubeconfig, tmp_path_factory) -> Path:
+def demo(install: real_cluster.Install, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """scripts/cluster-demo.sh's output folder. It builds and imports the images itself
     (KUBECONFIG unset) and leaves the chart and the agent installed."""
     out = tmp_path_factory.mktemp("cluster-demo")
-    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"} | install.env
     done = subprocess.run(["bash", "scripts/cluster-demo.sh", str(out)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=1800)
     print(done.stderr[-6000:])
@@ -93,11 +65,11 @@ def _kubectl(kubeconfig: str, *args: str, stdin: str | None = None) -> str:
     return done.stdout
 
 
-def _forbidden(log: str) -> bool:
+def _forbidden(log: str, namespace: str) -> bool:
     """demo-gold's Job creation was refused with a 403 naming the verb and resource."""
     return any("(403)" in line and 'cannot create resource "jobs"' in line
                for line in log.splitlines()
-               if "Acting failed evaluation=default/demo-gold" in line)
+               if f"Acting failed evaluation={namespace}/demo-gold" in line)
 
 
 def _wait(what: str, check, seconds: float = 90):
@@ -129,23 +101,23 @@ def test_timings_are_recorded(demo):
         assert float(phases[phase]) >= 0
 
 
-def test_a_verb_missing_from_the_cluster_role_fails_as_the_api_server_makes_it(demo,
-                                                                               kubeconfig):
+def test_a_verb_missing_from_the_chart_role_fails_as_the_api_server_makes_it(demo, install):
     """Without `create` on Jobs the API server answers 403: the operator logs the API
     server's refusal (counted in proctor_reconcile_errors), and no Job appears. With the
-    chart's rule back, the same Evaluation goes on: the chart's ClusterRole lets it."""
-    role = json.loads(_kubectl(kubeconfig, "get", "clusterrole", "proctor-proctor",
+    chart's rule back, the same Evaluation goes on: the chart's rules let it."""
+    kubeconfig, ns = str(install.kubeconfig), install.namespace
+    role = json.loads(_kubectl(kubeconfig, "get", "role", install.deployment, "-n", ns,
                                "-o", "json"))
     shipped = json.dumps(role)
     jobs = next(r for r in role["rules"] if r.get("apiGroups") == ["batch"])
     jobs["verbs"].remove("create")
     _kubectl(kubeconfig, "replace", "-f", "-", stdin=json.dumps(role))
-    jobs_of = ["get", "jobs", "-n", "default", "-l", "proctor.dev/evaluation=demo-gold",
-               "-o", "name"]
+    jobs_of = ["get", "jobs", "-n", ns, "-l", "proctor.dev/evaluation=demo-gold", "-o", "name"]
     try:
-        _kubectl(kubeconfig, "apply", "-f", str(ROOT / "examples" / "demo-gold.yaml"))
-        _wait("403 in the operator's log", lambda: _forbidden(
-            _kubectl(kubeconfig, "-n", "proctor", "logs", "deployment/proctor")))
+        _kubectl(kubeconfig, "apply", "-n", ns, "-f", str(ROOT / "examples" / "demo-gold.yaml"))
+        _wait("403 in the operator's log", lambda: _forbidden(_kubectl(
+            kubeconfig, "-n", install.operator_namespace, "logs",
+            f"deployment/{install.deployment}", "--tail=-1"), ns))
         assert _kubectl(kubeconfig, *jobs_of) == ""
     finally:
         restored = json.loads(shipped)
@@ -154,5 +126,19 @@ def test_a_verb_missing_from_the_cluster_role_fails_as_the_api_server_makes_it(d
     try:
         _wait("Job once the verb is back", lambda: _kubectl(kubeconfig, *jobs_of))
     finally:
-        _kubectl(kubeconfig, "delete", "evaluation", "demo-gold", "-n", "default",
-                 "--wait=false")
+        _kubectl(kubeconfig, "delete", "evaluation", "demo-gold", "-n", ns, "--wait=false")
+
+
+def test_the_cluster_is_the_kubernetes_built_here(cluster_kubeconfig):
+    """The server is the Kubernetes scripts/cluster/go.mod pins (v1.35 or newer), built here
+    with its version stamped in, and its one node is the one scripts/cluster.sh starts."""
+    pinned = re.search(r"^\s*k8s\.io/kubernetes (v\S+)",
+                       (ROOT / "scripts" / "cluster" / "go.mod").read_text(), re.M)
+    assert pinned is not None
+    version = json.loads(_kubectl(str(cluster_kubeconfig), "version", "-o", "json"))
+    server = version["serverVersion"]
+    assert server["gitVersion"] == pinned[1] and server["gitTreeState"] == "clean"
+    assert (int(server["major"]), int(server["minor"].rstrip("+"))) >= (1, 35)
+    nodes = json.loads(_kubectl(str(cluster_kubeconfig), "get", "nodes", "-o", "json"))
+    assert [(n["metadata"]["name"], n["status"]["nodeInfo"]["kubeletVersion"])
+            for n in nodes["items"]] == [("proctor-node", pinned[1])]

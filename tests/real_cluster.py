@@ -1,0 +1,128 @@
+"""The real Kubernetes the cluster tests run on: scripts/cluster.sh's one-node cluster, built
+from Kubernetes' own sources, with the operator installed into it by scripts/try-operator.sh
+(real helm, the chart's RBAC enforced by the API server).
+
+The tests run wherever such a cluster can start: as root, with a Docker daemon (the images
+are built here), mmdebstrap, and Go or a cached build of the cluster's binaries. Elsewhere
+they skip, saying what is missing; with PROCTOR_REQUIRE_CLUSTER=1 (CI) that is a failure.
+A cluster already running (PROCTOR_CLUSTER_DIR names its state folder, as for
+scripts/cluster.sh) is used and left running; one started here is stopped when the session
+ends. Each test module installs its own helm release serving a namespace of its own, so that
+several can share one cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CLUSTER_SH = ROOT / "scripts" / "cluster.sh"
+TRY_OPERATOR = ROOT / "scripts" / "try-operator.sh"
+
+
+def missing() -> str | None:
+    """Why a cluster cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "the real-cluster tests need root (scripts/cluster.sh starts a kubelet)"
+    if not shutil.which("docker"):
+        return "no docker client to build the images with"
+    if subprocess.run(["docker", "version"], capture_output=True).returncode != 0:
+        return "no Docker daemon answers (scripts/docker-daemon.sh starts one)"
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "proctor-cluster"
+    if not shutil.which("go") and not any(cache.glob("*/complete")):
+        return "neither Go nor a cached build of the cluster's binaries"
+    if not shutil.which("mmdebstrap"):
+        return "mmdebstrap is missing, so the images cannot be built"
+    return None
+
+
+def unavailable(why: str) -> None:
+    """Skip a cluster test, or fail it where the cluster must be there (CI)."""
+    if os.environ.get("PROCTOR_REQUIRE_CLUSTER") == "1":
+        pytest.fail(f"PROCTOR_REQUIRE_CLUSTER=1 but {why}", pytrace=False)
+    pytest.skip(why)
+
+
+def running() -> bool:
+    status = subprocess.run(["bash", str(CLUSTER_SH), "status"], capture_output=True,
+                            text=True).stdout
+    return "kubelet: running" in status
+
+
+def session() -> Iterator[Path]:
+    """The cluster's admin kubeconfig, for the session; skips where none can run."""
+    why = missing()
+    if why is not None:
+        unavailable(why)
+    started = not running()
+    up = subprocess.run(["bash", str(CLUSTER_SH), "up"], capture_output=True, text=True,
+                        timeout=1800)
+    if up.returncode != 0:
+        pytest.fail(f"scripts/cluster.sh up failed:\n{up.stderr[-4000:]}", pytrace=False)
+    try:
+        yield Path(up.stdout.strip().splitlines()[-1].removeprefix("KUBECONFIG="))
+    finally:
+        if started:
+            subprocess.run(["bash", str(CLUSTER_SH), "down"], timeout=300)
+
+
+@dataclass
+class Install:
+    """One helm release of the chart, its operator serving one namespace, and the reference
+    agent `mixed` in that namespace (the AgentUnderTest `local-agent`)."""
+
+    kubeconfig: Path
+    release: str
+    namespace: str
+    """Where the agent and the Evaluations go, the one namespace the operator serves."""
+    operator_namespace: str
+    env: dict[str, str] = field(default_factory=dict)
+    """try-operator.sh's settings naming all of the above."""
+
+    @property
+    def deployment(self) -> str:
+        """The operator's Deployment (the chart's full name of the release)."""
+        return self.release if "proctor" in self.release else f"{self.release}-proctor"
+
+
+def settings(kubeconfig: Path, prefix: str) -> Install:
+    """Names of a module's own release and namespaces: `<prefix>`, `<prefix>-operator`."""
+    env = {"PROCTOR_RELEASE": prefix, "PROCTOR_NAMESPACE": prefix,
+           "PROCTOR_OPERATOR_NAMESPACE": f"{prefix}-operator"}
+    return Install(kubeconfig, prefix, prefix, f"{prefix}-operator", env)
+
+
+def install(kubeconfig: Path, prefix: str, out: Path) -> Iterator[Install]:
+    """scripts/try-operator.sh --install-only under the module's own names (the images are
+    built and imported by it when missing); the release and both namespaces go at the end."""
+    named = settings(kubeconfig, prefix)
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"} | named.env
+    done = subprocess.run(["bash", str(TRY_OPERATOR), "--install-only", str(out)], env=env,
+                          capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        pytest.fail(f"try-operator.sh --install-only failed:\n{done.stderr[-4000:]}",
+                    pytrace=False)
+    try:
+        yield named
+    finally:
+        uninstall(named)
+
+
+def uninstall(named: Install) -> None:
+    """The release and the module's namespaces, with everything in them."""
+    from k8s_tools import tool_binary
+
+    env = {**os.environ, "KUBECONFIG": str(named.kubeconfig)}
+    subprocess.run([str(tool_binary("helm")), "uninstall", named.release, "-n",
+                    named.operator_namespace, "--wait"], env=env, capture_output=True,
+                   timeout=300)
+    subprocess.run([str(tool_binary("kubectl")), "delete", "namespace", named.namespace,
+                    named.operator_namespace, "--ignore-not-found", "--wait=false"], env=env,
+                   capture_output=True, timeout=120)
