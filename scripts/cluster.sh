@@ -6,6 +6,7 @@
 #   scripts/cluster.sh status  say what runs
 #   scripts/cluster.sh import ARCHIVE...  load images (`docker save` or OCI archives; - for
 #                              stdin) into the node's containerd: nothing can be pulled here
+#   scripts/cluster.sh images  list the images the node's containerd holds, one name a line
 #
 # No registry ships the servers' binaries and no image can be pulled here, but the Go
 # module proxy serves k8s.io/kubernetes and etcd: scripts/cluster/go.mod pins them and
@@ -671,10 +672,16 @@ import_images() {
   done
 }
 
+list_images() {
+  pid_of containerd >/dev/null || die "the cluster is not running (scripts/cluster.sh up)"
+  ctr --address "$CRI_SOCKET" --namespace k8s.io images ls -q
+}
+
 case "${1:-}" in
   up) up ;;
   down) down ;;
   status) status ;;
   import) shift; import_images "$@" ;;
-  *) echo "usage: $0 up|down|status|import ARCHIVE..." >&2; exit 2 ;;
+  images) list_images ;;
+  *) echo "usage: $0 up|down|status|import ARCHIVE...|images" >&2; exit 2 ;;
 esac
