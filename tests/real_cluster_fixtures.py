@@ -8,8 +8,8 @@ Use it with ``pytest_plugins = ["real_cluster_fixtures"]``. Fixtures:
 * ``cluster_images`` (session): the runner image and the demo task images, built here
   and imported into the node's containerd once per session, under names derived from a
   hash of their inputs: an unchanged rerun builds and imports nothing.
-* ``cluster_namespace``: a fresh namespace for one test, deleted afterwards (the test
-  waits until it is gone, so nothing of it runs on into the next test).
+* ``cluster_namespace``: a fresh namespace for one test, deleted afterwards (the session
+  waits at its end until every one is gone).
 * ``cluster_api_client``: an official ``kubernetes`` ApiClient for the cluster.
 * ``admission_webhook``: admission webhooks served by this process (the API server runs
   on this host and calls them), limited to the test's namespace: they see every request
@@ -284,10 +284,33 @@ def cluster_api_client(real_cluster: RealCluster) -> Iterator[Any]:
     client.close()
 
 
+@pytest.fixture(scope="session")
+def _deleted_namespaces(real_cluster: RealCluster) -> Iterator[list[str]]:
+    """Namespaces the tests deleted: the session ends once they are gone."""
+    deleted: list[str] = []
+    yield deleted
+    with real_cluster.api_client() as client:
+        core = kubernetes.client.CoreV1Api(client)
+
+        def gone(name: str) -> bool:
+            try:
+                core.read_namespace(name)
+            except kubernetes.client.ApiException as exc:
+                return exc.status == 404
+            return False
+        for name in deleted:
+            wait_for(lambda: gone(name), 180, 0.5,  # noqa: B023 (called at once)
+                     f"namespace {name} was not deleted within 180 s")
+
+
 @pytest.fixture
-def cluster_namespace(real_cluster: RealCluster, request: pytest.FixtureRequest
-                      ) -> Iterator[str]:
-    """A namespace named after the test (``pt-`` and a random suffix), deleted afterwards."""
+def cluster_namespace(real_cluster: RealCluster, _deleted_namespaces: list[str],
+                      request: pytest.FixtureRequest) -> Iterator[str]:
+    """A namespace named after the test (``pt-`` and a random suffix), deleted afterwards.
+
+    Its deletion (the namespace controller removes what is in it, pods stop) goes on while
+    the next tests run, each in a namespace of its own; the session waits for it at its end.
+    """
     base = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:44].strip("-")
     name = f"pt-{base or 'test'}-{secrets.token_hex(3)}"
     with real_cluster.api_client() as client:
@@ -295,14 +318,7 @@ def cluster_namespace(real_cluster: RealCluster, request: pytest.FixtureRequest
         core.create_namespace({"metadata": {"name": name}})
         yield name
         core.delete_namespace(name, propagation_policy="Background")
-
-        def gone() -> bool:
-            try:
-                core.read_namespace(name)
-            except kubernetes.client.ApiException as exc:
-                return exc.status == 404
-            return False
-        wait_for(gone, 180, 0.5, f"namespace {name} was not deleted within 180 s")
+        _deleted_namespaces.append(name)
 
 
 # --- Admission webhooks ---------------------------------------------------------------------
