@@ -92,7 +92,8 @@ def not_built_here(version: dict[str, str]) -> str | None:
     """
     found = re.fullmatch(r"v(\d+)\.(\d+)\.\d+", version.get("gitVersion", ""))
     if not found or (int(found[1]), int(found[2])) < MIN_VERSION:
-        return f"the API server is {version.get('gitVersion')!r}, not v1.35 or newer"
+        return (f"the API server is {version.get('gitVersion')!r}, "
+                "not a release v1.35 or newer")
     if version.get("gitCommit") != "$Format:%H$" or \
             version.get("buildDate") != "1970-01-01T00:00:00Z":
         return (f"the API server {version['gitVersion']} was not built by scripts/cluster.sh "
