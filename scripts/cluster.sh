@@ -2,6 +2,8 @@
 # A one-node Kubernetes on this machine, built from Kubernetes' own Go sources.
 #
 #   scripts/cluster.sh up      build (once), start, wait for a Ready node, print KUBECONFIG=...
+#                              (on a running cluster: import its pause and CoreDNS images
+#                              again, which the kubelet's image GC removes on a full disk)
 #   scripts/cluster.sh down    stop everything `up` started, pods included
 #   scripts/cluster.sh status  say what runs
 #   scripts/cluster.sh import ARCHIVE...  load images (`docker save` or OCI archives; - for
@@ -381,6 +383,7 @@ node_ready() {
 up() {
   [ "$(id -u)" = 0 ] || die "must run as root (the kubelet, containerd and the CNI need it)"
   if running_all; then
+    restore_images
     echo "KUBECONFIG=$KUBECONFIG_PATH"
     return 0
   fi
@@ -669,6 +672,18 @@ import_images() {
   [ $# -gt 0 ] || die "usage: $0 import ARCHIVE... (- for stdin)"
   for archive in "$@"; do
     ctr --address "$CRI_SOCKET" --namespace k8s.io images import "$archive"
+  done
+}
+
+# On a nearly full disk the kubelet's image GC removes images no container uses, the pause
+# image among them (containerd 1.6 does not pin it): then no pod starts. `up` on a running
+# cluster imports the cluster's own images again (idempotent, well under a second).
+restore_images() {
+  local cache image
+  cache=$(ls -d "${XDG_CACHE_HOME:-$HOME/.cache}"/proctor-cluster/"$K8S_VERSION"-*/ 2>/dev/null | head -n1)
+  [ -n "$cache" ] || return 0
+  for image in pause coredns; do
+    ctr --address "$CRI_SOCKET" --namespace k8s.io images import "$cache/$image.tar" >/dev/null
   done
 }
 

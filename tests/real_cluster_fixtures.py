@@ -5,9 +5,11 @@ Use it with ``pytest_plugins = ["real_cluster_fixtures"]``. Fixtures:
 * ``real_cluster`` (session): a running cluster (the one ``scripts/cluster.sh status``
   reports, else one started here and stopped at the end), checked to be a Kubernetes
   v1.35+ built here from its sources, with the proctor.dev CRDs of ``crds/`` applied.
-* ``cluster_images`` (session): the runner image and the demo task images, built here
-  and imported into the node's containerd once per session, under names derived from a
-  hash of their inputs: an unchanged rerun builds and imports nothing.
+* ``cluster_images``: the runner image and the demo task images, built here and imported
+  into the node's containerd once per session, under names derived from a hash of their
+  inputs: an unchanged rerun builds and imports nothing. Each test checks that the node
+  still holds them (the kubelet's image GC removes unused images from a nearly full
+  disk) and imports again what it lost.
 * ``cluster_namespace``: a fresh namespace for one test, deleted afterwards (the session
   waits at its end until every one is gone).
 * ``cluster_api_client``: an official ``kubernetes`` ApiClient for the cluster.
@@ -67,15 +69,17 @@ def requirement_missing(why: str) -> None:
 
 
 def wait_for(what: Callable[[], Any], timeout: float = 60, interval: float = 0.2,
-             message: str = "") -> Any:
-    """Poll ``what`` until it returns something truthy; that value."""
+             message: str | Callable[[], str] = "") -> Any:
+    """Poll ``what`` until it returns something truthy; that value. ``message`` (or what it
+    returns, called then) says what was waited for when the time is up."""
     deadline = time.monotonic() + timeout
     while True:
         value = what()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise TimeoutError(message or f"waited {timeout:.0f}s in vain for {what!r}")
+            said = message() if callable(message) else message
+            raise TimeoutError(said or f"waited {timeout:.0f}s in vain for {what!r}")
         time.sleep(interval)
 
 
@@ -216,6 +220,8 @@ class ClusterImages:
     instance_registry: str
     """An Evaluation's spec.runner.instanceImageRegistry under which the node has the demo
     tasks' images."""
+    sources: dict[str, str] = field(default_factory=dict, compare=False)
+    """Each image on the node -> the Docker image it was imported from."""
 
 
 def _docker_missing() -> str | None:
@@ -235,19 +241,17 @@ def _runner_image(cluster: RealCluster) -> str:
     base = _docker_id(RUNNER_BASE) or ""
     inputs = [base.encode()] + [f.read_bytes() for f in _runner_files()]
     tag = f"{IMAGE_PREFIX}/proctor-runner:{digest(inputs)}"
-    if tag in cluster.images():
-        return tag
-    if _docker_id(tag) is None:
+    if tag not in cluster.images() and _docker_id(tag) is None:
         built = subprocess.run(["docker", "build", "-q", "--network", "host", "--build-arg",
                                 f"BASE={RUNNER_BASE}", "-f", "runner-image/Dockerfile",
                                 "-t", tag, "."], cwd=ROOT, capture_output=True, text=True,
                                timeout=3600)
         assert built.returncode == 0, built.stderr[-3000:]
-    cluster.import_images([tag])
     return tag
 
 
-def _demo_images(cluster: RealCluster) -> str:
+def _demo_images() -> tuple[str, dict[str, str]]:
+    """The registry the demo images go under on the node, and their names there -> here."""
     import docker
 
     from proctor.sandboxes.demo_images import build_demo_images, demo_tasks
@@ -256,23 +260,46 @@ def _demo_images(cluster: RealCluster) -> str:
     names = sorted(demo_tasks())
     ids = [_docker_id(name) or "" for name in names]
     registry = f"{IMAGE_PREFIX}/demo-{digest([i.encode() for i in ids])}"
-    prefixed = [f"{registry}/{name}" for name in names]
-    if not set(prefixed) <= cluster.images():
-        for name, new in zip(names, prefixed, strict=True):
-            subprocess.run(["docker", "tag", name, new], check=True)
-        try:
-            cluster.import_images(prefixed)
-        finally:
-            subprocess.run(["docker", "rmi", *prefixed], capture_output=True)
-    return registry
+    return registry, {f"{registry}/{name}": name for name in names}
+
+
+def _ensure_on_node(cluster: RealCluster, images: ClusterImages) -> None:
+    """Import what the node lacks. On a nearly full disk the kubelet's image GC removes
+    images no container uses (and the pause image: `cluster.sh up` restores that)."""
+    held = cluster.images()
+    if not any(name.startswith("proctor.local/pause:") for name in held):
+        _cluster_sh("up")
+    missing = sorted(set(images.sources) - held)
+    if not missing:
+        return
+    renamed = [name for name in missing if images.sources[name] != name]
+    for name in renamed:
+        subprocess.run(["docker", "tag", images.sources[name], name], check=True)
+    try:
+        cluster.import_images(missing)
+    finally:
+        if renamed:
+            subprocess.run(["docker", "rmi", *renamed], capture_output=True)
 
 
 @pytest.fixture(scope="session")
-def cluster_images(real_cluster: RealCluster) -> ClusterImages:
+def _session_images(real_cluster: RealCluster) -> ClusterImages:
     why = _docker_missing()
     if why is not None:
         requirement_missing(why)
-    return ClusterImages(_runner_image(real_cluster), _demo_images(real_cluster))
+    runner = _runner_image(real_cluster)
+    registry, demo = _demo_images()
+    images = ClusterImages(runner, registry, {runner: runner, **demo})
+    _ensure_on_node(real_cluster, images)
+    return images
+
+
+@pytest.fixture
+def cluster_images(real_cluster: RealCluster, _session_images: ClusterImages
+                   ) -> ClusterImages:
+    """The session's images, checked (and imported again if need be) before each test."""
+    _ensure_on_node(real_cluster, _session_images)
+    return _session_images
 
 
 # --- Per test -------------------------------------------------------------------------------

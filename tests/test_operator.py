@@ -19,6 +19,7 @@ Pod Security admission refuses pods (FailedCreate); slow runs come from a slow a
 from __future__ import annotations
 
 import collections
+import itertools
 import json
 import os
 import secrets
@@ -201,6 +202,8 @@ class Watch:
 
     def __init__(self, cluster: RealCluster, namespace: str, kind: str):
         self.events: list[tuple[str, Any]] = []
+        self.times: list[float] = []
+        """When each event arrived (time.monotonic())."""
         self._client = cluster.api_client()
         lister = {"jobs": kubernetes.client.BatchV1Api(self._client).list_namespaced_job,
                   "pods": kubernetes.client.CoreV1Api(self._client).list_namespaced_pod}[kind]
@@ -216,6 +219,7 @@ class Watch:
             for event in watch.stream(lister, namespace, resource_version=version,
                                       timeout_seconds=2):
                 version = event["object"].metadata.resource_version
+                self.times.append(time.monotonic())
                 self.events.append((event["type"], event["object"]))
                 if self._stop.is_set():
                     break
@@ -228,6 +232,14 @@ class Watch:
     def created(self) -> set[str]:
         """The uids of the objects created since the watch began."""
         return {obj.metadata.uid for kind, obj in self.events if kind == "ADDED"}
+
+    def first(self, seen: Callable[[str, Any], bool]) -> dict[str, float]:
+        """Object name -> when an event for which `seen(type, object)` first arrived."""
+        found: dict[str, float] = {}
+        for (kind, obj), at in zip(self.events, self.times, strict=True):
+            if seen(kind, obj):
+                found.setdefault(obj.metadata.name, at)
+        return found
 
     def running(self) -> list[int]:
         """After each event, how many pods had not ended (not Succeeded, Failed or gone)."""
@@ -260,7 +272,8 @@ def wait_succeeded(api: Api, timeout: float = 300, sample: Callable[[], Any] | N
         if sample is not None:
             sample()
         return api.condition("Succeeded").get("status") == "True"
-    wait_for(done, timeout, 0.3, "the Evaluation never succeeded")
+    wait_for(done, timeout, 0.3,
+             lambda: f"the Evaluation never succeeded; status {api.evaluation().get('status')}")
     return api.evaluation()
 
 
@@ -292,7 +305,7 @@ def test_the_cluster_is_a_real_kubernetes_built_here(real_cluster):
 def test_demo_evaluation_end_to_end(real_cluster, cluster_images, cluster_namespace,
                                     cluster_api_client, api, agent, watch, tmp_path):
     ns = cluster_namespace
-    agent_body, eval_body = manifests(ns, agent.url, cluster_images)
+    agent_body, eval_body = manifests(ns, agent.url, cluster_images, maxConcurrentRows=3)
     pods, jobs = watch("pods"), watch("jobs")
     api.apply(agent_body, eval_body)
     metrics, _ = start_http_server(0, addr="127.0.0.1")
@@ -314,7 +327,7 @@ def test_demo_evaluation_end_to_end(real_cluster, cluster_images, cluster_namesp
     assert status["items"]["done"] == status["items"]["total"] == TASKS
     assert len(jobs.created()) == TASKS
     running = pods.running()
-    assert max(running) <= 2, "more pods ran at once than maxConcurrentRows"
+    assert max(running) <= 3, "more pods ran at once than maxConcurrentRows"
     assert status["reason"] == "AllItemsDone"
     assert not body["metadata"].get("finalizers"), "the Evaluation needs no finalizer"
     # The AgentUnderTest says how it is reached, that it is usable, and had tasks in
@@ -417,6 +430,30 @@ def test_suspend_starts_nothing_until_resumed_and_max_concurrent_rows_scales(
     running = pods.running()
     assert max(running[:at_one]) == 1
     assert 1 < max(running[at_one:]) <= 3
+
+
+def test_a_slot_is_refilled_when_the_pod_ends_not_when_the_job_is_complete(
+        real_cluster, cluster_images, cluster_namespace, api, watch):
+    """A real Job controller marks a Job Complete a while after its pod ends (it batches
+    pod updates for a second): the operator keeps each result when the pod ends, and starts
+    the next item in its slot then, not once the Job is Complete."""
+    pods, jobs = watch("pods"), watch("jobs")
+    body = gold_evaluation(cluster_namespace, cluster_images, maxConcurrentRows=1)
+    body["spec"]["dataset"]["maxRows"] = 4
+    api.apply(body)
+    with operator(real_cluster, cluster_images, cluster_namespace):
+        wait_succeeded(api)
+    assert max(pods.running()) == 1
+    created = jobs.first(lambda kind, _: kind == "ADDED")
+    complete = jobs.first(lambda _, job: any(
+        c.type == "Complete" and c.status == "True" for c in job.status.conditions or []))
+    order = sorted(created, key=created.__getitem__)
+    assert len(order) == 4
+    # With one slot, each Job after the first took its predecessor's slot: in how many
+    # cases was it created before its predecessor was seen Complete?
+    early = [b for a, b in itertools.pairwise(order)
+             if created[b] < complete.get(a, float("inf"))]
+    assert early, "every slot waited for its Job to be Complete"
 
 
 def reconcile_errors() -> float:
@@ -802,7 +839,7 @@ def test_a_loopback_endpoint_is_refused_unless_the_operator_allows_it(
         with operator(real_cluster, cluster_images, cluster_namespace):
             ready = wait_for(
                 lambda: (c := api.condition("Ready")).get("reason") == "LocalEndpoint" and c,
-                90)
+                90, message=lambda: f"no LocalEndpoint; status {api.evaluation().get('status')}")
             aut = wait_for(lambda: (api.custom.get_namespaced_custom_object(
                 *GROUP, cluster_namespace, "agentundertests", "mixed").get("status") or {}).get(
                 "conditions"), 90)
