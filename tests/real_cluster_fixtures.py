@@ -4,7 +4,9 @@ Use it with ``pytest_plugins = ["real_cluster_fixtures"]``. Fixtures:
 
 * ``real_cluster`` (session): a running cluster (the one ``scripts/cluster.sh status``
   reports, else one started here and stopped at the end), checked to be a Kubernetes
-  v1.35+ built here from its sources, with the proctor.dev CRDs of ``crds/`` applied.
+  v1.35+ built here from its sources, with the proctor.dev CRDs of ``crds/`` applied
+  (again before each test's namespace: on a shared cluster another checkout may apply
+  its own).
 * ``cluster_images``: the runner image and the demo task images, built here and imported
   into the node's containerd once per session, under names derived from a hash of their
   inputs: an unchanged rerun builds and imports nothing. Each test checks that the node
@@ -127,6 +129,14 @@ class RealCluster:
             raise AssertionError(f"kubectl {' '.join(args)}: {done.stderr.strip()}")
         return done.stdout
 
+    def apply_crds(self) -> None:
+        """This checkout's CRDs (crds/, the one source of their schema). CRDs are
+        cluster-wide: on a shared cluster another checkout may have applied its own since,
+        whose new fields' defaults this checkout's operator would refuse as unknown."""
+        self.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
+        self.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                     "crd/evaluations.proctor.dev", "crd/agentundertests.proctor.dev")
+
     def images(self) -> set[str]:
         """The image names the node's containerd holds."""
         return set(_cluster_sh("images").split())
@@ -175,11 +185,7 @@ def real_cluster() -> Iterator[RealCluster]:
             node = kubernetes.client.CoreV1Api(client).read_node(NODE)
         address = next(a.address for a in node.status.addresses if a.type == "InternalIP")
         cluster = RealCluster(Path(line.removeprefix("KUBECONFIG=")), version, address)
-        # The CRDs are cluster-wide: this checkout's, the one source of their schema.
-        cluster.kubectl("apply", "--server-side", "--force-conflicts",
-                        "-f", str(ROOT / "crds"))
-        cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                        "crd/evaluations.proctor.dev", "crd/agentundertests.proctor.dev")
+        cluster.apply_crds()
         yield cluster
     finally:
         if not was_running:
@@ -341,6 +347,7 @@ def cluster_namespace(real_cluster: RealCluster, _deleted_namespaces: list[str],
     """
     base = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:44].strip("-")
     name = f"pt-{base or 'test'}-{secrets.token_hex(3)}"
+    real_cluster.apply_crds()  # again: another checkout may have applied its own meanwhile
     with real_cluster.api_client() as client:
         core = kubernetes.client.CoreV1Api(client)
         core.create_namespace({"metadata": {"name": name}})
