@@ -2,10 +2,13 @@
 # A one-node Kubernetes on this machine, built from Kubernetes' own Go sources.
 #
 #   scripts/cluster.sh up      build (once), start, wait for a Ready node, print KUBECONFIG=...
+#                              (on a running cluster: import its pause and CoreDNS images
+#                              again, which the kubelet's image GC removes on a full disk)
 #   scripts/cluster.sh down    stop everything `up` started, pods included
 #   scripts/cluster.sh status  say what runs
 #   scripts/cluster.sh import ARCHIVE...  load images (`docker save` or OCI archives; - for
 #                              stdin) into the node's containerd: nothing can be pulled here
+#   scripts/cluster.sh images  list the images the node's containerd holds, one name a line
 #
 # No registry ships the servers' binaries and no image can be pulled here, but the Go
 # module proxy serves k8s.io/kubernetes and etcd: scripts/cluster/go.mod pins them and
@@ -443,6 +446,7 @@ up() {
     done
   fi
   if running_all; then
+    restore_images
     echo "KUBECONFIG=$KUBECONFIG_PATH"
     return 0
   fi
@@ -809,10 +813,28 @@ import_images() {
   done
 }
 
+# On a nearly full disk the kubelet's image GC removes images no container uses, the pause
+# image among them (containerd 1.6 does not pin it): then no pod starts. `up` on a running
+# cluster imports the cluster's own images again (idempotent, well under a second).
+restore_images() {
+  local cache image
+  cache=$(ls -d "${XDG_CACHE_HOME:-$HOME/.cache}"/proctor-cluster/"$K8S_VERSION"-*/ 2>/dev/null | head -n1)
+  [ -n "$cache" ] || return 0
+  for image in pause coredns; do
+    ctr --address "$CRI_SOCKET" --namespace k8s.io images import "$cache/$image.tar" >/dev/null
+  done
+}
+
+list_images() {
+  pid_of containerd >/dev/null || die "the cluster is not running (scripts/cluster.sh up)"
+  ctr --address "$CRI_SOCKET" --namespace k8s.io images ls -q
+}
+
 case "${1:-}" in
   up) up ;;
   down) down ;;
   status) status ;;
   import) shift; import_images "$@" ;;
-  *) echo "usage: $0 up|down|status|import ARCHIVE..." >&2; exit 2 ;;
+  images) list_images ;;
+  *) echo "usage: $0 up|down|status|import ARCHIVE...|images" >&2; exit 2 ;;
 esac

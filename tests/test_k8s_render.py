@@ -9,7 +9,9 @@ what `proctor render` printed.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ import kubernetes
 import kubernetes_validate
 import pytest
 import yaml
+from kopf.testing import KopfRunner
 
 from cluster.emulator import Cluster, running_cluster
 from proctor.cli.main import main as cli_main
@@ -27,7 +30,6 @@ from proctor.k8s.manifests import LABEL_EVALUATION, MANAGED_BY, item_labels
 from proctor.k8s.names import is_dns_label, job_name
 from proctor.k8s.render import agent_of, render, to_yaml
 from proctor.prepare import Refusal, load_selection, plan_items
-from test_operator import operator
 
 TASKS = len(demo.load_rows())
 VERSIONS = ("1.29", "1.35")
@@ -37,6 +39,24 @@ kind: AgentUnderTest
 metadata: {name: mixed, namespace: evals}
 spec: {endpoint: "http://mixed.agents:9009/"}
 """
+
+
+
+@contextmanager
+def operator(cluster: Cluster, namespace: str) -> Iterator[KopfRunner]:
+    """The real operator in this process against the test cluster (whose agents would be on
+    loopback: as `proctor operator --allow-local-endpoints`)."""
+    args = ["run", "--standalone", "--namespace", namespace, "-m", "proctor.k8s.controller"]
+    before = os.environ.get("PROCTOR_ALLOW_LOCAL_ENDPOINTS")
+    os.environ["PROCTOR_ALLOW_LOCAL_ENDPOINTS"] = "1"
+    try:
+        with cluster.kubeconfig_env(), KopfRunner(args, timeout=60) as runner:
+            yield runner
+    finally:
+        os.environ.pop("PROCTOR_ALLOW_LOCAL_ENDPOINTS", None)
+        if before is not None:
+            os.environ["PROCTOR_ALLOW_LOCAL_ENDPOINTS"] = before
+    assert runner.exception is None, runner.output[-3000:]
 
 
 def evaluation_yaml(**spec: Any) -> str:

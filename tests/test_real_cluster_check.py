@@ -1,0 +1,33 @@
+"""The check that the operator's tests ran on a Kubernetes v1.35+ built by scripts/cluster.sh
+(`real_cluster_fixtures.not_built_here`), on /version answers of real servers."""
+
+from __future__ import annotations
+
+import pytest
+
+from real_cluster_fixtures import not_built_here
+
+BUILT_HERE = {"major": "1", "minor": "35", "gitVersion": "v1.35.4", "gitCommit": "$Format:%H$",
+              "gitTreeState": "clean", "buildDate": "1970-01-01T00:00:00Z",
+              "goVersion": "go1.26.8", "compiler": "gc", "platform": "linux/amd64"}
+"""What the shared cluster's API server answered (cluster.sh stamps only the version)."""
+
+
+def test_a_server_built_by_cluster_sh_passes():
+    assert not_built_here(BUILT_HERE) is None
+    assert not_built_here(BUILT_HERE | {"gitVersion": "v1.36.0"}) is None
+
+
+@pytest.mark.parametrize(("change", "words"), [
+    # A released binary (kind's node image, a cloud's control plane) names its commit and
+    # build date (these two are made up).
+    ({"gitVersion": "v1.35.0", "gitCommit": "0123456789abcdef0123456789abcdef01234567",
+      "buildDate": "2025-12-17T12:32:06Z"}, "not built by scripts/cluster.sh"),
+    ({"gitVersion": "v1.34.2"}, "not a release v1.35 or newer"),
+    # A plain `go build` of the sources, nothing stamped:
+    ({"gitVersion": "v0.0.0-master+$Format:%H$"}, "not a release v1.35 or newer"),
+    ({"gitVersion": "v1.35.4-kwok"}, "not a release v1.35 or newer"),
+])
+def test_any_other_server_is_refused(change, words):
+    problem = not_built_here(BUILT_HERE | change)
+    assert problem is not None and words in problem
