@@ -2,8 +2,8 @@
 
 Use it with ``pytest_plugins = ["real_cluster_fixtures"]``. Fixtures:
 
-* ``real_cluster`` (session): a running cluster (the one ``scripts/cluster.sh status``
-  reports, else one started here and stopped at the end), checked to be a Kubernetes
+* ``real_cluster`` (session): the session's cluster (``cluster_kubeconfig`` of
+  tests/conftest.py, from tests/real_cluster.py), checked to be a Kubernetes
   v1.35+ built here from its sources, with the proctor.dev CRDs of ``crds/`` applied
   (again before each test's namespace: on a shared cluster another checkout may apply
   its own).
@@ -19,11 +19,10 @@ Use it with ``pytest_plugins = ["real_cluster_fixtures"]``. Fixtures:
   on this host and calls them), limited to the test's namespace: they see every request
   they are registered for, and may refuse or change it.
 
-Without root, a Docker daemon, or Go (or a cached build of the cluster), the tests that
-use them skip with one line saying what is missing; with PROCTOR_REQUIRE_CLUSTER=1 (CI)
-that is a failure instead. PROCTOR_CLUSTER_DIR names the cluster's state folder, as for
-scripts/cluster.sh. The fixture names differ from tests/cluster/fixtures.py's (the test
-cluster's), so that both plugins can be loaded in one session.
+Where no cluster can run, tests/real_cluster.py's one rule applies: the tests skip with one
+line saying what is missing, or fail with PROCTOR_REQUIRE_CLUSTER=1 (CI). The fixture names
+differ from tests/cluster/fixtures.py's (the test cluster's), so that both plugins can be
+loaded in one session.
 """
 
 from __future__ import annotations
@@ -50,6 +49,8 @@ from typing import Any
 import kubernetes
 import pytest
 
+from real_cluster import unavailable
+
 ROOT = Path(__file__).resolve().parents[1]
 CLUSTER_SH = ROOT / "scripts" / "cluster.sh"
 NODE = "proctor-node"
@@ -61,13 +62,6 @@ RUNNER_BASE = os.environ.get("PROCTOR_RUNNER_BASE", "proctor/runner-base:bookwor
 RUNNER_CONTEXT = ("pyproject.toml", "README.md", "crds", "operator")
 """What runner-image/Dockerfile copies from the repository (its .dockerignore keeps the
 rest out), less what that file excludes (see ``_runner_files``)."""
-
-
-def requirement_missing(why: str) -> None:
-    """Skip, or fail where the cluster must be there (PROCTOR_REQUIRE_CLUSTER=1)."""
-    if os.environ.get("PROCTOR_REQUIRE_CLUSTER") == "1":
-        pytest.fail(f"PROCTOR_REQUIRE_CLUSTER=1 but {why}", pytrace=False)
-    pytest.skip(why)
 
 
 def wait_for(what: Callable[[], Any], timeout: float = 60, interval: float = 0.2,
@@ -157,39 +151,20 @@ def _cluster_sh(*args: str, timeout: float = 120) -> str:
     return done.stdout
 
 
-def _cluster_missing() -> str | None:
-    if os.geteuid() != 0:
-        return "the real cluster (scripts/cluster.sh) runs only as root"
-    if "kubelet: running" in _cluster_sh("status"):
-        return None
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "proctor-cluster"
-    if not shutil.which("go") and not any(cache.glob("*/complete")):
-        return "neither Go nor a cached build of the cluster's binaries (scripts/cluster.sh)"
-    return None
-
-
 @pytest.fixture(scope="session")
-def real_cluster() -> Iterator[RealCluster]:
-    why = _cluster_missing()
-    if why is not None:
-        requirement_missing(why)
-    was_running = "kubelet: running" in _cluster_sh("status")
-    line = _cluster_sh("up", timeout=2400).strip().splitlines()[-1]
-    try:
-        client = kubernetes.config.new_client_from_config(line.removeprefix("KUBECONFIG="))
-        with client:
-            version = client.sanitize_for_serialization(
-                kubernetes.client.VersionApi(client).get_code())
-            problem = not_built_here(version)
-            assert problem is None, problem  # never run the cluster's tests elsewhere
-            node = kubernetes.client.CoreV1Api(client).read_node(NODE)
-        address = next(a.address for a in node.status.addresses if a.type == "InternalIP")
-        cluster = RealCluster(Path(line.removeprefix("KUBECONFIG=")), version, address)
-        cluster.apply_crds()
-        yield cluster
-    finally:
-        if not was_running:
-            _cluster_sh("down", timeout=300)
+def real_cluster(cluster_kubeconfig: Path) -> RealCluster:
+    """The session's cluster (tests/conftest.py starts it, or finds it running), checked."""
+    client = kubernetes.config.new_client_from_config(str(cluster_kubeconfig))
+    with client:
+        version = client.sanitize_for_serialization(
+            kubernetes.client.VersionApi(client).get_code())
+        problem = not_built_here(version)
+        assert problem is None, problem  # never run the cluster's tests elsewhere
+        node = kubernetes.client.CoreV1Api(client).read_node(NODE)
+    address = next(a.address for a in node.status.addresses if a.type == "InternalIP")
+    cluster = RealCluster(cluster_kubeconfig, version, address)
+    cluster.apply_crds()
+    return cluster
 
 
 # --- Images ---------------------------------------------------------------------------------
@@ -292,7 +267,7 @@ def _ensure_on_node(cluster: RealCluster, images: ClusterImages) -> None:
 def _session_images(real_cluster: RealCluster) -> ClusterImages:
     why = _docker_missing()
     if why is not None:
-        requirement_missing(why)
+        unavailable(why)
     runner = _runner_image(real_cluster)
     registry, demo = _demo_images()
     images = ClusterImages(runner, registry, {runner: runner, **demo})
