@@ -306,7 +306,7 @@ def test_sidecar_agent_runs_beside_the_task_and_sees_only_its_workspace(task: In
     args = solve_args(job)
     assert (args.endpoint, args.repo_dir, args.no_hints) == (
         "http://127.0.0.1:9009/", "/workspace/repo", True)
-    assert [v["name"] for v in steps["solve"]["volumeMounts"]] == ["work", "task"]
+    assert [v["name"] for v in steps["solve"]["volumeMounts"]] == ["work", "task", "tmp"]
     # The token reaches the solve step only.
     assert steps["solve"]["env"][0]["name"] == "PROCTOR_AGENT_TOKEN"
     assert steps["solve"]["env"][0]["valueFrom"] == {

@@ -274,8 +274,8 @@ def test_agent_refused_with_schema_message() -> None:
         )
     )
     assert found == [
-        "test.yaml: AgentUnderTest \"demo\": spec.endpoint: 'ftp://agent' does not match "
-        "'^https?://'",
+        "test.yaml: AgentUnderTest \"demo\": spec.endpoint: endpoint must be an http:// or "
+        "https:// URL with a host, e.g. http://my-agent.agents.svc:9009/",
         'test.yaml: AgentUnderTest "demo": spec.requestTimeoutSeconds: '
         "0 is less than the minimum of 1",
     ]
