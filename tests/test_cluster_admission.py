@@ -163,6 +163,7 @@ def cluster() -> Iterator[Cluster]:
     repository, tag = IMAGE.rsplit(":", 1)
     sh(c.helm_bin, "upgrade", "--install", RELEASE, "charts/proctor", "--namespace", SYSTEM,
        "--create-namespace", "--kubeconfig", c.kubeconfig, "--wait", "--timeout", "5m",
+       "--skip-crds",  # applied above, from crds/
        "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
        "--set", "image.pullPolicy=Never", "--set", "operator.reconcileSeconds=2",
        "--set", f"operator.watchNamespaces={{{DEMO},{SLOTS}}}",

@@ -163,7 +163,7 @@ def test_pod_basics(task: Instance) -> None:
     assert list(steps) == ["pull", "solve", "test", "grade"]
     assert steps["pull"]["image"] == task.image and steps["pull"]["command"] == ["true"]
     assert steps["test"]["image"] == task.image
-    assert steps["test"]["command"] == ["bash", "/proctor/run.sh"]
+    assert steps["test"]["command"] == ["bash", "-c", m.TEST_SCRIPT, "/proctor/run.sh"]
     assert steps["test"]["env"] == [{"name": "TESTBED", "value": "/testbed"}]
     assert steps["solve"]["image"] == steps["grade"]["image"] == "proctor-runner:0.1.0"
     assert steps["grade"]["command"] == ["proctor", "runner", "grade", "--work-dir", "/proctor",

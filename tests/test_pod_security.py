@@ -71,12 +71,12 @@ def test_every_step_but_the_test_step_meets_restricted(shape: str, task) -> None
 def test_the_test_step_stays_within_baseline_and_adds_only_documented_capabilities(
         task) -> None:
     _, job = job_for(evaluation(), agent(), task)
-    test = containers(job)["test"]
-    added = set(test["securityContext"]["capabilities"]["add"])
-    assert test["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    test = containers(job)["test"]["securityContext"]
+    added = set(test["capabilities"].get("add", []))
+    assert test["capabilities"]["drop"] == ["ALL"] and not test.get("privileged")
     assert added == set(security.TEST_CAPABILITIES) and added <= BASELINE_CAPABILITIES
-    assert "NET_RAW" not in added and not test["securityContext"].get("privileged")
-    assert all(reason for reason in security.TEST_CAPABILITIES.values())
+    assert "NET_RAW" not in added
+    assert all(reason.strip() for reason in security.TEST_EXCEPTIONS.values())
 
 
 def test_read_only_steps_get_a_writable_tmp_and_the_rest_do_not(task) -> None:
@@ -148,3 +148,17 @@ def test_the_workspace_step_writes_nothing_in_the_testbed(tmp_path) -> None:
     assert run.returncode == 0, run.stderr
     assert snapshot() == before
     assert git(tmp_path / "ws" / "repo", "rev-parse", "HEAD") == base
+
+
+def test_the_test_step_prints_its_logs_and_keeps_run_shs_exit(tmp_path) -> None:
+    """`kubectl logs -c test` shows the apply log and the eval script's output; the step's
+    exit status is run.sh's (non-zero: the sandbox broke)."""
+    (tmp_path / "apply.log").write_text(">>>>> Applied Patch (git apply -v)\n")
+    (tmp_path / "test_output.txt").write_text("collected 3 items\n")
+    for code in (0, 3):
+        (tmp_path / "run.sh").write_text(f"echo running\nexit {code}\n")
+        done = subprocess.run(["bash", "-c", m.TEST_SCRIPT, str(tmp_path / "run.sh")],
+                              capture_output=True, text=True)
+        assert done.returncode == code
+        assert done.stdout == ("running\n>>>>> Applied Patch (git apply -v)\n"
+                               "collected 3 items\n")

@@ -334,6 +334,9 @@ async def _startup(settings: kopf.OperatorSettings, **kwargs: Any) -> None:
     settings.posting.reporting_instance = os.environ.get("HOSTNAME") or "proctor"
     settings.posting.event_name_prefix = "proctor-"
     logging.getLogger("kopf.objects").addFilter(_not_per_event)
+    # Nor a line per liveness probe (kopf's probe activity, aiohttp's access log).
+    logging.getLogger("kopf.activities.probe").setLevel(logging.WARNING)
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
     settings.watching.server_timeout = 300
     # Watch only what the operator made (and Warning events), not every pod of the cluster.
     for resource, labels in ((("batch", "jobs"), PROCTOR), (("v1", "pods"), PROCTOR),

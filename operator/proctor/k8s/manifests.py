@@ -119,6 +119,14 @@ chmod -R a+rwX "$REPO_DIR"
 """
 
 
+# The test step: run.sh (the work folder's, "$0"), then its apply log and the eval script's
+# output printed for `kubectl logs -c test`; the files stay the record the grade step reads.
+TEST_SCRIPT = """\
+bash "$0"; rc=$?
+cat "${0%/*}/apply.log" "${0%/*}/test_output.txt" 2>/dev/null
+exit "$rc"
+"""
+
 @dataclass(frozen=True)
 class JobDefaults:
     """What the operator's own settings (the chart's values) give every Job it creates."""
@@ -435,7 +443,8 @@ def _pod_spec(evaluation: Evaluation, agent: AgentUnderTest | None, item: WorkIt
     init += [
         _step("solve", runner, solve_command(evaluation, agent, kept_patch), resources,
               [WORK_MOUNT, {"name": "task", "mountPath": TASK_DIR, "readOnly": True}], token),
-        _step("test", task_image, ["bash", f"{WORK_DIR}/run.sh"], resources, [WORK_MOUNT],
+        _step("test", task_image, ["bash", "-c", TEST_SCRIPT, f"{WORK_DIR}/run.sh"], resources,
+              [WORK_MOUNT],
               [{"name": "TESTBED", "value": TESTBED}]),
     ]
     grade = _step("grade", runner, ["proctor", "runner", "grade", "--work-dir", WORK_DIR,
