@@ -229,9 +229,15 @@ def test_kubectl_logs_of_a_finished_items_test_step(demo: Cluster) -> None:
     assert len(results["items"]) == 10
 
 
+def events_of(c: Cluster, name: str) -> list[dict]:
+    """The Events about this Evaluation (not an earlier one of the same name)."""
+    uid = c.get("evaluation", name, "-n", DEMO)["metadata"]["uid"]
+    return [e for e in c.get("events", "-n", DEMO)["items"]
+            if e["involvedObject"].get("uid") == uid]
+
+
 def test_success_is_a_proctor_event_and_the_log_has_decisions_only(demo: Cluster) -> None:
-    events = [e for e in demo.get("events", "-n", DEMO)["items"]
-              if e["involvedObject"].get("kind") == "Evaluation"]
+    events = events_of(demo, "demo")
     succeeded = [e for e in events if e["reason"] == "Succeeded"]
     assert len(succeeded) == 1 and succeeded[0]["type"] == "Normal"
     assert "10 of 10 items done" in succeeded[0]["message"]
@@ -249,9 +255,7 @@ def test_a_finished_evaluation_stays_succeeded_when_its_agent_goes(demo: Cluster
     assert demo.condition(DEMO, "demo", "Succeeded")["status"] == "True"
     assert demo.condition(DEMO, "demo", "Degraded").get("status") != "True"
     assert demo.get("evaluation", "demo", "-n", DEMO)["status"]["reason"] == "AllItemsDone"
-    warnings = [e for e in demo.get("events", "-n", DEMO)["items"]
-                if e["involvedObject"].get("name") == "demo" and e["type"] == "Warning"]
-    assert warnings == []
+    assert [e for e in events_of(demo, "demo") if e["type"] == "Warning"] == []
 
 
 @pytest.mark.parametrize(("obj", "message"), [

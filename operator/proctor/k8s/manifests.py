@@ -110,10 +110,14 @@ ANNOTATION_RUNNER_VERSION = "proctor.dev/runner-version"
 # into the script: the commit and paths come as environment variables.
 WORKSPACE_SCRIPT = """\
 set -euo pipefail
+# /testbed is root's: git reads another user's repository only when the user's own
+# configuration says so (a setting on the command line does not reach upload-pack).
+export GIT_CONFIG_GLOBAL=/tmp/workspace.gitconfig
+git config --global safe.directory '*'
 mkdir -p "$REPO_DIR"
 tar -C "$TESTBED" --exclude=./.git -cf - . | tar -C "$REPO_DIR" -xf -
 git init -q "$REPO_DIR"
-git -c safe.directory='*' -C "$REPO_DIR" fetch -q --no-tags "$TESTBED" "$BASE_COMMIT"
+git -C "$REPO_DIR" fetch -q --no-tags "$TESTBED" "$BASE_COMMIT"
 git -C "$REPO_DIR" reset -q FETCH_HEAD
 chmod -R a+rwX "$REPO_DIR"
 """
