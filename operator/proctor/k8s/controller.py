@@ -1,16 +1,18 @@
 """The operator: one level-based reconcile per Evaluation, and the only kopf handlers.
 
-A pass (`Controller.reconcile`), in ten lines:
+A pass (`Controller.reconcile`), in a dozen lines:
 
     body = the Evaluation from kopf's index        gone or being deleted: forget it, stop
     evaluation, agent, dataset = parse, check      refused: Ready=False, reason, stop
+                                                   (finished: its agent is not looked up)
     items = plan_items(evaluation, dataset)        once per spec generation
     jobs, pods, results, events = the indexes      + what this process wrote (expectations)
     views = observe(the items in play)             each item's attempts and `item_state`
-    decision = decide(evaluation, views, now)      pure: harvest, retry, give up, stop, start
+    decision = decide(evaluation, views, now,      pure: harvest, retry, give up, stop, start
+                      agent slots left)            (the agent's slots held: recorded at once)
     act: keep results, delete Jobs, create Jobs    concurrently, awaited before the pass ends
     status = build_status(every item's view)      at most every STATUS_SECONDS
-    write it; metrics; the agent's tasksInFlight   Events: Degraded, items ending in error
+    write it; metrics; the agent's tasksInFlight   Events: Degraded, Succeeded, items in error
 
 Where each rule lives:
 
