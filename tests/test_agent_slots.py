@@ -83,5 +83,5 @@ def test_events_success_once_and_degraded_once() -> None:
          "message": "5 of 5 items done; resolved 40.0%"}]
     assert reconcile.status_events(done["conditions"], done) == []
     assert reconcile.status_events(running["conditions"], status("False", "True")) == [
-        {"type": "Warning", "reason": "ImagePullBackOff",
+        {"type": "Warning", "reason": "Degraded",
          "message": "ImagePullBackOff: t-1: not pulled"}]

@@ -357,13 +357,13 @@ def build_status(evaluation: Evaluation, agent_label: str, views: Sequence[ItemV
 
 def status_events(old_conditions: Sequence[Obj], status: Obj) -> list[dict[str, str]]:
     """The Events a new status calls for, each once, when its condition turns True:
-    Degraded (a Warning: the condition's reason and message) and Succeeded (Normal: how
-    many items, and the resolved share)."""
+    Degraded (a Warning, the condition's reason and message in its message) and Succeeded
+    (Normal: how many items, and the resolved share)."""
     events = []
     degraded = find_condition(status["conditions"], "Degraded") or {}
     if degraded.get("status") == "True" and (find_condition(
             old_conditions, "Degraded") or {}).get("status") != "True":
-        events.append({"type": "Warning", "reason": degraded["reason"],
+        events.append({"type": "Warning", "reason": "Degraded",
                        "message": f"{degraded['reason']}: {degraded['message']}"})
     done = find_condition(status["conditions"], "Succeeded") or {}
     if done.get("status") == "True" and (find_condition(
