@@ -168,8 +168,9 @@ def cluster() -> Iterator[Cluster]:
        "--set", "image.pullPolicy=Never", "--set", "operator.reconcileSeconds=2",
        "--set", f"operator.watchNamespaces={{{DEMO},{SLOTS}}}",
        "--set", "jobs.ttlSecondsAfterFinished=1800")
-    for ns in (DEMO, SLOTS):
-        c.kubectl("delete", "evaluations", "--all", "-n", ns, "--wait=true")
+    for ns in (DEMO, SLOTS):  # foreground: their ConfigMaps too, before the same names return
+        c.kubectl("delete", "evaluations", "--all", "-n", ns, "--cascade=foreground",
+                  "--wait=true")
     yield c
 
 
