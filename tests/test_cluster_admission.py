@@ -185,8 +185,10 @@ def demo(cluster: Cluster) -> Cluster:
     return cluster
 
 
-def operator_log(c: Cluster) -> str:
-    return c.kubectl("-n", SYSTEM, "logs", f"deployment/{RELEASE}-proctor").stdout
+def operator_log(c: Cluster, since: str) -> str:
+    """The operator's log from ``since`` (an RFC 3339 time) on: an earlier run's lines out."""
+    return c.kubectl("-n", SYSTEM, "logs", f"deployment/{RELEASE}-proctor",
+                     f"--since-time={since}").stdout
 
 
 def test_the_demo_is_admitted_under_baseline(demo: Cluster) -> None:
@@ -244,7 +246,8 @@ def test_success_is_a_proctor_event_and_the_log_has_decisions_only(demo: Cluster
     assert "10 of 10 items done" in succeeded[0]["message"]
     assert {e["source"].get("component") for e in events} == {"proctor"}
     assert {e.get("reportingComponent") for e in events} == {"proctor"}
-    log = operator_log(demo)
+    created_at = demo.get("evaluation", "demo", "-n", DEMO)["metadata"]["creationTimestamp"]
+    log = operator_log(demo, created_at)
     assert "Handler '_child_event" not in log and "Handler '_evaluation_event" not in log
     created = [line for line in log.splitlines() if "Created Job demo-" in line]
     assert len(created) == 10
