@@ -688,7 +688,7 @@ class PodRun:
         """Popen's user and groups for a container that asks for them (only root can switch;
         else it runs as the test cluster does). Its HOME, a folder of the harness, is its.
         Proctor's own steps run the harness's Python, which stands in for the runner image
-        and may lie where another user cannot read (a venv under /root): they run as the
+        and may lie where another user cannot read (a venv in root's home): they run as the
         test cluster does."""
         wanted = run_as(self.spec, container)
         if wanted is None or os.geteuid() != 0 or executable == sys.executable:
