@@ -168,6 +168,10 @@ def cluster() -> Iterator[Cluster]:
        "--set", "image.pullPolicy=Never", "--set", "operator.reconcileSeconds=2",
        "--set", f"operator.watchNamespaces={{{DEMO},{SLOTS}}}",
        "--set", "jobs.ttlSecondsAfterFinished=1800")
+    # The image was imported again under the same tag: restart the operator so it runs it.
+    deployment = f"deployment/{RELEASE}-proctor"
+    c.kubectl("-n", SYSTEM, "rollout", "restart", deployment)
+    c.kubectl("-n", SYSTEM, "rollout", "status", deployment, "--timeout=300s")
     for ns in (DEMO, SLOTS):  # foreground: their ConfigMaps too, before the same names return
         c.kubectl("delete", "evaluations", "--all", "-n", ns, "--cascade=foreground",
                   "--wait=true")
