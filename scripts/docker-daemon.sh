@@ -8,7 +8,7 @@
 # neither still run it). Otherwise it changes nothing: the Docker tests then skip, unless
 # PROCTOR_REQUIRE_DOCKER=1 turns that into a failure (as CI does).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 answers() { .venv/bin/python -c 'import docker; docker.from_env(timeout=5).ping()' 2>/dev/null; }
 
 [ "$(id -u)" = 0 ] || exit 0

@@ -163,7 +163,7 @@ def test_pod_basics(task: Instance) -> None:
     assert list(steps) == ["pull", "solve", "test", "grade"]
     assert steps["pull"]["image"] == task.image and steps["pull"]["command"] == ["true"]
     assert steps["test"]["image"] == task.image
-    assert steps["test"]["command"] == ["bash", "/proctor/run.sh"]
+    assert steps["test"]["command"] == ["bash", "-c", m.TEST_SCRIPT, "/proctor/run.sh"]
     assert steps["test"]["env"] == [{"name": "TESTBED", "value": "/testbed"}]
     assert steps["solve"]["image"] == steps["grade"]["image"] == "proctor-runner:0.1.0"
     assert steps["grade"]["command"] == ["proctor", "runner", "grade", "--work-dir", "/proctor",
@@ -306,7 +306,7 @@ def test_sidecar_agent_runs_beside_the_task_and_sees_only_its_workspace(task: In
     args = solve_args(job)
     assert (args.endpoint, args.repo_dir, args.no_hints) == (
         "http://127.0.0.1:9009/", "/workspace/repo", True)
-    assert [v["name"] for v in steps["solve"]["volumeMounts"]] == ["work", "task"]
+    assert [v["name"] for v in steps["solve"]["volumeMounts"]] == ["work", "task", "tmp"]
     # The token reaches the solve step only.
     assert steps["solve"]["env"][0]["name"] == "PROCTOR_AGENT_TOKEN"
     assert steps["solve"]["env"][0]["valueFrom"] == {

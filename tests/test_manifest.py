@@ -274,8 +274,8 @@ def test_agent_refused_with_schema_message() -> None:
         )
     )
     assert found == [
-        "test.yaml: AgentUnderTest \"demo\": spec.endpoint: 'ftp://agent' does not match "
-        "'^https?://'",
+        "test.yaml: AgentUnderTest \"demo\": spec.endpoint: endpoint must be an http:// or "
+        "https:// URL with a host, e.g. http://my-agent.agents.svc:9009/",
         'test.yaml: AgentUnderTest "demo": spec.requestTimeoutSeconds: '
         "0 is less than the minimum of 1",
     ]
@@ -645,3 +645,22 @@ def test_models_are_frozen_and_camel_case() -> None:
     assert spec.model_dump(by_alias=True)["maxConcurrentRows"] == 2
     with pytest.raises(ValueError, match="frozen"):
         spec.repeats = 3  # type: ignore[misc]
+
+
+def test_the_crd_refuses_more_template_variations_than_there_are() -> None:
+    """The CRD's rule names the template strategy's count (proctor.variants.MAX_VARIATIONS),
+    so `kubectl apply` refuses what `proctor run` would."""
+    from proctor.variants import MAX_VARIATIONS
+
+    def body(n: int) -> dict:
+        return {"apiVersion": "proctor.dev/v1alpha1", "kind": "Evaluation",
+                "metadata": {"name": "e"},
+                "spec": {"predictions": {"source": "gold"}, "promptSensitivity": {
+                    "enabled": True, "strategy": "template", "numVariations": n}}}
+    assert parse_resource(body(MAX_VARIATIONS)).spec.prompt_sensitivity.num_variations == \
+        MAX_VARIATIONS
+    with pytest.raises(ManifestError, match=f"is over {MAX_VARIATIONS}, but the template "):
+        parse_resource(body(MAX_VARIATIONS + 1))
+    llm = body(MAX_VARIATIONS + 1)
+    llm["spec"]["promptSensitivity"]["strategy"] = "llm"
+    parse_resource(llm)

@@ -40,13 +40,17 @@ def agent_label(evaluation: Evaluation) -> str:
     return spec.predictions.source
 
 
+PREDICTIONS_FILE_ON_CLUSTER = ("predictions.source file reads a local file, which the "
+                               "operator cannot; use it with `proctor run`")
+"""The operator's refusal of a predictions file (the chart's admission policy says it too)."""
+
+
 def check_runnable(evaluation: Evaluation, on_cluster: bool) -> None:
     """Refuse what this version of Proctor does not run, before any row is read."""
     spec = evaluation.spec
     _check_prompt_sensitivity(evaluation, on_cluster)
     if on_cluster and spec.predictions.source == "file":
-        raise Refusal("PredictionsUnsupported", "predictions.source file reads a local "
-                      "file, which the operator cannot; use it with `proctor run`")
+        raise Refusal("PredictionsUnsupported", PREDICTIONS_FILE_ON_CLUSTER)
 
 
 def _check_prompt_sensitivity(evaluation: Evaluation, on_cluster: bool) -> None:

@@ -479,6 +479,8 @@ class Cluster:
             register_proctor_crds(self.store)
         self._own_dir = workdir is None
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="proctor-cluster-"))
+        # Containers that run as another user (runAsUser) must reach their pod's folders.
+        self.workdir.chmod(0o755)
         if self._own_dir:  # its pods' folders are reached by steps that run as other users
             self.workdir.chmod(0o755)
         self.kubeconfig = self.workdir / "kubeconfig"

@@ -618,9 +618,11 @@ class PodRun:
         return pull is not None and container.get("image") == pull.get("image")
 
     def _rewrite(self, text: str, paths: Mapping[str, Path]) -> str:
-        for prefix in sorted(paths, key=len, reverse=True):
+        own = str(self.dir)  # the harness's own paths (HOME) stay: a /tmp mount must not move
+        for prefix in sorted(paths, key=len, reverse=True):  # a test cluster kept under /tmp
             pattern = r"(?<![\w.-])" + re.escape(prefix) + r"(?=/|$|[\s'\"\]:;,)])"
-            text = re.sub(pattern, lambda _, p=prefix: str(paths[p]), text)
+            text = re.sub(pattern, lambda m, p=prefix: m.group(0) if m.string.startswith(
+                own, m.start()) else str(paths[p]), text)
         for port, local in self._ports.items():
             text = re.sub(rf"((?:127\.0\.0\.1|localhost|0\.0\.0\.0):){port}\b",
                           rf"\g<1>{local}", text)
@@ -678,14 +680,18 @@ class PodRun:
             self._proc = subprocess.Popen([executable, *argv[1:]], env=env, cwd=cwd,
                                           stdout=out, stderr=subprocess.STDOUT,
                                           stdin=subprocess.DEVNULL, start_new_session=True,
-                                          **self._identity(container, env))
+                                          **self._identity(container, env, executable))
             return self._wait(self._proc, name, strike)
 
-    def _identity(self, container: Obj, env: Mapping[str, str]) -> dict[str, Any]:
+    def _identity(self, container: Obj, env: Mapping[str, str],
+                  executable: str = "") -> dict[str, Any]:
         """Popen's user and groups for a container that asks for them (only root can switch;
-        else it runs as the test cluster does). Its HOME, a folder of the harness, is its."""
+        else it runs as the test cluster does). Its HOME, a folder of the harness, is its.
+        Proctor's own steps run the harness's Python, which stands in for the runner image
+        and may lie where another user cannot read (a venv in root's home): they run as the
+        test cluster does."""
         wanted = run_as(self.spec, container)
-        if wanted is None or os.geteuid() != 0:
+        if wanted is None or os.geteuid() != 0 or executable == sys.executable:
             return {}
         uid, gid, groups = wanted
         os.chown(env["HOME"], uid, gid)
@@ -807,7 +813,7 @@ class PodRun:
                 env={k: self._rewrite(v, paths) for k, v in env.items()},
                 cwd=env["HOME"], stdout=out, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, start_new_session=True,
-                **self._identity(container, env))
+                **self._identity(container, env, argv[0]))
         self._sidecars.append(proc)
         self.event("Normal", "Started", f"Started container {name}", name, True)
         self._set(container, True, shapes.running(container, cid, started))

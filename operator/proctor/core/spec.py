@@ -214,6 +214,10 @@ class RunnerSpec(_Spec):
     """Secrets used to pull the runner and instance images."""
     infra_retries: int = 2
     """Times a row is retried after an infrastructure failure."""
+    runtime_class_name: str = ""
+    """RuntimeClass of rows' pods (e.g. gVisor's or Kata's); empty: the operator's default."""
+    priority_class_name: str = ""
+    """PriorityClass of rows' pods; empty: the operator's default."""
 
 
 class EvaluationSpec(_Spec):

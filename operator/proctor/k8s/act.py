@@ -23,7 +23,6 @@ from proctor.core.spec import AgentUnderTest, Evaluation
 from proctor.datasets import Selection
 from proctor.k8s import manifests, reconcile, store
 from proctor.k8s.api import Kube
-from proctor.k8s.conditions import find_condition
 from proctor.k8s.expectations import Expectations
 from proctor.k8s.exporter import Metrics
 from proctor.k8s.reconcile import Decision, ItemView
@@ -49,6 +48,8 @@ class Tracked:
     written: Obj | None = None
     agent: tuple[str, str] | None = None  # its AgentUnderTest, and the items in flight there
     in_flight: int = 0
+    agent_tasks: int = 0  # the agent's task slots it holds (`reconcile.Decision.agent_tasks`)
+    slot_agent: tuple[str, str] | None = None  # the agent those slots are of
 
     def items(self, body: Obj, evaluation: Evaluation, selection: Selection) -> list[WorkItem]:
         """The plan (`plan_items`), made once per spec generation and dataset."""
@@ -72,6 +73,7 @@ class Pass:
     agent: AgentUnderTest | None
     instances: Mapping[str, Instance]
     nodes: Mapping[str, str] = field(default_factory=dict)  # where each task ran before
+    defaults: manifests.JobDefaults = manifests.NO_JOB_DEFAULTS  # the operator's, for each Job
 
     async def act(self, decision: Decision) -> list[BaseException]:
         """Carry out the decision, each item's calls beside the others'; what failed."""
@@ -103,7 +105,7 @@ class Pass:
         job = manifests.desired_job(
             self.evaluation, self.agent, item, instance, task, runner_version=__version__,
             runner_image_default=self.runner_image, kept_patch=kept_patch, attempt=attempt,
-            preferred_node=self.nodes.get(instance.instance_id))
+            preferred_node=self.nodes.get(instance.instance_id), defaults=self.defaults)
         kopf.adopt(job, owner=self.body)
         if await asyncio.to_thread(self.kube.create, job):
             log.info("Created Job %s item=%s", job["metadata"]["name"], item.key)
@@ -117,7 +119,8 @@ class Pass:
 
     async def _keep(self, view: ItemView, result: RunResult,
                     artifacts: Mapping[str, str] | None = None) -> None:
-        """Keep the item's result, then delete its Jobs (their pods and logs go with them)."""
+        """Keep the item's result, then delete its Jobs (their pods and logs go with them),
+        unless finished Jobs are left to their ttlSecondsAfterFinished."""
         result = result.model_copy(update={"repo": self.instances[view.item.instance_id].repo})
         configmap = store.result_configmap(self.evaluation, result, artifacts)
         kopf.adopt(configmap, owner=self.body)
@@ -129,8 +132,9 @@ class Pass:
             kind = result.error_kind.value if result.error_kind else "error"
             kopf.warn(self.body, reason="ItemFailed",
                       message=f"{view.item.key}: {kind}: {result.error_message}"[:1000])
-        for job in view.jobs:
-            await self._delete(job)
+        if self.defaults.ttl_seconds_after_finished is None:
+            for job in view.jobs:
+                await self._delete(job)
 
     async def _harvest(self, view: ItemView) -> None:
         """Read a succeeded attempt's full result from its grade log, and keep it."""
@@ -175,15 +179,17 @@ class Pass:
 
 
 async def write_status(kube: Kube, tracked: Tracked, body: Obj, status: Obj) -> None:
-    """Write an Evaluation's status if it changed; an Event when it becomes Degraded."""
+    """Write an Evaluation's status if it changed, and the Events it calls for
+    (`reconcile.status_events`)."""
     seen = body.get("status") or {}
     if all(seen.get(k) == v for k, v in status.items()) or tracked.written == status:
         return
     meta = body["metadata"]
     await asyncio.to_thread(kube.patch_status, "evaluations", meta["namespace"], meta["name"],
                             status)
-    before = find_condition((tracked.written or seen).get("conditions") or [], "Degraded")
+    old = (tracked.written or seen).get("conditions") or []
     tracked.written = status
-    now = find_condition(status["conditions"], "Degraded") or {}
-    if now.get("status") == "True" and (before or {}).get("status") != "True":
-        kopf.warn(body, reason="Degraded", message=f"{now['reason']}: {now['message']}")
+    for event in reconcile.status_events(old, status):
+        post = kopf.warn if event["type"] == "Warning" else kopf.info
+        post(body, reason=event["reason"], message=event["message"])
+

@@ -1,16 +1,18 @@
 """The operator: one level-based reconcile per Evaluation, and the only kopf handlers.
 
-A pass (`Controller.reconcile`), in ten lines:
+A pass (`Controller.reconcile`), in a dozen lines:
 
     body = the Evaluation from kopf's index        gone or being deleted: forget it, stop
     evaluation, agent, dataset = parse, check      refused: Ready=False, reason, stop
+                                                   (finished: its agent is not looked up)
     items = plan_items(evaluation, dataset)        once per spec generation
     jobs, pods, results, events = the indexes      + what this process wrote (expectations)
     views = observe(the items in play)             each item's attempts and `item_state`
-    decision = decide(evaluation, views, now)      pure: harvest, retry, give up, stop, start
+    decision = decide(evaluation, views, now,      pure: harvest, retry, give up, stop, start
+                      agent slots left)            (the agent's slots held: recorded at once)
     act: keep results, delete Jobs, create Jobs    concurrently, awaited before the pass ends
     status = build_status(every item's view)      at most every STATUS_SECONDS
-    write it; metrics; the agent's tasksInFlight   Events: Degraded, items ending in error
+    write it; metrics; the agent's tasksInFlight   Events: Degraded, Succeeded, items in error
 
 Where each rule lives:
 
@@ -83,9 +85,11 @@ def _now() -> str:
 
 class Controller:
     def __init__(self, kube: Kube, metrics: Metrics, settings: Settings,
-                 indexes: Mapping[str, Any], runner_image: str | None, allow_local: bool):
+                 indexes: Mapping[str, Any], runner_image: str | None, allow_local: bool,
+                 job_defaults: manifests.JobDefaults = manifests.NO_JOB_DEFAULTS):
         self.kube, self.metrics, self.settings, self.indexes = kube, metrics, settings, indexes
         self.runner_image, self.allow_local = runner_image, allow_local
+        self.job_defaults = job_defaults
         self.queue = WorkQueue(self.reconcile)
         self.tracked: dict[Key, Tracked] = {}
         self._datasets: dict[tuple, datasets.Selection] = {}
@@ -159,7 +163,9 @@ class Controller:
             tracked.agent_label = agent_label(evaluation)
             check_runnable(evaluation, on_cluster=True)
             selection = await self._dataset(evaluation)
-            agent = self._agent(evaluation)
+            # A finished Evaluation stays as it ended, whatever becomes of its agent.
+            finished = self._finished(key, tracked, tracked.items(body, evaluation, selection))
+            agent = None if finished else self._agent(evaluation)
         except (ManifestError, Refusal) as exc:
             refusal = exc if isinstance(exc, Refusal) else Refusal("InvalidSpec", str(exc))
             generation = meta.get("generation")
@@ -173,14 +179,16 @@ class Controller:
         items = tracked.items(body, evaluation, selection)
         rows = evaluation.spec.max_concurrent_rows if refusal is None else 0
         views = self._observe(key, tracked, items, rows)
-        decision = reconcile.decide(evaluation, views, datetime.now(UTC), self.settings)
+        decision = reconcile.decide(evaluation, views, datetime.now(UTC), self.settings,
+                                    self._agent_slots(tracked, agent))
         if refusal is not None:
             decision.start, decision.retry = [], []
+        self._hold_agent_slots(key, tracked, agent, decision.agent_tasks)
         if (decision.start or decision.retry) and not await self._still_there(key, tracked):
             return await self.forget(key)
         p = Pass(self.kube, self.metrics, self.runner_image, body, tracked, evaluation, agent,
                  selection.by_id, {v.item.instance_id: v.state.node for v in views
-                                   if v.state and v.state.node})
+                                   if v.state and v.state.node}, self.job_defaults)
         for failure in await p.act(decision):
             self.metrics.reconcile_errors.inc()
             log.error("Acting failed evaluation=%s/%s: %s", key[0], tracked.name,
@@ -188,6 +196,33 @@ class Controller:
             self.queue.add_after(key, RETRY_SECONDS)
         if refusal is None:
             await self._publish(key, p, selection, items, decision)
+
+    def _finished(self, key: Key, tracked: Tracked, items: list[WorkItem]) -> bool:
+        """Whether every item has a kept result."""
+        kept = {r.item_id for r in tracked.expected.with_results(self._all("results", key))}
+        return bool(items) and all(item.id in kept for item in items)
+
+    def _agent_slots(self, tracked: Tracked, agent: AgentUnderTest | None) -> int | None:
+        """The agent's task slots that its other Evaluations leave free (None: no agent)."""
+        if agent is None:
+            return None
+        others = sum(t.agent_tasks for t in self.tracked.values()
+                     if t is not tracked and t.slot_agent == (agent.namespace, agent.name))
+        return agent.spec.max_concurrent_tasks - others
+
+    def _hold_agent_slots(self, key: Key, tracked: Tracked, agent: AgentUnderTest | None,
+                          tasks: int) -> None:
+        """Record the agent's slots this Evaluation holds, at once (before the pass awaits
+        anything, so that a pass of another Evaluation counts them); when it gives some
+        back, the agent's other Evaluations get a pass to take them."""
+        before = tracked.slot_agent
+        released = tracked.agent_tasks > tasks
+        tracked.agent_tasks = tasks if agent is not None else 0
+        tracked.slot_agent = (agent.namespace, agent.name) if agent is not None else None
+        if released and before is not None:
+            for other_key, other in self.tracked.items():
+                if other_key != key and other.slot_agent == before:
+                    self.queue.add(other_key)
 
     async def _still_there(self, key: Key, tracked: Tracked) -> bool:
         """Whether the Evaluation is there as it was, asked of the API server: the index
@@ -296,6 +331,14 @@ def _owner_key(body: Mapping[str, Any]) -> Key:
 async def _startup(settings: kopf.OperatorSettings, **kwargs: Any) -> None:
     global CONTROLLER, _METRICS
     settings.posting.level = logging.INFO
+    # Events are Proctor's own: `kubectl get events` shows them from proctor, not kopf.
+    settings.posting.reporting_component = "proctor"
+    settings.posting.reporting_instance = os.environ.get("HOSTNAME") or "proctor"
+    settings.posting.event_name_prefix = "proctor-"
+    logging.getLogger("kopf.objects").addFilter(_not_per_event)
+    # Nor a line per liveness probe (kopf's probe activity, aiohttp's access log).
+    logging.getLogger("kopf.activities.probe").setLevel(logging.WARNING)
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
     settings.watching.server_timeout = 300
     # Watch only what the operator made (and Warning events), not every pod of the cluster.
     for resource, labels in ((("batch", "jobs"), PROCTOR), (("v1", "pods"), PROCTOR),
@@ -304,13 +347,27 @@ async def _startup(settings: kopf.OperatorSettings, **kwargs: Any) -> None:
     settings.watching.field_selectors["v1", "events"] = "type=Warning"
     load_config()
     _METRICS = _METRICS or Metrics()
+    defaults = manifests.JobDefaults.from_env(os.environ)
     CONTROLLER = Controller(
         Kube(), _METRICS, Settings(image_pull_timeout_s=float(
-            os.environ.get("PROCTOR_IMAGE_PULL_TIMEOUT_SECONDS", "600"))),
+            os.environ.get("PROCTOR_IMAGE_PULL_TIMEOUT_SECONDS", "600")),
+            keep_finished_jobs=defaults.ttl_seconds_after_finished is not None),
         {name: kwargs[name] for name in ("evaluations", "agents", "jobs", "pods", "results",
                                          "warnings")},  # kopf's live indexes (below)
         runner_image=os.environ.get("PROCTOR_RUNNER_IMAGE") or None,
-        allow_local=os.environ.get("PROCTOR_ALLOW_LOCAL_ENDPOINTS", "") in ("1", "true"))
+        allow_local=os.environ.get("PROCTOR_ALLOW_LOCAL_ENDPOINTS", "") in ("1", "true"),
+        job_defaults=defaults)
+
+
+EVENT_HANDLERS = ("_evaluation_event", "_agent_event", "_child_event")
+"""The handlers that only queue a pass: kopf's line for each of their calls ("Handler ...
+succeeded.", one per watch event) says nothing; the decisions have lines of their own."""
+
+
+def _not_per_event(record: logging.LogRecord) -> bool:
+    message = record.getMessage()
+    return not (record.levelno == logging.INFO and message.endswith("succeeded.")
+                and any(f"Handler '{name}" in message for name in EVENT_HANDLERS))
 
 
 @kopf.on.cleanup()
@@ -394,6 +451,10 @@ def run(namespaces: list[str], *, verbose: bool, probe_port: int,
     """`proctor operator`: run the handlers above until stopped."""
     if allow_local_endpoints:
         os.environ["PROCTOR_ALLOW_LOCAL_ENDPOINTS"] = "1"
+    try:
+        manifests.JobDefaults.from_env(os.environ)  # a bad setting: one line, before kopf
+    except ValueError as exc:
+        raise SystemExit(f"proctor operator: {exc}") from None
     kopf.configure(verbose=verbose)
     kopf.run(standalone=True, clusterwide=not namespaces, namespaces=namespaces,
              liveness_endpoint=f"http://0.0.0.0:{probe_port}/healthz")

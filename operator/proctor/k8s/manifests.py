@@ -27,6 +27,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from proctor.core.images import instance_image
@@ -34,6 +35,12 @@ from proctor.core.model import ORIGINAL_VARIANT, Instance, WorkItem
 from proctor.core.spec import AgentUnderTest, EnvVar, Evaluation
 from proctor.formats.predictions import patch_for
 from proctor.k8s.names import configmap_name, job_name, label_value
+from proctor.k8s.security import (
+    PROFILES,
+    TMP_VOLUME,
+    container_security_context,
+    pod_security_context,
+)
 
 WORK_DIR = "/proctor"
 """The work folder (runner/workdir.py) on the pod's ``work`` emptyDir."""
@@ -46,6 +53,9 @@ WORKSPACE_DIR = "/workspace"
 REPO_DIR = f"{WORKSPACE_DIR}/repo"
 """The repository as a sidecar agent sees it, sent to it as REPO_DIR."""
 WORK_MOUNT = {"name": "work", "mountPath": WORK_DIR}
+TMP_MOUNT = {"name": TMP_VOLUME, "mountPath": "/tmp"}
+TMP_VOLUME_LIMIT = "1Gi"
+"""Size limit of /tmp in the steps whose root filesystem is read-only."""
 WORKSPACE_MOUNT = {"name": "workspace", "mountPath": WORKSPACE_DIR}
 
 DEFAULT_RUNNER_IMAGE = "proctor-runner"
@@ -94,19 +104,62 @@ ANNOTATION_ITEM_KEY = "proctor.dev/item-key"
 ANNOTATION_RUNNER_VERSION = "proctor.dev/runner-version"
 
 # The workspace step: a copy of /testbed whose git history ends at the base commit, so an
-# agent cannot read the fix from a later commit. It runs in the task's image, in its own
-# copy of /testbed, so the ref it adds there is never seen by the test step. No value is
-# pasted into the script: the commit and paths come as environment variables.
+# agent cannot read the fix from a later commit. It runs in the task's image as a non-root
+# user on a read-only root filesystem (security.PROFILES): it fetches the base commit by its
+# id from /testbed into a new repository, writing nothing in /testbed. No value is pasted
+# into the script: the commit and paths come as environment variables.
 WORKSPACE_SCRIPT = """\
 set -euo pipefail
-git -C "$TESTBED" update-ref refs/proctor/base "$BASE_COMMIT"
+# /testbed is root's: git reads another user's repository only when the user's own
+# configuration says so (a setting on the command line does not reach upload-pack).
+export GIT_CONFIG_GLOBAL=/tmp/workspace.gitconfig
+git config --global safe.directory '*'
 mkdir -p "$REPO_DIR"
 tar -C "$TESTBED" --exclude=./.git -cf - . | tar -C "$REPO_DIR" -xf -
 git init -q "$REPO_DIR"
-git -C "$REPO_DIR" fetch -q --no-tags "$TESTBED" refs/proctor/base
+git -C "$REPO_DIR" fetch -q --no-tags "$TESTBED" "$BASE_COMMIT"
 git -C "$REPO_DIR" reset -q FETCH_HEAD
 chmod -R a+rwX "$REPO_DIR"
 """
+
+
+# The test step: run.sh (the work folder's, "$0"), then its apply log and the eval script's
+# output printed for `kubectl logs -c test`; the files stay the record the grade step reads.
+TEST_SCRIPT = """\
+bash "$0"; rc=$?
+cat "${0%/*}/apply.log" "${0%/*}/test_output.txt" 2>/dev/null
+exit "$rc"
+"""
+
+@dataclass(frozen=True)
+class JobDefaults:
+    """What the operator's own settings (the chart's values) give every Job it creates."""
+
+    runtime_class_name: str = ""
+    """RuntimeClass of the pods (gVisor's, Kata's) when spec.runner names none; empty: the
+    cluster's default runtime."""
+    priority_class_name: str = ""
+    """PriorityClass of the pods when spec.runner names none; empty: the cluster's default."""
+    ttl_seconds_after_finished: int | None = None
+    """How long a finished Job (and its pod, with the steps' logs) stays for `kubectl logs`
+    before Kubernetes' TTL controller deletes it; None: the operator deletes it as soon as
+    its result is kept."""
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> JobDefaults:
+        """From PROCTOR_JOB_RUNTIME_CLASS_NAME, PROCTOR_JOB_PRIORITY_CLASS_NAME and
+        PROCTOR_JOB_TTL_SECONDS (an integer >= 0; empty or unset: None)."""
+        ttl = environ.get("PROCTOR_JOB_TTL_SECONDS", "").strip()
+        if ttl and not (ttl.isdigit()):
+            raise ValueError(f"PROCTOR_JOB_TTL_SECONDS is {ttl!r}: give a whole number of "
+                             f"seconds (0 or more), or leave it empty")
+        return cls(environ.get("PROCTOR_JOB_RUNTIME_CLASS_NAME", ""),
+                   environ.get("PROCTOR_JOB_PRIORITY_CLASS_NAME", ""),
+                   int(ttl) if ttl else None)
+
+
+NO_JOB_DEFAULTS = JobDefaults()
+"""The operator's settings when none are given: nothing added, finished Jobs deleted."""
 
 
 class TaskTooLarge(ValueError):
@@ -273,6 +326,14 @@ def solve_command(evaluation: Evaluation, agent: AgentUnderTest | None,
     return command
 
 
+def job_asks_agent(job: Mapping[str, Any]) -> bool:
+    """Whether a Job's solve step asks the agent (``solve_command`` gave it an endpoint),
+    rather than taking a given or kept patch."""
+    pod = job.get("spec", {}).get("template", {}).get("spec", {})
+    return any(c.get("name") == "solve" and "--endpoint" in (c.get("command") or [])
+               for c in pod.get("initContainers") or [])
+
+
 def _env_var(var: EnvVar) -> dict[str, Any]:
     """A container's variable: its value, or the Secret key it is read from."""
     if var.value_from is None:
@@ -306,10 +367,13 @@ def _step(name: str, image: str, command: Sequence[str], resources: Mapping[str,
         # status, so the failure can be explained without fetching logs.
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
+    if PROFILES[name].read_only_root:
+        mounts = [*mounts, TMP_MOUNT]
     if mounts:
         container["volumeMounts"] = [dict(mount) for mount in mounts]
     if env:
         container["env"] = list(env)
+    container["securityContext"] = container_security_context(name)
     return container
 
 
@@ -337,6 +401,7 @@ def _sidecar_steps(agent: AgentUnderTest, instance: Instance, task_image: str,
                          "failureThreshold": AGENT_STARTUP_SECONDS // 2},
         "resources": copy.deepcopy(sidecar.resources or {}),
         "volumeMounts": [dict(WORKSPACE_MOUNT)],
+        "securityContext": container_security_context("agent"),
     }
     return [workspace, agent_container]
 
@@ -369,7 +434,8 @@ def _task_volume(task: Mapping[str, Any], item: WorkItem, source: str,
 
 def _pod_spec(evaluation: Evaluation, agent: AgentUnderTest | None, item: WorkItem,
               instance: Instance, task: Mapping[str, Any], runner: str,
-              kept_patch: Mapping[str, Any] | None, preferred_node: str | None) -> dict[str, Any]:
+              kept_patch: Mapping[str, Any] | None, preferred_node: str | None,
+              defaults: JobDefaults) -> dict[str, Any]:
     spec = evaluation.spec
     task_image = instance_image(instance, spec.runner.instance_image_registry)
     resources = runner_resources(spec.runner.resources)
@@ -381,7 +447,8 @@ def _pod_spec(evaluation: Evaluation, agent: AgentUnderTest | None, item: WorkIt
     init += [
         _step("solve", runner, solve_command(evaluation, agent, kept_patch), resources,
               [WORK_MOUNT, {"name": "task", "mountPath": TASK_DIR, "readOnly": True}], token),
-        _step("test", task_image, ["bash", f"{WORK_DIR}/run.sh"], resources, [WORK_MOUNT],
+        _step("test", task_image, ["bash", "-c", TEST_SCRIPT, f"{WORK_DIR}/run.sh"], resources,
+              [WORK_MOUNT],
               [{"name": "TESTBED", "value": TESTBED}]),
     ]
     grade = _step("grade", runner, ["proctor", "runner", "grade", "--work-dir", WORK_DIR,
@@ -397,12 +464,20 @@ def _pod_spec(evaluation: Evaluation, agent: AgentUnderTest | None, item: WorkIt
         "nodeSelector": {"kubernetes.io/arch": DEFAULT_ARCH, **(spec.runner.node_selector or {})},
         "initContainers": init,
         "containers": [grade],
+        "securityContext": pod_security_context(),
         "volumes": [{"name": "work", "emptyDir": {"sizeLimit": WORK_VOLUME_LIMIT}},
+                    {"name": TMP_VOLUME, "emptyDir": {"sizeLimit": TMP_VOLUME_LIMIT}},
                     _task_volume(task, item, spec.predictions.source, kept_patch)],
     }
     if sidecar:
         pod["volumes"].append({"name": "workspace",
                                "emptyDir": {"sizeLimit": WORKSPACE_VOLUME_LIMIT}})
+    runtime_class = spec.runner.runtime_class_name or defaults.runtime_class_name
+    if runtime_class:
+        pod["runtimeClassName"] = runtime_class
+    priority_class = spec.runner.priority_class_name or defaults.priority_class_name
+    if priority_class:
+        pod["priorityClassName"] = priority_class
     if spec.runner.tolerations:
         pod["tolerations"] = [dict(t) for t in spec.runner.tolerations]
     if spec.runner.image_pull_secrets:
@@ -418,13 +493,14 @@ def _pod_spec(evaluation: Evaluation, agent: AgentUnderTest | None, item: WorkIt
 def desired_job(evaluation: Evaluation, agent: AgentUnderTest | None, item: WorkItem,
                 instance: Instance, task: Mapping[str, Any], *, runner_version: str,
                 runner_image_default: str | None = None, preferred_node: str | None = None,
-                kept_patch: Mapping[str, Any] | None = None, attempt: int = 0) -> dict[str, Any]:
+                kept_patch: Mapping[str, Any] | None = None, attempt: int = 0,
+                defaults: JobDefaults = NO_JOB_DEFAULTS) -> dict[str, Any]:
     """The Job of one attempt at one work item.
 
     ``task`` is the task's ConfigMap (``task_configmap``); ``kept_patch`` the ConfigMap of
     a patch an earlier attempt got (``patch_configmap``), so a retry never asks the agent
-    twice; ``preferred_node`` a node that ran this task before. The owner reference is
-    left to ``kopf.adopt``.
+    twice; ``preferred_node`` a node that ran this task before; ``defaults`` what the
+    operator's settings add. The owner reference is left to ``kopf.adopt``.
     """
     if kept_patch is not None and evaluation.spec.predictions.source != "agent":
         raise ValueError("a kept patch replaces the agent's answer; predictions.source is "
@@ -432,34 +508,36 @@ def desired_job(evaluation: Evaluation, agent: AgentUnderTest | None, item: Work
     labels = item_labels(evaluation, item, attempt)
     runner = runner_image(evaluation, runner_version, runner_image_default)
     pod = _pod_spec(evaluation, agent, item, instance, task, runner, kept_patch,
-                    preferred_node)
+                    preferred_node, defaults)
     annotations = {ANNOTATION_ITEM_KEY: item.key, ANNOTATION_RUNNER_VERSION: runner_version}
     timeouts = evaluation.spec.timeouts  # the deadline: podSeconds, else agent + tests + margin
     agent_seconds = agent.spec.request_timeout_seconds if agent and asks_agent(
         evaluation, kept_patch) else 0
+    job_spec: dict[str, Any] = {
+        "backoffLimit": 0,
+        "activeDeadlineSeconds": timeouts.pod_seconds or (
+            agent_seconds + timeouts.test_seconds + POD_DEADLINE_MARGIN_SECONDS),
+    }
+    if defaults.ttl_seconds_after_finished is not None:
+        job_spec["ttlSecondsAfterFinished"] = defaults.ttl_seconds_after_finished
+    job_spec["template"] = {"metadata": {"labels": dict(labels),
+                                         "annotations": {ANNOTATION_ITEM: item.model_dump_json()}},
+                            "spec": pod}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {"name": job_name(evaluation.name, item.id, attempt),
                      "namespace": evaluation.namespace, "labels": labels,
                      "annotations": annotations},
-        "spec": {
-            "backoffLimit": 0,
-            "activeDeadlineSeconds": timeouts.pod_seconds or (
-                agent_seconds + timeouts.test_seconds + POD_DEADLINE_MARGIN_SECONDS),
-            "template": {
-                "metadata": {"labels": dict(labels),
-                             "annotations": {ANNOTATION_ITEM: item.model_dump_json()}},
-                "spec": pod,
-            },
-        },
+        "spec": job_spec,
     }
 
 
 def desired_objects(evaluation: Evaluation, agent: AgentUnderTest | None,
                     items: Iterable[WorkItem], instances: Mapping[str, Instance],
                     variants: Mapping[str, Mapping[str, str]] | None = None, *,
-                    runner_version: str, runner_image_default: str | None = None
+                    runner_version: str, runner_image_default: str | None = None,
+                    defaults: JobDefaults = NO_JOB_DEFAULTS
                     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The task ConfigMaps (one per task) and first-attempt Jobs (one per item) of ``items``;
     ``variants`` maps instance ids to their variants' texts."""
@@ -472,6 +550,7 @@ def desired_objects(evaluation: Evaluation, agent: AgentUnderTest | None,
                 evaluation, instance, (variants or {}).get(item.instance_id, {}))
         jobs.append(desired_job(evaluation, agent, item, instance, configmaps[item.instance_id],
                                 runner_version=runner_version,
-                                runner_image_default=runner_image_default))
+                                runner_image_default=runner_image_default,
+                                defaults=defaults))
     return list(configmaps.values()), jobs
 

@@ -10,10 +10,17 @@ Per item, level-based:
   OOM kill, deadline, node lost) with retries left: retry, reusing the patch the
   failed attempt already got, so the agent is never asked twice;
 * it failed otherwise, or retries ran out: keep an `error` result;
-* no Job yet: start it, while fewer than maxConcurrentRows items hold a slot and the
+* no Job yet: start it, while fewer than maxConcurrentRows items hold a slot, the agent
+  has a task slot free (maxConcurrentTasks, over every Evaluation that uses it) and the
   Evaluation is not suspended. An attempt holds its slot until its pod has ended or its
   Job is terminal, whichever comes first (a real Job controller marks a Job Complete about
   a second after its pod ends); an item about to be retried keeps its slot for the retry.
+
+The agent's task slots: an attempt that asks the agent holds one of them from its Job's
+creation (its solve step may start once the pull step is done) until its solve step ends
+or its pod does. The controller passes the slots the agent's other Evaluations leave free.
+A finished item's Jobs are deleted unless the operator keeps finished Jobs for `kubectl
+logs` (a ttlSecondsAfterFinished on each: Kubernetes' TTL controller deletes them).
 """
 
 from __future__ import annotations
@@ -27,8 +34,14 @@ from typing import Any
 from proctor import __version__
 from proctor.core.model import ErrorKind, Outcome, RunResult, Timings, WorkItem
 from proctor.core.spec import Evaluation
-from proctor.k8s.conditions import ItemCounts, results_table, set_condition, status_reason
-from proctor.k8s.manifests import LABEL_ATTEMPT, LABEL_ITEM, selector
+from proctor.k8s.conditions import (
+    ItemCounts,
+    find_condition,
+    results_table,
+    set_condition,
+    status_reason,
+)
+from proctor.k8s.manifests import LABEL_ATTEMPT, LABEL_ITEM, job_asks_agent, selector
 from proctor.k8s.podstatus import ItemState, Phase, parse_time, seconds_since
 from proctor.k8s.store import result_labels
 
@@ -44,6 +57,10 @@ class Settings:
     pod_grace_s: float = 60.0
     """How long a finished Job's pod may be missing from what was observed (watches of
     Jobs and pods arrive in any order) before its result counts as lost."""
+    keep_finished_jobs: bool = False
+    """Leave a finished item's Jobs to Kubernetes' TTL controller (they carry a
+    ttlSecondsAfterFinished), so that `kubectl logs` of their steps works for a while;
+    False: delete them once the result is kept."""
 
 
 @dataclass(slots=True)
@@ -80,6 +97,8 @@ class Decision:
     """Jobs to delete: stuck past their limit (before a retry) or done with."""
     degraded: tuple[str, str] | None = None
     """A reason and message a person should see (pods refused, images not pulled)."""
+    agent_tasks: int = 0
+    """The agent's task slots this Evaluation holds once the decision is carried out."""
 
 
 def item_of(job: Obj) -> str:
@@ -138,18 +157,32 @@ def _pod_not_seen_yet(view: ItemView, now: datetime, settings: Settings) -> bool
     return ended is not None and seconds_since(ended, now) < settings.pod_grace_s
 
 
+def holds_agent_slot(view: ItemView) -> bool:
+    """Whether the item's latest attempt holds one of the agent's task slots: it asks the
+    agent, its pod has not ended, and its solve step has not ended."""
+    state = view.state
+    if state is None or state.phase not in (Phase.PENDING, Phase.RUNNING) or view.latest is None:
+        return False
+    solve = next((s for s in state.steps if s.name == "solve"), None)
+    return job_asks_agent(view.latest) and not (solve and solve.state == "terminated")
+
+
 def decide(evaluation: Evaluation, views: Sequence[ItemView], now: datetime,
-           settings: Settings = Settings()) -> Decision:
+           settings: Settings = Settings(), agent_slots: int | None = None) -> Decision:
     """This pass's actions, from the observed items. The slots: an attempt whose pod runs
     (or is pending) holds one; one whose pod ended, or whose Job is terminal, holds none,
-    unless it is retried (its retry takes the slot). New items get the slots left."""
+    unless it is retried (its retry takes the slot). New items get the slots left, and no
+    more than the agent's task slots left: ``agent_slots`` is what its other Evaluations
+    leave of maxConcurrentTasks (None: no agent is asked)."""
     spec = evaluation.spec
     decision = Decision()
     held = 0
+    decision.agent_tasks = sum(holds_agent_slot(v) for v in views if v.result is None)
     for view in views:
         state = view.state
         if view.result is not None:
-            decision.stop.extend(view.jobs)  # done: its Jobs (and their pods) go
+            if not settings.keep_finished_jobs:
+                decision.stop.extend(view.jobs)  # done: its Jobs (and their pods) go
         elif state is None:
             continue
         elif _pod_not_seen_yet(view, now, settings):
@@ -171,7 +204,11 @@ def decide(evaluation: Evaluation, views: Sequence[ItemView], now: datetime,
                 decision.degraded = (state.reason, message[:1000])
     if not spec.suspend:
         free = max(0, spec.max_concurrent_rows - held)
+        if agent_slots is not None:
+            free = min(free, max(0, agent_slots - decision.agent_tasks))
         decision.start = [v.item for v in views if not v.jobs and v.result is None][:free]
+        if agent_slots is not None:
+            decision.agent_tasks += len(decision.start)
     return decision
 
 
@@ -316,3 +353,21 @@ def build_status(evaluation: Evaluation, agent_label: str, views: Sequence[ItemV
     optional = {"observedGeneration": generation, "datasetFingerprint": fingerprint,
                 "startTime": start, "completionTime": end}
     return status | {key: value for key, value in optional.items() if value not in (None, "")}
+
+
+def status_events(old_conditions: Sequence[Obj], status: Obj) -> list[dict[str, str]]:
+    """The Events a new status calls for, each once, when its condition turns True:
+    Degraded (a Warning, the condition's reason and message in its message) and Succeeded
+    (Normal: how many items, and the resolved share)."""
+    events = []
+    degraded = find_condition(status["conditions"], "Degraded") or {}
+    if degraded.get("status") == "True" and (find_condition(
+            old_conditions, "Degraded") or {}).get("status") != "True":
+        events.append({"type": "Warning", "reason": "Degraded",
+                       "message": f"{degraded['reason']}: {degraded['message']}"})
+    done = find_condition(status["conditions"], "Succeeded") or {}
+    if done.get("status") == "True" and (find_condition(
+            old_conditions, "Succeeded") or {}).get("status") != "True":
+        events.append({"type": "Normal", "reason": "Succeeded",
+                       "message": f"{done['message']}; resolved {status.get('resolvedPercent')}"})
+    return events

@@ -5,7 +5,8 @@
 the operator's own preparation (``proctor.prepare``) and builders (``manifests``), so they
 are what it creates, save for what it adds when it creates them: the owner reference to
 the Evaluation (its uid is known only on the cluster) and the Evaluation's own labels
-(`kopf.adopt` copies them), and a node preferred because it ran the task before.
+(`kopf.adopt` copies them), a node preferred because it ran the task before, and what the
+operator's settings add (`manifests.JobDefaults`: the chart's `jobs` values).
 """
 
 from __future__ import annotations

@@ -1,0 +1,304 @@
+"""What a cluster admin and a user see on a real Kubernetes (scripts/cluster.sh): the demo's
+pods admitted under Pod Security `baseline`, the server's `restricted` warnings only for the
+test step's documented exceptions, refusals at `kubectl apply`, Events from proctor, logs
+of a finished item's steps, a finished Evaluation that outlives its agent, and an agent's
+maxConcurrentTasks held across two Evaluations (with a control run that exceeds it).
+
+It runs where the other real-cluster tests run (tests/real_cluster.py: skipped, saying why,
+where no cluster can start; a failure then with PROCTOR_REQUIRE_CLUSTER=1). It installs
+the chart as its own release (`part2`, in part2-system) serving only its own namespaces, so
+it can share a cluster; it applies crds/ first (the CRDs are cluster-wide). The runner image
+is built and imported under its own tag (PROCTOR_TEST_RUNNER_IMAGE, default
+proctor-runner:cluster-part2).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import k8s_tools
+from proctor.core.spec import PROMPT_SENSITIVITY_ON_CLUSTER
+from proctor.k8s import security
+from proctor.k8s.conditions import LOCAL_ENDPOINT, SERVICE_MODE_UNSUPPORTED
+from proctor.sandboxes.demo_images import demo_tasks
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+RELEASE, SYSTEM = "part2", "part2-system"
+DEMO, SLOTS = "part2-demo", "part2-slots"
+IMAGE = os.environ.get("PROCTOR_TEST_RUNNER_IMAGE", "proctor-runner:cluster-part2")
+BASE = os.environ.get("PROCTOR_RUNNER_BASE", "proctor/runner-base:bookworm")
+SMALL = {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "1Gi"}}
+"""The Job pods' resources: the one node runs several at once."""
+
+
+def sh(*args: str, stdin: str | None = None, check: bool = True, timeout: float = 600,
+       **env: str) -> subprocess.CompletedProcess:
+    done = subprocess.run(list(args), input=stdin, capture_output=True, text=True, cwd=ROOT,
+                          timeout=timeout, env={**os.environ, **env})
+    assert not check or done.returncode == 0, f"{args}: {done.stderr[-3000:]}"
+    return done
+
+
+class Cluster:
+    def __init__(self, kubeconfig: str):
+        self.kubeconfig = kubeconfig
+        self.kubectl_bin = str(k8s_tools.tool_binary("kubectl"))
+        self.helm_bin = str(k8s_tools.tool_binary("helm"))
+
+    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True
+                ) -> subprocess.CompletedProcess:
+        return sh(self.kubectl_bin, "--kubeconfig", self.kubeconfig, *args, stdin=stdin,
+                  check=check)
+
+    def apply(self, *objects: dict, check: bool = True) -> subprocess.CompletedProcess:
+        return self.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(objects),
+                            check=check)
+
+    def get(self, *args: str) -> Any:
+        return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
+
+    def condition(self, namespace: str, name: str, type_: str) -> dict:
+        status = self.get("evaluation", name, "-n", namespace).get("status") or {}
+        return next((c for c in status.get("conditions") or [] if c["type"] == type_), {})
+
+
+def wait(what: str, check: Callable[[], Any], seconds: float = 600, every: float = 1) -> Any:
+    deadline = time.monotonic() + seconds
+    while not (found := check()):
+        assert time.monotonic() < deadline, f"no {what} within {seconds:.0f}s"
+        time.sleep(every)
+    return found
+
+
+def namespace(name: str, **labels: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "labels": labels}}
+
+
+def agent_objects(ns: str, name: str, max_tasks: int) -> list[dict]:
+    """The mixed reference agent behind a Service, and its AgentUnderTest."""
+    labels = {"app": "demo-agent"}
+    pod = {"automountServiceAccountToken": False,
+           "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+           "containers": [{
+               "name": "agent", "image": IMAGE, "imagePullPolicy": "Never",
+               "args": ["proctor", "agent", "serve", "--kind", "mixed", "--host", "0.0.0.0",
+                        "--port", "9009", "--card-url", f"http://demo-agent.{ns}.svc:9009/"],
+               "ports": [{"containerPort": 9009}],
+               "readinessProbe": {"tcpSocket": {"port": 9009}, "periodSeconds": 1},
+               "securityContext": {"allowPrivilegeEscalation": False,
+                                   "capabilities": {"drop": ["ALL"]}}}]}
+    return [
+        {"apiVersion": "apps/v1", "kind": "Deployment",
+         "metadata": {"name": "demo-agent", "namespace": ns, "labels": labels},
+         "spec": {"replicas": 1, "selector": {"matchLabels": labels},
+                  "template": {"metadata": {"labels": labels}, "spec": pod}}},
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "demo-agent", "namespace": ns},
+         "spec": {"selector": labels, "ports": [{"port": 9009, "targetPort": 9009}]}},
+        aut(ns, name, max_tasks)]
+
+
+def aut(ns: str, name: str, max_tasks: int) -> dict:
+    return {"apiVersion": "proctor.dev/v1alpha1", "kind": "AgentUnderTest",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"endpoint": f"http://demo-agent.{ns}.svc:9009/",
+                     "maxConcurrentTasks": max_tasks}}
+
+
+def evaluation(ns: str, name: str, agent: str, rows: int, max_rows: int = -1) -> dict:
+    return {"apiVersion": "proctor.dev/v1alpha1", "kind": "Evaluation",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"agentRef": {"name": agent},
+                     "dataset": {"name": "proctor-demo", "maxRows": max_rows},
+                     "maxConcurrentRows": rows, "runner": {"resources": SMALL}}}
+
+
+@pytest.fixture(scope="module")
+def cluster(cluster_kubeconfig: Path) -> Iterator[Cluster]:
+    """The session's cluster (tests/real_cluster.py) with this release installed, its images
+    imported."""
+    c = Cluster(str(cluster_kubeconfig))
+    if sh("docker", "image", "inspect", BASE, check=False).returncode != 0:
+        sh("bash", "runner-image/offline-base.sh", BASE, timeout=1800)
+    sh("docker", "build", "-q", "--network", "host", "--build-arg", f"BASE={BASE}",
+       "-f", "runner-image/Dockerfile", "-t", IMAGE, ".", timeout=1800)
+    sh(str(Path(sys.executable).parent / "proctor"), "images", "build-demo", timeout=1800)
+    sh("bash", "-c", f"docker save {IMAGE} {' '.join(demo_tasks())} "
+                     f"| bash scripts/cluster.sh import -", timeout=1800)
+    c.kubectl("apply", "--server-side", "--force-conflicts", "-f", "crds/")
+    c.apply(namespace(DEMO, **{"pod-security.kubernetes.io/enforce": "baseline",
+                               "pod-security.kubernetes.io/warn": "restricted"}),
+            namespace(SLOTS, **{"pod-security.kubernetes.io/enforce": "baseline"}))
+    repository, tag = IMAGE.rsplit(":", 1)
+    sh(c.helm_bin, "upgrade", "--install", RELEASE, "charts/proctor", "--namespace", SYSTEM,
+       "--create-namespace", "--kubeconfig", c.kubeconfig, "--wait", "--timeout", "5m",
+       "--skip-crds",  # applied above, from crds/
+       "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
+       "--set", "image.pullPolicy=Never", "--set", "operator.reconcileSeconds=2",
+       "--set", f"operator.watchNamespaces={{{DEMO},{SLOTS}}}",
+       "--set", "jobs.ttlSecondsAfterFinished=1800")
+    # The image was imported again under the same tag: restart the operator so it runs it.
+    deployment = f"deployment/{RELEASE}-proctor"
+    c.kubectl("-n", SYSTEM, "rollout", "restart", deployment)
+    c.kubectl("-n", SYSTEM, "rollout", "status", deployment, "--timeout=300s")
+    for ns in (DEMO, SLOTS):  # foreground: their ConfigMaps too, before the same names return
+        c.kubectl("delete", "evaluations", "--all", "-n", ns, "--cascade=foreground",
+                  "--wait=true")
+    yield c
+
+
+@pytest.fixture(scope="module")
+def demo(cluster: Cluster) -> Cluster:
+    """The demo Evaluation (10 items) run to Succeeded in a namespace enforcing baseline."""
+    cluster.apply(*agent_objects(DEMO, "local-agent", 2))
+    cluster.kubectl("-n", DEMO, "rollout", "status", "deployment/demo-agent", "--timeout=300s")
+    cluster.apply(evaluation(DEMO, "demo", "local-agent", rows=2))
+    wait("Succeeded", lambda: cluster.condition(DEMO, "demo", "Succeeded").get(
+        "status") == "True", 900, 2)
+    return cluster
+
+
+def operator_log(c: Cluster, since: str) -> str:
+    """The operator's log from ``since`` (an RFC 3339 time) on: an earlier run's lines out."""
+    return c.kubectl("-n", SYSTEM, "logs", f"deployment/{RELEASE}-proctor",
+                     f"--since-time={since}").stdout
+
+
+def test_the_demo_is_admitted_under_baseline(demo: Cluster) -> None:
+    status = demo.get("evaluation", "demo", "-n", DEMO)["status"]
+    assert status["items"]["done"] == status["items"]["total"] == 10
+    refused = [e for e in demo.get("events", "-n", DEMO)["items"]
+               if e["reason"] == "FailedCreate"]
+    assert refused == []
+    assert status["errorKinds"] == {}
+
+
+def test_restricted_warns_only_of_the_test_steps_documented_exceptions(demo: Cluster,
+                                                                        tmp_path: Path) -> None:
+    manifest = tmp_path / "demo.yaml"
+    manifest.write_text(yaml.safe_dump_all([evaluation(DEMO, "render", "local-agent", 2),
+                                            aut(DEMO, "local-agent", 2)]))
+    rendered = sh(str(Path(sys.executable).parent / "proctor"), "render", "-f",
+                  str(manifest), "--items", "1", "--runner-image", IMAGE).stdout
+    (job,) = [o for o in yaml.safe_load_all(rendered) if o and o["kind"] == "Job"]
+    done = demo.kubectl("apply", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump(job))
+    (warning,) = [line for line in done.stderr.splitlines()
+                  if 'would violate PodSecurity "restricted' in line]
+    assert set(re.findall(r'container "([a-z-]+)"', warning)) == {"test"}
+    checks = {"runAsNonRoot != true": "runAsNonRoot", "runAsUser=0": "runAsUser",
+              "unrestricted capabilities": "capabilities"}
+    violated = {field for text, field in checks.items() if text in warning}
+    assert violated == set(security.TEST_EXCEPTIONS), warning
+    for capability in security.TEST_CAPABILITIES:
+        assert f'"{capability}"' in warning
+    assert warning.count("container") == len(security.TEST_EXCEPTIONS)
+
+
+def test_kubectl_logs_of_a_finished_items_test_step(demo: Cluster) -> None:
+    jobs = demo.get("jobs", "-n", DEMO, "-l", "proctor.dev/evaluation=demo")["items"]
+    assert len(jobs) >= 10 and all(j["spec"]["ttlSecondsAfterFinished"] == 1800 for j in jobs)
+    done = [j for j in jobs if j.get("status", {}).get("succeeded")]
+    log = demo.kubectl("-n", DEMO, "logs", f"job/{done[0]['metadata']['name']}", "-c", "test")
+    assert log.stdout.strip()
+    results = demo.get("configmaps", "-n", DEMO, "-l",
+                       "proctor.dev/evaluation=demo,app.kubernetes.io/component=result")
+    assert len(results["items"]) == 10
+
+
+def events_of(c: Cluster, name: str) -> list[dict]:
+    """The Events about this Evaluation (not an earlier one of the same name)."""
+    uid = c.get("evaluation", name, "-n", DEMO)["metadata"]["uid"]
+    return [e for e in c.get("events", "-n", DEMO)["items"]
+            if e["involvedObject"].get("uid") == uid]
+
+
+def test_success_is_a_proctor_event_and_the_log_has_decisions_only(demo: Cluster) -> None:
+    events = events_of(demo, "demo")
+    succeeded = [e for e in events if e["reason"] == "Succeeded"]
+    assert len(succeeded) == 1 and succeeded[0]["type"] == "Normal"
+    assert "10 of 10 items done" in succeeded[0]["message"]
+    assert {e["source"].get("component") for e in events} == {"proctor"}
+    assert {e.get("reportingComponent") for e in events} == {"proctor"}
+    created_at = demo.get("evaluation", "demo", "-n", DEMO)["metadata"]["creationTimestamp"]
+    log = operator_log(demo, created_at)
+    assert "Handler '_child_event" not in log and "Handler '_evaluation_event" not in log
+    created = [line for line in log.splitlines() if "Created Job demo-" in line]
+    assert len(created) == 10
+
+
+def test_a_finished_evaluation_stays_succeeded_when_its_agent_goes(demo: Cluster) -> None:
+    demo.kubectl("delete", "agentundertest", "local-agent", "-n", DEMO)
+    time.sleep(8)  # several resyncs (reconcileSeconds=2)
+    assert demo.condition(DEMO, "demo", "Succeeded")["status"] == "True"
+    assert demo.condition(DEMO, "demo", "Degraded").get("status") != "True"
+    assert demo.get("evaluation", "demo", "-n", DEMO)["status"]["reason"] == "AllItemsDone"
+    assert [e for e in events_of(demo, "demo") if e["type"] == "Warning"] == []
+
+
+@pytest.mark.parametrize(("obj", "message"), [
+    ({**evaluation(DEMO, "refused", "local-agent", 1),
+      "spec": {"agentRef": {"name": "local-agent"},
+               "promptSensitivity": {"enabled": True, "strategy": "template"}}},
+     PROMPT_SENSITIVITY_ON_CLUSTER),
+    ({**aut(DEMO, "refused", 1), "spec": {"endpoint": "agent.example:9009"}},
+     "endpoint must be an http:// or https:// URL with a host"),
+    ({**aut(DEMO, "refused", 1), "spec": {"endpoint": "http://127.0.0.1:9009/"}},
+     LOCAL_ENDPOINT.format(url="http://127.0.0.1:9009/")),
+    ({**aut(DEMO, "refused", 1), "spec": {"service": {"image": "agent:1"}}},
+     SERVICE_MODE_UNSUPPORTED),
+], ids=["prompt-sensitivity", "endpoint-not-a-url", "local-endpoint", "service-mode"])
+def test_what_the_operator_cannot_serve_is_refused_at_apply(cluster: Cluster, obj: dict,
+                                                            message: str) -> None:
+    done = cluster.apply(obj, check=False)
+    assert done.returncode != 0 and message in done.stderr, done.stderr
+
+
+def agent_tasks_in_flight(pods: list[dict]) -> int:
+    """Pods that hold one of the agent's slots: not ended, and their solve step not ended
+    (from the pods' own status, not from the operator's code)."""
+    held = 0
+    for pod in pods:
+        status = pod.get("status") or {}
+        if status.get("phase") in ("Succeeded", "Failed"):
+            continue
+        solve = next((s for s in status.get("initContainerStatuses") or []
+                      if s["name"] == "solve"), {})
+        held += "terminated" not in (solve.get("state") or {})
+    return held
+
+
+def most_in_flight(c: Cluster, names: list[str]) -> int:
+    selector = f"proctor.dev/evaluation in ({','.join(names)})"
+    most = 0
+
+    def sample() -> bool:
+        nonlocal most
+        pods = c.get("pods", "-n", SLOTS, "-l", selector)["items"]
+        most = max(most, agent_tasks_in_flight(pods))
+        return all(c.condition(SLOTS, n, "Succeeded").get("status") == "True" for n in names)
+    wait("both Evaluations Succeeded", sample, 900, 0.3)
+    return most
+
+
+def test_max_concurrent_tasks_holds_across_evaluations(cluster: Cluster) -> None:
+    cluster.apply(*agent_objects(SLOTS, "limited", 2), aut(SLOTS, "unlimited", 8))
+    cluster.kubectl("-n", SLOTS, "rollout", "status", "deployment/demo-agent", "--timeout=300s")
+    cluster.apply(evaluation(SLOTS, "a", "limited", 3, 4), evaluation(SLOTS, "b", "limited", 3, 4))
+    limited = most_in_flight(cluster, ["a", "b"])
+    cluster.apply(evaluation(SLOTS, "c", "unlimited", 3, 4),
+                  evaluation(SLOTS, "d", "unlimited", 3, 4))
+    control = most_in_flight(cluster, ["c", "d"])
+    print(f"most agent tasks in flight: limit 2 -> {limited}; limit 8 (control) -> {control}")
+    assert 0 < limited <= 2 < control

@@ -1,0 +1,164 @@
+"""What a work item's pod asks of a cluster: each container's security settings, the
+runtime and priority classes, how long a finished Job stays (pure; the real cluster's
+admission of the same pods is in test_cluster_admission.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from typing import Any
+
+import pytest
+
+from conftest import git
+from proctor import datasets
+from proctor.k8s import manifests as m
+from proctor.k8s import security
+from test_k8s_manifests import SHAPES, agent, containers, evaluation, job_for, validate
+
+
+@pytest.fixture(scope="module")
+def task():
+    return datasets.load("proctor-demo", max_rows=1).instances[0]
+
+
+BASELINE_CAPABILITIES = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL",
+                         "MKNOD", "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID",
+                         "SYS_CHROOT"}
+"""Pod Security's baseline profile: the capabilities a container may add (the Kubernetes
+documentation's list, written out here rather than taken from the code under test)."""
+
+
+def restricted_departures(pod: dict[str, Any], container: dict[str, Any]) -> set[str]:
+    """The fields by which a container fails Pod Security's `restricted` profile, as the
+    Kubernetes documentation states the profile (pod-level settings count for it)."""
+    pod_ctx, ctx = pod.get("securityContext") or {}, container.get("securityContext") or {}
+    found = set()
+    if not ctx.get("runAsNonRoot", pod_ctx.get("runAsNonRoot")):
+        found.add("runAsNonRoot")
+    if ctx.get("runAsUser", pod_ctx.get("runAsUser")) == 0:
+        found.add("runAsUser")
+    if ctx.get("allowPrivilegeEscalation") is not False:
+        found.add("allowPrivilegeEscalation")
+    capabilities = ctx.get("capabilities") or {}
+    if "ALL" not in capabilities.get("drop", []) or set(capabilities.get("add", [])) - {
+            "NET_BIND_SERVICE"}:
+        found.add("capabilities")
+    seccomp = (ctx.get("seccompProfile") or pod_ctx.get("seccompProfile") or {}).get("type")
+    if seccomp not in ("RuntimeDefault", "Localhost"):
+        found.add("seccompProfile")
+    if ctx.get("privileged"):
+        found.add("privileged")
+    return found
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_every_step_but_the_test_step_meets_restricted(shape: str, task) -> None:
+    spec, aut_spec, kwargs = SHAPES[shape]
+    aut = agent(**aut_spec) if aut_spec else None
+    ev = evaluation(**spec) if aut else evaluation(**{**spec, "agentRef": None})
+    _, job = job_for(ev, aut, task, **kwargs)
+    pod = job["spec"]["template"]["spec"]
+    for name, container in containers(job).items():
+        departures = restricted_departures(pod, container)
+        if name == "test":
+            assert departures == set(security.TEST_EXCEPTIONS), departures
+        else:
+            assert departures == set(), (name, departures)
+        assert container["securityContext"]["allowPrivilegeEscalation"] is False
+
+
+def test_the_test_step_stays_within_baseline_and_adds_only_documented_capabilities(
+        task) -> None:
+    _, job = job_for(evaluation(), agent(), task)
+    test = containers(job)["test"]["securityContext"]
+    added = set(test["capabilities"].get("add", []))
+    assert test["capabilities"]["drop"] == ["ALL"] and not test.get("privileged")
+    assert added == set(security.TEST_CAPABILITIES) and added <= BASELINE_CAPABILITIES
+    assert "NET_RAW" not in added
+    assert all(reason.strip() for reason in security.TEST_EXCEPTIONS.values())
+
+
+def test_read_only_steps_get_a_writable_tmp_and_the_rest_do_not(task) -> None:
+    _, job = job_for(evaluation(), agent(sidecar={"image": "agent:1"}), task)
+    pod = job["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["tmp"]["emptyDir"]["sizeLimit"]
+    for name, container in containers(job).items():
+        read_only = container["securityContext"]["readOnlyRootFilesystem"]
+        mounts = {v["mountPath"] for v in container.get("volumeMounts", [])}
+        assert read_only == security.PROFILES[name].read_only_root
+        assert ("/tmp" in mounts) == read_only, name
+    assert not containers(job)["test"]["securityContext"]["readOnlyRootFilesystem"]
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+
+
+def test_runtime_and_priority_classes_come_from_the_spec_else_the_operator(task) -> None:
+    defaults = m.JobDefaults(runtime_class_name="gvisor", priority_class_name="batch-low",
+                             ttl_seconds_after_finished=600)
+    _, job = job_for(evaluation(), agent(), task, defaults=defaults)
+    pod = job["spec"]["template"]["spec"]
+    assert (pod["runtimeClassName"], pod["priorityClassName"]) == ("gvisor", "batch-low")
+    assert job["spec"]["ttlSecondsAfterFinished"] == 600
+    validate(job)
+    own = evaluation(runner={"runtimeClassName": "kata", "priorityClassName": "urgent"})
+    _, job = job_for(own, agent(), task, defaults=defaults)
+    pod = job["spec"]["template"]["spec"]
+    assert (pod["runtimeClassName"], pod["priorityClassName"]) == ("kata", "urgent")
+    _, plain = job_for(evaluation(), agent(), task)
+    assert not {"runtimeClassName", "priorityClassName"} & set(plain["spec"]["template"]["spec"])
+    assert "ttlSecondsAfterFinished" not in plain["spec"]
+
+
+@pytest.mark.parametrize(("environ", "expected"), [
+    ({}, m.JobDefaults()),
+    ({"PROCTOR_JOB_TTL_SECONDS": ""}, m.JobDefaults()),
+    ({"PROCTOR_JOB_TTL_SECONDS": "0", "PROCTOR_JOB_RUNTIME_CLASS_NAME": "gvisor"},
+     m.JobDefaults(runtime_class_name="gvisor", ttl_seconds_after_finished=0)),
+])
+def test_job_defaults_from_the_environment(environ: dict[str, str],
+                                           expected: m.JobDefaults) -> None:
+    assert m.JobDefaults.from_env(environ) == expected
+
+
+def test_a_bad_ttl_is_one_line() -> None:
+    with pytest.raises(ValueError, match=r"^PROCTOR_JOB_TTL_SECONDS is '-5': give a whole"):
+        m.JobDefaults.from_env({"PROCTOR_JOB_TTL_SECONDS": "-5"})
+
+
+def test_the_workspace_step_writes_nothing_in_the_testbed(tmp_path) -> None:
+    """It runs on a read-only root filesystem as a non-root user, so it must leave /testbed
+    as the image has it (the history cut is checked in test_k8s_manifests)."""
+    testbed = tmp_path / "testbed"
+    testbed.mkdir()
+    git(testbed, "init", "-q", "-b", "main")
+    (testbed / "a.py").write_text("base\n")
+    git(testbed, "add", ".")
+    git(testbed, "commit", "-qm", "base")
+    base = git(testbed, "rev-parse", "HEAD")
+    (testbed / "a.py").write_text("later\n")
+    git(testbed, "commit", "-qam", "later")
+
+    def snapshot() -> list[tuple[str, int]]:
+        return sorted((str(p), p.stat().st_mtime_ns) for p in testbed.rglob("*"))
+    before = snapshot()
+    run = subprocess.run(["bash", "-c", m.WORKSPACE_SCRIPT], capture_output=True, text=True,
+                         env={**os.environ, "TESTBED": str(testbed), "BASE_COMMIT": base,
+                              "REPO_DIR": str(tmp_path / "ws" / "repo")})
+    assert run.returncode == 0, run.stderr
+    assert snapshot() == before
+    assert git(tmp_path / "ws" / "repo", "rev-parse", "HEAD") == base
+
+
+def test_the_test_step_prints_its_logs_and_keeps_run_shs_exit(tmp_path) -> None:
+    """`kubectl logs -c test` shows the apply log and the eval script's output; the step's
+    exit status is run.sh's (non-zero: the sandbox broke)."""
+    (tmp_path / "apply.log").write_text(">>>>> Applied Patch (git apply -v)\n")
+    (tmp_path / "test_output.txt").write_text("collected 3 items\n")
+    for code in (0, 3):
+        (tmp_path / "run.sh").write_text(f"echo running\nexit {code}\n")
+        done = subprocess.run(["bash", "-c", m.TEST_SCRIPT, str(tmp_path / "run.sh")],
+                              capture_output=True, text=True)
+        assert done.returncode == code
+        assert done.stdout == ("running\n>>>>> Applied Patch (git apply -v)\n"
+                               "collected 3 items\n")
