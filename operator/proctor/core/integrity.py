@@ -61,6 +61,10 @@ class Finding:
     path: str
     kind: Threat
     reason: str
+    tampering: bool = True
+    """False for what honest agents do and is only set aside: a new test file of their
+    own (the task is graded by its own tests; a new file the test command collected
+    would run code in the test process, so it is not applied either way)."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,11 @@ class Screened:
 
     kept: str
     findings: tuple[Finding, ...] = ()
+
+    @property
+    def tampering(self) -> tuple[Finding, ...]:
+        """The findings that are tampering (not an honest agent's own new test files)."""
+        return tuple(f for f in self.findings if f.tampering)
 
 
 # Directories whose files are tests or their data; file names that are tests.
@@ -135,6 +144,8 @@ class _Section:
     paths: tuple[str, ...]
     symlink: bool
     hunks: tuple[tuple[int, int], ...]
+    new: bool = False
+    """The section creates its file."""
 
 
 def _sections(lines: list[str]) -> list[_Section]:
@@ -156,9 +167,10 @@ def _sections(lines: list[str]) -> list[_Section]:
             elif not hunk_starts:
                 paths += header_paths(line)
         hunks = tuple(zip(hunk_starts, [*hunk_starts[1:], end], strict=False))
-        symlink = any(is_symlink_mode(lines[i]) for i in range(start, hunk_starts[0]
-                                                              if hunk_starts else end))
-        sections.append(_Section(start, end, tuple(dict.fromkeys(paths)), symlink, hunks))
+        header = lines[start:hunk_starts[0] if hunk_starts else end]
+        symlink = any(is_symlink_mode(line) for line in header)
+        new = any(line.startswith(("new file mode", "--- /dev/null")) for line in header)
+        sections.append(_Section(start, end, tuple(dict.fromkeys(paths)), symlink, hunks, new))
     return sections
 
 
@@ -236,6 +248,9 @@ def _whole_file_finding(section: _Section, protected: frozenset[str]) -> Finding
                        "a symbolic link")
     for path in section.paths:
         finding = classify_path(path, protected)
+        if finding and finding.kind == Threat.TESTS and section.new and path not in protected:
+            return Finding(path, Threat.TESTS, "a new test file of the patch's own, set aside "
+                                               "(the task's own tests grade it)", False)
         if finding:
             return finding
     return None
