@@ -14,11 +14,12 @@ through swebench 5.0.2's harness on the same images: per patch and row, what the
 credits (its report graded by Proctor's outcome tree) beside Proctor's outcome and what
 it named. `--network host` lets the eval scripts' `pip install -e .` reach PyPI, so the
 build step runs the patch's setup code (on a daemon without a bridge nothing can be
-reached and the build step fails before it runs any; the harness's containers get the
-daemon's default network either way).
+reached and the build step fails before it runs any); the harness's containers get the
+same network. `--patch NAME ...` runs only those hostile patches.
 
     python benchmarks/integrity.py [--sandbox process|docker] [--tasks N]
     python benchmarks/integrity.py --real [-i ID ...] [--data DIR] [--network host]
+                                          [--patch NAME ...]
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ def real(args: argparse.Namespace) -> None:
     rows: list[tuple[Hostile, str, str, dict]] = []  # patch, instance, harness, ours
     with tempfile.TemporaryDirectory(prefix="integrity-real-") as tmp:
         read_for = real_rows.bundle_reader(args.data / "repos", Path(tmp) / "repos")
-        for hostile in SUITE:
+        for hostile in (h for h in SUITE if not args.patch or h.name in args.patch):
             work = Path(tmp) / hostile.name
             work.mkdir()
             model = f"hostile-{hostile.name}"
@@ -101,7 +102,7 @@ def real(args: argparse.Namespace) -> None:
             real_rows.run_proctor(parquet, instances, str(preds), work / "proctor", 2,
                                   args.timeout, network=args.network)
             real_rows.run_harness(instances, model, work / "harness", 2, args.timeout,
-                                  patches=patches)
+                                  patches=patches, network=args.network)
             ours = {r["instance_id"]: r for r in map(json.loads, (
                 work / "proctor" / "results.jsonl").read_text().splitlines())}
             theirs = real_rows.reports(work / "harness", model)
@@ -133,6 +134,7 @@ def main() -> None:
     parser.add_argument("--network", default=None, help="with --real: the containers' "
                         "Docker network (default: the daemon's)")
     parser.add_argument("--timeout", type=int, default=600, help="with --real")
+    parser.add_argument("--patch", nargs="+", default=(), help="with --real: only these")
     args = parser.parse_args()
     if args.real:
         real(args)
@@ -141,7 +143,7 @@ def main() -> None:
     tally: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     with tempfile.TemporaryDirectory() as tmp:
         read_for = reader_for(Path(tmp) / "repos")
-        for hostile in SUITE:
+        for hostile in (h for h in SUITE if not h.needs_build_step):
             for r in run_suite(hostile, instances, Path(tmp), args.sandbox, read_for):
                 flagged = r.get("tampered") and any(t["kind"] == hostile.kind.value
                                                     for t in r.get("tampering", []))

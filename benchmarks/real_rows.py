@@ -31,6 +31,11 @@ UNRESOLVED_HERE: dict[str, str] = {}
 _HARNESS = """\
 import json, sys
 from swebench.harness.run_evaluation import run_instances
+if len(sys.argv) > 5:  # the containers' network, as Proctor's --network gives its own
+    import docker.models.containers as containers
+    create = containers.ContainerCollection.create
+    containers.ContainerCollection.create = lambda self, *a, **kw: create(
+        self, *a, **{**kw, "network_mode": sys.argv[5]})
 rows = json.load(open("rows.json"))
 preds = json.load(open("preds.json"))
 run_instances(preds, rows, int(sys.argv[1]), sys.argv[2], int(sys.argv[3]),
@@ -72,10 +77,11 @@ def run_proctor(parquet: Path, instances: list[Instance], source: str, cwd: Path
 
 def run_harness(instances: list[Instance], source: str, cwd: Path, workers: int, timeout: int,
                 run_id: str = "real", host: str | None = None,
-                patches: dict[str, str] | None = None) -> float:
+                patches: dict[str, str] | None = None, network: str | None = None) -> float:
     """swebench's harness on the same rows and images (`source`: gold or empty, or the
     model name of `patches`, each instance's patch); its wall seconds. `host`: another
-    daemon's DOCKER_HOST."""
+    daemon's DOCKER_HOST. `network`: its containers' Docker network (the harness has no
+    option for it: its create call is given one), default the daemon's."""
     cwd.mkdir(parents=True, exist_ok=True)
     (cwd / "rows.json").write_text(json.dumps([i.swebench_row() for i in instances]))
     chosen = patches if patches is not None else {
@@ -84,8 +90,8 @@ def run_harness(instances: list[Instance], source: str, cwd: Path, workers: int,
                              "model_patch": chosen[i.instance_id]} for i in instances}
     (cwd / "preds.json").write_text(json.dumps(preds))
     env = {**os.environ, **({"DOCKER_HOST": host} if host else {})}
-    return _timed([sys.executable, "-c", _HARNESS, str(workers), run_id, str(timeout), source],
-                  cwd, env)
+    return _timed([sys.executable, "-c", _HARNESS, str(workers), run_id, str(timeout), source,
+                   *([network] if network else [])], cwd, env)
 
 
 def bundle_reader(repos: Path, work: Path) -> Callable[[Instance], Callable[[str], str]]:

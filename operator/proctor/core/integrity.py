@@ -300,6 +300,59 @@ def _quote(word: str) -> str:
     return "'" + word.replace("'", "'\\''") + "'"
 
 
+# The interpreter's start-up loaders outside the repository: what Python and pytest load
+# by name from every directory on sys.path (taken before the build step, by the
+# interpreter the eval script activated, in isolated mode). Files of the repository are
+# the git guard's, except entry points, which it does not watch.
+_SITE_DIRS = ("python -I -c 'import site, sys; print(chr(10).join(dict.fromkeys("
+              "[*sys.path, *site.getsitepackages(), site.getusersitepackages()])))' "
+              "2>/dev/null")
+_SITE_GUARD_SETUP = [
+    f'PROCTOR_REPO="$(pwd -P)"; PROCTOR_SITE="$({_SITE_DIRS})"; '
+    'PROCTOR_SNAP="$(mktemp -d 2>/dev/null || echo /tmp/proctor-snap-$$)"',
+    "proctor_loaders() {",
+    '  printf "%s\\n" "$PROCTOR_SITE" | while IFS= read -r d; do',
+    '    [ -n "$d" ] && [ -d "$d" ] || continue',
+    '    for f in "$d"/*.pth "$d"/sitecustomize.py "$d"/usercustomize.py '
+    '"$d"/*.dist-info/entry_points.txt "$d"/*.egg-info/entry_points.txt; do',
+    '      [ -f "$f" ] || continue',
+    '      case "$f" in "$PROCTOR_REPO"/*entry_points.txt) ;; "$PROCTOR_REPO"/*) continue ;; esac',
+    '      printf "%s\\n" "$f"',
+    "    done",
+    "  done",
+    "}",
+    # Harmless when new: a .pth of paths inside the repository, or setuptools' editable
+    # finder (an editable install writes one when the package's version changes);
+    # entry points that load no pytest plugin.
+    "proctor_harmless() {",
+    '  case "$1" in',
+    # (grep answers 1 when no line is left: anything else, an error too, is not harmless)
+    '    *.pth) grep -Evq "^(#.*|[[:space:]]*|${PROCTOR_REPO}(/.*)?|import (__editable___'
+    '[A-Za-z0-9_]+_finder); __editable___[A-Za-z0-9_]+_finder\\.install\\(\\))$" -- "$1"; '
+    '[ $? -eq 1 ] ;;',
+    '    *entry_points.txt) grep -q pytest11 -- "$1"; [ $? -eq 1 ] ;;',
+    "    *) false ;;",
+    "  esac",
+    "}",
+    'mkdir -p "$PROCTOR_SNAP"; proctor_loaders >"$PROCTOR_SNAP/list"',
+    'while IFS= read -r f; do sha256sum -- "$f"; done <"$PROCTOR_SNAP/list" '
+    '>"$PROCTOR_SNAP/sums"',
+    'tar -cPf "$PROCTOR_SNAP/files.tar" -T "$PROCTOR_SNAP/list" 2>/dev/null',
+]
+_SITE_GUARD = [
+    "proctor_loaders | while IFS= read -r f; do",
+    '  grep -Fxq -- "$(sha256sum -- "$f")" "$PROCTOR_SNAP/sums" && continue',
+    '  proctor_harmless "$f" && continue',
+    '  if grep -Fxq -- "$f" "$PROCTOR_SNAP/list"; then',
+    '    tar -xPf "$PROCTOR_SNAP/files.tar" -- "$f" && '
+    f'echo "{GUARD_MARK}changed $f"',
+    "  else",
+    f'    rm -f -- "$f" && echo "{GUARD_MARK}added $f"',
+    "  fi",
+    "done",
+]
+
+
 def guard_eval_script(eval_script: str, base_commit: str, test_patch: str) -> str:
     """The eval script with Proctor's guard before its test command.
 
@@ -307,7 +360,12 @@ def guard_eval_script(eval_script: str, base_commit: str, test_patch: str) -> st
     guard undoes what it did to the watched files since the eval script began (a file
     that already differed from the base commit then, as an image may have it, is left
     alone), except the test patch's own files, which the eval script has just set. Each
-    file undone is named in the log, before the Start marker, for the grade step."""
+    file undone is named in the log, before the Start marker, for the grade step.
+
+    Outside the repository it does the same for the interpreter's start-up loaders on
+    sys.path (`*.pth`, `sitecustomize.py`, `usercustomize.py`, entry points declaring
+    `pytest11`): one the build step added or changed is removed or restored from a copy
+    taken before it, unless it is harmless (see `proctor_harmless`)."""
     start = f": '{START_MARK}'"
     lines = eval_script.split("\n")
     if start not in lines:
@@ -321,7 +379,7 @@ def guard_eval_script(eval_script: str, base_commit: str, test_patch: str) -> st
     named = " ".join(_quote(s) for s in GUARD_NAMED)
     changed = f"git -c core.fileMode=false diff --name-only {base} -- {tracked} {exclude}"
     added = f"git ls-files -o -- {named} {exclude}"
-    snapshot = [f"PROCTOR_BEFORE=\"$({changed}; {added})\""]
+    snapshot = [f"PROCTOR_BEFORE=\"$({changed}; {added})\"", *_SITE_GUARD_SETUP]
     guard = [
         ": 'Proctor guard: undo what the build step did to the test machinery'",
         f"{{ {changed} | sed 's/^/changed /'; {added} | sed 's/^/added /'; }} | "
@@ -331,6 +389,7 @@ def guard_eval_script(eval_script: str, base_commit: str, test_patch: str) -> st
         f'  git checkout -q {base} -- "$proctor_path" 2>/dev/null || rm -f -- "$proctor_path"',
         f'  echo "{GUARD_MARK}$proctor_line"',
         "done",
+        *_SITE_GUARD,
     ]
     at = lines.index(start)
     return "\n".join([*lines[:first_git], *snapshot, *lines[first_git:at], *guard,
