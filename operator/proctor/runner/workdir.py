@@ -41,6 +41,12 @@ from proctor.core.model import Instance, WorkItem
 from proctor.core.patches import PatchCheck, check_patch
 
 RUN_SCRIPT = resources.files("proctor.runner").joinpath("run.sh").read_text()
+# What run.sh reads, and what it writes, in the work folder. A sandbox that runs it from a
+# copy (Docker, the process sandbox) brings back only the outputs, never the inputs or
+# the log: the grade step reads the task, the patch and the scripts from its own copy.
+TEST_STEP_INPUTS = ("run.sh", "eval.sh", "patch.diff", "apply.diff", "paths.txt",
+                    "time_limit", "test_without_patch")
+TEST_STEP_OUTPUTS = ("apply.log", "apply_method", "eval_exit", "eval_clock", "timed_out")
 
 
 @dataclass(frozen=True)
