@@ -307,7 +307,10 @@ def _quote(word: str) -> str:
 _SITE_DIRS = ("python -I -c 'import site, sys; print(chr(10).join(dict.fromkeys("
               "[*sys.path, *site.getsitepackages(), site.getusersitepackages()])))' "
               "2>/dev/null")
+_QUIET = '{ PROCTOR_X="${-//[^x]/}"; set +x; } 2>/dev/null'  # no trace of the guard itself
+_LOUD = 'if [ -n "$PROCTOR_X" ]; then set -x; fi'
 _SITE_GUARD_SETUP = [
+    _QUIET,
     f'PROCTOR_REPO="$(pwd -P)"; PROCTOR_SITE="$({_SITE_DIRS})"; '
     'PROCTOR_SNAP="$(mktemp -d 2>/dev/null || echo /tmp/proctor-snap-$$)"',
     "proctor_loaders() {",
@@ -320,6 +323,11 @@ _SITE_GUARD_SETUP = [
     '      printf "%s\\n" "$f"',
     "    done",
     "  done",
+    "}",
+    # Each loader's checksum line, all in one sha256sum.
+    "proctor_sums() {",
+    '  local -a files; mapfile -t files < <(proctor_loaders)',
+    '  [ "${#files[@]}" -eq 0 ] || sha256sum -- "${files[@]}"',
     "}",
     # Harmless when new: a .pth of paths inside the repository, or setuptools' editable
     # finder (an editable install writes one when the package's version changes);
@@ -335,13 +343,14 @@ _SITE_GUARD_SETUP = [
     "  esac",
     "}",
     'mkdir -p "$PROCTOR_SNAP"; proctor_loaders >"$PROCTOR_SNAP/list"',
-    'while IFS= read -r f; do sha256sum -- "$f"; done <"$PROCTOR_SNAP/list" '
-    '>"$PROCTOR_SNAP/sums"',
+    'proctor_sums >"$PROCTOR_SNAP/sums"',
     'tar -cPf "$PROCTOR_SNAP/files.tar" -T "$PROCTOR_SNAP/list" 2>/dev/null',
+    _LOUD,
 ]
 _SITE_GUARD = [
-    "proctor_loaders | while IFS= read -r f; do",
-    '  grep -Fxq -- "$(sha256sum -- "$f")" "$PROCTOR_SNAP/sums" && continue',
+    _QUIET,
+    'proctor_sums | grep -Fxv -f "$PROCTOR_SNAP/sums" | while IFS= read -r proctor_sum; do',
+    '  f="${proctor_sum#*  }"',
     '  proctor_harmless "$f" && continue',
     '  if grep -Fxq -- "$f" "$PROCTOR_SNAP/list"; then',
     '    tar -xPf "$PROCTOR_SNAP/files.tar" -- "$f" && '
@@ -350,6 +359,7 @@ _SITE_GUARD = [
     f'    rm -f -- "$f" && echo "{GUARD_MARK}added $f"',
     "  fi",
     "done",
+    _LOUD,
 ]
 
 

@@ -5,9 +5,12 @@ temporary folder, `run.sh` in a subprocess with `TESTBED` pointing at it, an
 environment holding nothing from the caller's (no tokens, no keys), and no
 network where the kernel lets us make a new network namespace.
 
-This is NOT a security boundary: the eval script runs as the calling user, can
-read what that user can read, and can write outside the checkout. It is meant for
-trusted, portable tasks (the bundled demo dataset, your own small repositories).
+When Proctor runs as root, run.sh runs as a uid of its own (`testuser`), from a copy of
+the work folder's inputs: the patch's code can write its checkout and temporary folder,
+nothing else, and leaves no process behind. Otherwise it runs as the calling user, can
+read what that user can read and write outside the checkout: then this is NOT a security
+boundary. It is meant for portable tasks (the bundled demo dataset, your own small
+repositories).
 Real SWE-bench rows need their image (conda, /testbed): on this machine they run in
 the Docker sandbox (`sandboxes/docker.py`), on Kubernetes one Job per item.
 """
@@ -234,7 +237,8 @@ def run_test_step(work: WorkDir, instance: Instance, time_limit: int,
         argv = [*wrapper, *(testuser.enter(uid, root / "stage") if uid is not None else ()),
                 "bash", str(inner / "run.sh")]
         try:
-            error = _run_script(work, argv, env, time_limit + GRACE_SECONDS, stop)
+            error = _run_script(work, argv, env, time_limit + GRACE_SECONDS, stop,
+                                own_user=uid is not None)
         finally:
             if uid is not None:
                 testuser.kill_user(uid)
@@ -253,7 +257,7 @@ def run_test_step(work: WorkDir, instance: Instance, time_limit: int,
 
 
 def _run_script(work: WorkDir, argv: list[str], env: dict[str, str], limit: int,
-                stop: threading.Event | None = None) -> str | None:
+                stop: threading.Event | None = None, own_user: bool = False) -> str | None:
     """Run the test step in its own session, its stdout into work/stdout.part through a
     pipe (nothing the step runs can rewrite what it printed before); the error text if
     it broke."""
@@ -280,7 +284,8 @@ def _run_script(work: WorkDir, argv: list[str], env: dict[str, str], limit: int,
                         _kill(proc)
                         return f"the test step did not finish within {limit} s"
         finally:
-            _kill(proc)  # what it left running in its session
+            if not own_user:  # what it left running in its session (else: kill_user)
+                _kill(proc)
             drain.join(timeout=2)
     if code != 0:
         tail = (work / "run.log").read_text(errors="replace")[-500:].strip()

@@ -142,13 +142,20 @@ def kill_user(uid: int) -> None:
 
 
 def _processes_of(uid: int) -> list[int]:
+    """The live processes whose real uid is `uid` (a zombie does nothing more; its parent
+    reaps it). /proc/PID belongs to the process's user, or to root when it made itself
+    non-dumpable: only those are read."""
     found = []
-    for status in Path("/proc").glob("[0-9]*/status"):
+    for entry in os.scandir("/proc"):
         try:
-            uid_line = next(line for line in status.read_text().splitlines()
-                            if line.startswith("Uid:"))
-        except (OSError, StopIteration):
+            if not entry.name.isdigit() or entry.stat().st_uid not in (uid, 0):
+                continue
+            fields = dict(line.split(":", 1) for line in
+                          Path(entry.path, "status").read_text().splitlines()
+                          if line.startswith(("Uid:", "State:")))
+        except (OSError, ValueError):
             continue  # it ended while we looked
-        if uid_line.split()[1] == str(uid):
-            found.append(int(status.parent.name))
+        if fields.get("Uid", "").split()[:1] == [str(uid)] and \
+                not fields.get("State", "").strip().startswith("Z"):
+            found.append(int(entry.name))
     return found
