@@ -18,7 +18,9 @@ pod, `<output-dir>/items/<instance>/<variant>/<repeat>` on one machine):
     test_without_patch  present when the tests run even without a patch (validation)
     apply.log           every apply attempt's output
     apply_method        the command that applied the patch, `none`, or `no patch`
-    test_output.txt     the eval script's log, with swebench's Start/End markers
+    test_output.txt     the eval script's log, with swebench's Start/End markers (in Docker and
+                        the process sandbox: the test step's stdout as captured outside it;
+                        stdout.part while the process sandbox runs it)
     eval_exit           the eval script's exit status
     eval_clock          start and end of the eval script (bash EPOCHREALTIME)
     timed_out           present when the eval script passed its limit

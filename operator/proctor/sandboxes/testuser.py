@@ -12,8 +12,8 @@ ends, every process of that uid is killed, whatever session it moved to, before 
 outputs are read back.
 
 The eval scripts run Proctor's own interpreter (its folder leads PATH). When that lies
-under a folder other users cannot enter (a Python built into /root/.pyenv, a virtual
-environment in /root), the test step gets a mount namespace of its own in which each such
+under a folder other users cannot enter (a Python built in root's home, a virtual
+environment there), the test step gets a mount namespace of its own in which each such
 folder is covered by an empty, readable tmpfs holding only the interpreter's folders,
 bound back in: the test user can run Python but sees nothing else of what the folder
 held (nothing of the host changes).
