@@ -6,8 +6,9 @@ environment holding nothing from the caller's (no tokens, no keys), and no
 network where the kernel lets us make a new network namespace.
 
 When Proctor runs as root, run.sh runs as a uid of its own (`testuser`), from a copy of
-the work folder's inputs: the patch's code can write its checkout and temporary folder,
-nothing else, and leaves no process behind. Otherwise it runs as the calling user, can
+the work folder's inputs: the patch's code can write its checkout and temporary folder
+(and world-writable folders such as /tmp), no file of another user's, and leaves no
+process behind. Otherwise it runs as the calling user, can
 read what that user can read and write outside the checkout: then this is NOT a security
 boundary. It is meant for portable tasks (the bundled demo dataset, your own small
 repositories).
