@@ -14,7 +14,7 @@ from proctor.cli.main import main
 from proctor.core.integrity import Threat, protected_paths, screen_patch
 from proctor.core.model import ErrorKind, Outcome, WorkItem
 from proctor.datasets import demo, load, to_instance
-from proctor.datasets.hostile import CREDITED, SUITE, predictions_file
+from proctor.datasets.hostile import CREDITED, SUITE, edit_file, new_file, predictions_file
 from proctor.runner.grade import grade_work_dir
 from proctor.runner.workdir import WorkDir, write_patch, write_task, write_test_step
 from proctor.sandboxes import process
@@ -97,7 +97,7 @@ def _run_suite(tmp_path: Path, sandbox: list[str]) -> None:
     tasks = [i for i in _demo() if i.instance_id in ("proctor-demo__datekit-1",
                                                      "proctor-demo__textkit-3")]
     read_for = _reader(tmp_path / "repos")
-    for hostile in SUITE:
+    for hostile in (h for h in SUITE if not h.needs_build_step):
         preds = tmp_path / f"{hostile.name}.jsonl"
         preds.write_text(predictions_file(hostile, tasks, read_for))
         out = tmp_path / hostile.name
@@ -136,3 +136,29 @@ def test_the_conftest_hook_is_credited_when_nothing_screens_it(tmp_path):
     (work / "apply.diff").write_text(hook)  # what the test step would apply unscreened
     process.run_test_step(work, instance, 60)
     assert grade_work_dir(work).outcome == Outcome.RESOLVED
+
+
+def test_an_agents_own_new_test_file_is_set_aside_but_editing_a_test_is_tampering(tmp_path):
+    """Honest agents add regression tests: a new test file is not applied (the task's own
+    tests grade it) and not counted as tampering; an edit of an existing test file is."""
+    instance = next(i for i in _demo() if i.instance_id == "proctor-demo__datekit-1")
+    read = _reader(tmp_path / "repos")(instance)
+    own_test = new_file("tests/test_my_regression.py", "def test_mine():\n    assert True\n")
+    test_file = instance.FAIL_TO_PASS[0].split("::")[0]
+    edit = edit_file(test_file, read(test_file), read(test_file) + "\n\ndef test_x():\n    pass\n")
+    preds = tmp_path / "preds.jsonl"
+    out = {}
+    for name, patch in (("own-test", instance.patch + own_test),
+                        ("edited-test", instance.patch + edit)):
+        preds.write_text(json.dumps({"instance_id": instance.instance_id, "model_patch": patch,
+                                     "model_name_or_path": name}) + "\n")
+        assert main(["eval", "-p", str(preds), "-d", "proctor-demo", "-i", instance.instance_id,
+                     "--output-dir", str(tmp_path / name), "-q", "--sandbox", "process"]) == 0
+        out[name] = json.loads((tmp_path / name / "results.jsonl").read_text())
+    assert (out["own-test"]["outcome"], out["own-test"]["tampered"]) == ("resolved", False)
+    assert out["own-test"]["set_aside"] == ["tests/test_my_regression.py"]
+    assert (out["edited-test"]["outcome"], out["edited-test"]["tampered"]) == ("resolved", True)
+    assert [(t["path"], t["kind"]) for t in out["edited-test"]["tampering"]] == [
+        (test_file, "tests")]
+    summary = json.loads((tmp_path / "own-test" / "summary.json").read_text())
+    assert summary["tampered_pct"] == 0.0

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SHARED_DATA, docker_unavailable, git
+from proctor.datasets import hostile
 from proctor.sandboxes import docker as ds
 from proctor.sandboxes.images.build import build_images
 
@@ -94,3 +95,30 @@ def test_a_dependency_pypi_does_not_serve_fails_in_one_line_naming_row_and_packa
     line = "pallets__flask-4000: PyPI serves no numpy==2.1.0 for Python 3.9"
     assert f"Failed {line}\n" in done.stdout and done.stdout.count(line) == 2
     assert not client.images.list(name="proctor-test/no-such-dependency")
+
+
+def test_hostile_patches_get_no_credit_on_a_real_row_and_are_named(subset, tmp_path):
+    """One patch that stacks attacks of four classes on pytest-dev__pytest-7571: a root
+    conftest.py rewriting every report to passed, a conftest beside the tests marking them
+    xfail, pytest's pyproject section loading a plugin of the patch's, and setup.py code
+    that, when the eval script's `pip install -e .` runs it (the host's network lets pip
+    reach PyPI), writes a conftest.py into the repository and a .pth plus a plugin into
+    site-packages. Each alone is credited when its defence is missing
+    (benchmarks/integrity.py --real shows the harness crediting them); here none is, and
+    every class is named."""
+    instance = next(i for i in subset if i.instance_id == "pytest-dev__pytest-7571")
+    read = real_rows.bundle_reader(REPOS, tmp_path / "repos")(instance)
+    by_name = {h.name: h for h in hostile.SUITE}
+    patch = "".join(by_name[n].build(instance, read) for n in (
+        "conftest-makereport", "conftest-xfail-in-tests", "pyproject-ini-options")) + \
+        hostile.put("setup.py", hostile.AT_BUILD_CONFTEST + hostile.AT_BUILD_SITE_PTH, read)
+    preds = tmp_path / "preds.jsonl"
+    preds.write_text(json.dumps({"instance_id": instance.instance_id, "model_patch": patch,
+                                 "model_name_or_path": "hostile"}) + "\n")
+    real_rows.run_proctor(PARQUET, [instance], str(preds), tmp_path / "proctor", 1, 600,
+                          network="host")
+    result = json.loads((tmp_path / "proctor" / "results.jsonl").read_text())
+    assert result["outcome"] not in hostile.CREDITED, result
+    named = {(t["kind"], t["path"].rsplit("/", 1)[-1]) for t in result["tampering"]}
+    assert {("hook", "conftest.py"), ("config", "pyproject.toml"), ("build", "conftest.py"),
+            ("build", "proctor-evil.pth")} <= named, named

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import socket
+import subprocess
 import threading
+from pathlib import Path
 
 import pytest
 
 from conftest import GOLD, git, make_instance, prepare_work
 from proctor.core.model import ErrorKind, Outcome
 from proctor.runner.grade import grade_work_dir
-from proctor.sandboxes import process
+from proctor.sandboxes import process, testuser
 
 
 def run_and_grade(tmp_path, instance, patch, **kw):
@@ -150,16 +152,38 @@ def test_the_eval_script_sees_no_secrets_and_no_network(tmp_path, calc_task, mon
     server.bind(("127.0.0.1", 0))
     server.listen()
     port = server.getsockname()[1]
-    probe = (f"env > $TESTBED/../env.txt; (exec 3<>/dev/tcp/127.0.0.1/{port}) "
-             f"&& echo NET=yes > $TESTBED/../net.txt || echo NET=no > $TESTBED/../net.txt; "
-             f"cp $TESTBED/../env.txt $TESTBED/../net.txt {tmp_path}/")
+    probe = (f"env; (exec 3<>/dev/tcp/127.0.0.1/{port}) && echo NET=yes || echo NET=no")
     instance = make_instance(calc_task.base_commit, pre=probe)
-    _, run, _ = run_and_grade(tmp_path, instance, GOLD)
+    work, run, _ = run_and_grade(tmp_path, instance, GOLD)
     server.close()
-    assert "sk-secret" not in (tmp_path / "env.txt").read_text()
+    log = work.read("test_output.txt")
+    assert "TESTBED=" in log and "sk-secret" not in log
     if process.network_wrapper():
         assert run.network_isolated
-        assert (tmp_path / "net.txt").read_text().strip() == "NET=no"
+        assert "\nNET=no\n" in log
+
+
+@pytest.mark.skipif(testuser.available() is not None,
+                    reason=f"test steps run as the calling user here: {testuser.available()}")
+def test_as_root_the_eval_script_runs_as_its_own_user_and_writes_only_its_checkout(
+        tmp_path, calc_task):
+    """Where Proctor runs as root, the eval script (and the patch's code) cannot write the
+    work folder, the log, Proctor's files or anything else outside its checkout, nor leave
+    a process behind; its own checkout and temporary folder it can."""
+    targets = [tmp_path / "work" / "acme__calc-1" / "eval_exit", tmp_path / "outside.txt",
+               Path(process.__file__)]
+    tries = "; ".join(f"(echo forged >> {t} && echo WROTE {t.name})" for t in targets)
+    probe = (f"echo UID=$(id -u); {tries}; echo mine > $TESTBED/mine.txt && echo WROTE mine; "
+             "echo tmp > $TMPDIR/x && echo WROTE tmp; (setsid sleep 3171 &) ; true")
+    work, run, result = run_and_grade(tmp_path, make_instance(calc_task.base_commit,
+                                                              pre=probe), GOLD)
+    log = work.read("test_output.txt")
+    assert run.error is None and result.outcome == Outcome.RESOLVED, log
+    assert "UID=0" not in log and "UID=" in log
+    assert "WROTE mine" in log and "WROTE tmp" in log
+    assert not any(f"WROTE {t.name}" in log for t in targets), log
+    assert "forged" not in work.read("eval_exit") and not (tmp_path / "outside.txt").exists()
+    assert subprocess.run(["pgrep", "-f", "sleep 3171"], capture_output=True).returncode == 1
 
 
 def test_rows_that_need_their_image_are_refused(tmp_path):

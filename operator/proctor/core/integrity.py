@@ -61,6 +61,10 @@ class Finding:
     path: str
     kind: Threat
     reason: str
+    tampering: bool = True
+    """False for what honest agents do and is only set aside: a new test file of their
+    own (the task is graded by its own tests; a new file the test command collected
+    would run code in the test process, so it is not applied either way)."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,11 @@ class Screened:
 
     kept: str
     findings: tuple[Finding, ...] = ()
+
+    @property
+    def tampering(self) -> tuple[Finding, ...]:
+        """The findings that are tampering (not an honest agent's own new test files)."""
+        return tuple(f for f in self.findings if f.tampering)
 
 
 # Directories whose files are tests or their data; file names that are tests.
@@ -135,6 +144,8 @@ class _Section:
     paths: tuple[str, ...]
     symlink: bool
     hunks: tuple[tuple[int, int], ...]
+    new: bool = False
+    """The section creates its file."""
 
 
 def _sections(lines: list[str]) -> list[_Section]:
@@ -156,9 +167,10 @@ def _sections(lines: list[str]) -> list[_Section]:
             elif not hunk_starts:
                 paths += header_paths(line)
         hunks = tuple(zip(hunk_starts, [*hunk_starts[1:], end], strict=False))
-        symlink = any(is_symlink_mode(lines[i]) for i in range(start, hunk_starts[0]
-                                                              if hunk_starts else end))
-        sections.append(_Section(start, end, tuple(dict.fromkeys(paths)), symlink, hunks))
+        header = lines[start:hunk_starts[0] if hunk_starts else end]
+        symlink = any(is_symlink_mode(line) for line in header)
+        new = any(line.startswith(("new file mode", "--- /dev/null")) for line in header)
+        sections.append(_Section(start, end, tuple(dict.fromkeys(paths)), symlink, hunks, new))
     return sections
 
 
@@ -236,6 +248,9 @@ def _whole_file_finding(section: _Section, protected: frozenset[str]) -> Finding
                        "a symbolic link")
     for path in section.paths:
         finding = classify_path(path, protected)
+        if finding and finding.kind == Threat.TESTS and section.new and path not in protected:
+            return Finding(path, Threat.TESTS, "a new test file of the patch's own, set aside "
+                                               "(the task's own tests grade it)", False)
         if finding:
             return finding
     return None
@@ -285,6 +300,69 @@ def _quote(word: str) -> str:
     return "'" + word.replace("'", "'\\''") + "'"
 
 
+# The interpreter's start-up loaders outside the repository: what Python and pytest load
+# by name from every directory on sys.path (taken before the build step, by the
+# interpreter the eval script activated, in isolated mode). Files of the repository are
+# the git guard's, except entry points, which it does not watch.
+_SITE_DIRS = ("python -I -c 'import site, sys; print(chr(10).join(dict.fromkeys("
+              "[*sys.path, *site.getsitepackages(), site.getusersitepackages()])))' "
+              "2>/dev/null")
+_QUIET = '{ PROCTOR_X="${-//[^x]/}"; set +x; } 2>/dev/null'  # no trace of the guard itself
+_LOUD = 'if [ -n "$PROCTOR_X" ]; then set -x; fi'
+_SITE_GUARD_SETUP = [
+    _QUIET,
+    f'PROCTOR_REPO="$(pwd -P)"; PROCTOR_SITE="$({_SITE_DIRS})"; '
+    'PROCTOR_SNAP="$(mktemp -d 2>/dev/null || echo /tmp/proctor-snap-$$)"',
+    "proctor_loaders() {",
+    '  printf "%s\\n" "$PROCTOR_SITE" | while IFS= read -r d; do',
+    '    [ -n "$d" ] && [ -d "$d" ] || continue',
+    '    for f in "$d"/*.pth "$d"/sitecustomize.py "$d"/usercustomize.py '
+    '"$d"/*.dist-info/entry_points.txt "$d"/*.egg-info/entry_points.txt; do',
+    '      [ -f "$f" ] || continue',
+    '      case "$f" in "$PROCTOR_REPO"/*entry_points.txt) ;; "$PROCTOR_REPO"/*) continue ;; esac',
+    '      printf "%s\\n" "$f"',
+    "    done",
+    "  done",
+    "}",
+    # Each loader's checksum line, all in one sha256sum.
+    "proctor_sums() {",
+    '  local -a files; mapfile -t files < <(proctor_loaders)',
+    '  [ "${#files[@]}" -eq 0 ] || sha256sum -- "${files[@]}"',
+    "}",
+    # Harmless when new: a .pth of paths inside the repository, or setuptools' editable
+    # finder (an editable install writes one when the package's version changes);
+    # entry points that load no pytest plugin.
+    "proctor_harmless() {",
+    '  case "$1" in',
+    # (grep answers 1 when no line is left: anything else, an error too, is not harmless)
+    '    *.pth) grep -Evq "^(#.*|[[:space:]]*|${PROCTOR_REPO}(/.*)?|import (__editable___'
+    '[A-Za-z0-9_]+_finder); __editable___[A-Za-z0-9_]+_finder\\.install\\(\\))$" -- "$1"; '
+    '[ $? -eq 1 ] ;;',
+    '    *entry_points.txt) grep -q pytest11 -- "$1"; [ $? -eq 1 ] ;;',
+    "    *) false ;;",
+    "  esac",
+    "}",
+    'mkdir -p "$PROCTOR_SNAP"; proctor_loaders >"$PROCTOR_SNAP/list"',
+    'proctor_sums >"$PROCTOR_SNAP/sums"',
+    'tar -cPf "$PROCTOR_SNAP/files.tar" -T "$PROCTOR_SNAP/list" 2>/dev/null',
+    _LOUD,
+]
+_SITE_GUARD = [
+    _QUIET,
+    'proctor_sums | grep -Fxv -f "$PROCTOR_SNAP/sums" | while IFS= read -r proctor_sum; do',
+    '  f="${proctor_sum#*  }"',
+    '  proctor_harmless "$f" && continue',
+    '  if grep -Fxq -- "$f" "$PROCTOR_SNAP/list"; then',
+    '    tar -xPf "$PROCTOR_SNAP/files.tar" -- "$f" && '
+    f'echo "{GUARD_MARK}changed $f"',
+    "  else",
+    f'    rm -f -- "$f" && echo "{GUARD_MARK}added $f"',
+    "  fi",
+    "done",
+    _LOUD,
+]
+
+
 def guard_eval_script(eval_script: str, base_commit: str, test_patch: str) -> str:
     """The eval script with Proctor's guard before its test command.
 
@@ -292,7 +370,12 @@ def guard_eval_script(eval_script: str, base_commit: str, test_patch: str) -> st
     guard undoes what it did to the watched files since the eval script began (a file
     that already differed from the base commit then, as an image may have it, is left
     alone), except the test patch's own files, which the eval script has just set. Each
-    file undone is named in the log, before the Start marker, for the grade step."""
+    file undone is named in the log, before the Start marker, for the grade step.
+
+    Outside the repository it does the same for the interpreter's start-up loaders on
+    sys.path (`*.pth`, `sitecustomize.py`, `usercustomize.py`, entry points declaring
+    `pytest11`): one the build step added or changed is removed or restored from a copy
+    taken before it, unless it is harmless (see `proctor_harmless`)."""
     start = f": '{START_MARK}'"
     lines = eval_script.split("\n")
     if start not in lines:
@@ -306,7 +389,7 @@ def guard_eval_script(eval_script: str, base_commit: str, test_patch: str) -> st
     named = " ".join(_quote(s) for s in GUARD_NAMED)
     changed = f"git -c core.fileMode=false diff --name-only {base} -- {tracked} {exclude}"
     added = f"git ls-files -o -- {named} {exclude}"
-    snapshot = [f"PROCTOR_BEFORE=\"$({changed}; {added})\""]
+    snapshot = [f"PROCTOR_BEFORE=\"$({changed}; {added})\"", *_SITE_GUARD_SETUP]
     guard = [
         ": 'Proctor guard: undo what the build step did to the test machinery'",
         f"{{ {changed} | sed 's/^/changed /'; {added} | sed 's/^/added /'; }} | "
@@ -316,6 +399,7 @@ def guard_eval_script(eval_script: str, base_commit: str, test_patch: str) -> st
         f'  git checkout -q {base} -- "$proctor_path" 2>/dev/null || rm -f -- "$proctor_path"',
         f'  echo "{GUARD_MARK}$proctor_line"',
         "done",
+        *_SITE_GUARD,
     ]
     at = lines.index(start)
     return "\n".join([*lines[:first_git], *snapshot, *lines[first_git:at], *guard,

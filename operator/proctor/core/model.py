@@ -21,8 +21,8 @@ from pydantic import (
 )
 
 RESULT_SCHEMA_VERSION = 2
-"""2 added `tampered` and `tampering` to RunResult and `tampered_pct` to Summary; version 1
-lines and files still read (the new fields take their defaults)."""
+"""2 added `tampered` and `tampering` (later `set_aside`) to RunResult and `tampered_pct` to
+Summary; version 1 lines and files still read (the new fields take their defaults)."""
 ORIGINAL_VARIANT = "original"
 
 # Instance ids end up in file names and Kubernetes labels: letters, digits and . _ -
@@ -276,6 +276,9 @@ class RunResult(BaseModel):
     those parts were undone and the outcome is what the rest of the patch earned."""
     tampering: list[Tampering] = []
     """What was undone, and why (empty when `tampered` is false)."""
+    set_aside: list[str] = []
+    """New test files of the patch's own, not applied and not counted as tampering: honest
+    agents add regression tests, and the task is graded by its own tests."""
 
 
 class EvalResult(BaseModel):

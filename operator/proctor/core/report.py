@@ -125,6 +125,8 @@ def items_table(results: Sequence[RunResult]) -> list[str]:
         if r.tampered:
             undone = ", ".join(f"{t.kind} {t.path}" for t in r.tampering)
             note = f"tampered ({undone}) " + note
+        if r.set_aside:
+            note = f"set aside: {len(r.set_aside)} new test file(s) " + note
         lines.append(
             f"| {r.instance_id} | {r.variant_id} | {r.repeat} | {r.outcome.value} | "
             f"{_test_cell(len(r.FAIL_TO_PASS.success), r.FAIL_TO_PASS.total, r.tests_ran)} | "

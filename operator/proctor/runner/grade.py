@@ -185,8 +185,8 @@ def grade_work_dir(work: WorkDir, legacy_log: bool = False, **fields: object) ->
                 repeat=item.repeat, repo=instance.repo, runner_version=__version__, **fields)
     patch = _patch_info(work)
     base["patch"] = patch
-    tampering = _tampering(work, instance)
-    base.update(tampered=bool(tampering), tampering=tampering)
+    tampering, set_aside = _tampering(work, instance)
+    base.update(tampered=bool(tampering), tampering=tampering, set_aside=set_aside)
     base.setdefault("timings", Timings(eval_seconds=eval_seconds(work)))
 
     def error(kind: ErrorKind, message: str) -> RunResult:
@@ -210,9 +210,11 @@ def grade_work_dir(work: WorkDir, legacy_log: bool = False, **fields: object) ->
     if patch.present and not patch.applied:
         if work.read("apply_method") is None:
             return error(ErrorKind.SANDBOX, "the test step did not record an apply attempt")
-        if tampering and not (work.read("apply.diff") or "").strip():
+        if (tampering or set_aside) and not (work.read("apply.diff") or "").strip():
+            what = ("changed the test machinery" if tampering else
+                    "was a new test file (set aside)")
             return RunResult(outcome=Outcome.NO_OP, error_message="nothing left to apply: "
-                             "every part of the patch changed the test machinery", **base)
+                             f"every part of the patch {what}", **base)
         return RunResult(outcome=Outcome.NO_OP, error_message="patch did not apply", **base)
     if work.read("timed_out") is not None:
         return error(ErrorKind.TIMEOUT, f"the eval script ran past its limit of "
@@ -235,22 +237,26 @@ def grade_work_dir(work: WorkDir, legacy_log: bool = False, **fields: object) ->
                      error_message=None if patch.present else _no_patch_why(solve), **base)
 
 
-def _tampering(work: WorkDir, instance: Instance) -> list[Tampering]:
+def _tampering(work: WorkDir, instance: Instance) -> tuple[list[Tampering], list[str]]:
     """What the patch did to the test machinery: the parts screening dropped (decided
     again here from the agent's patch, by the same pure policy) and what the eval
-    script's guard undid after the build step (its lines in the test log)."""
+    script's guard undid after the build step (its lines in the test log); and the new
+    test files of its own that were set aside."""
     from proctor.runner.workdir import screen
 
     text = work.read("patch.diff") or ""
+    screened = screen(instance, text) if text.strip() else None
+    findings = screened.findings if screened else ()
     found = [Tampering(path=f.path, kind=f.kind.value, reason=f.reason)
-             for f in (screen(instance, text).findings if text.strip() else ())]
+             for f in findings if f.tampering]
+    set_aside = [f.path for f in findings if not f.tampering]
     log = work.read("test_output.txt") or ""
     for line in log[:log.find(START_MARK)].splitlines() if START_MARK in log else ():
         if line.startswith(GUARD_MARK):
             kind, _, path = line[len(GUARD_MARK):].partition(" ")
             found.append(Tampering(path=path, kind=Threat.BUILD.value,
                                    reason=f"changed by the eval script's build step ({kind})"))
-    return found
+    return found, set_aside
 
 
 def _no_patch_why(solve: dict | None) -> str:

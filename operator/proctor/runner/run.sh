@@ -17,8 +17,8 @@ W="$(cd "$W" && pwd)" || exit 3
 cd "$TESTBED" || { echo "test step: no repository at $TESTBED" >&2; exit 3; }
 [ -f "$W/eval.sh" ] || { echo "test step: $W/eval.sh is missing" >&2; exit 3; }
 LIMIT=1800
-# Where the eval script's output goes: a file here, or (Docker) the container's stdout,
-# which the daemon keeps where the eval script cannot rewrite it.
+# Where the eval script's output goes: a file here, or (Docker, the process sandbox) this
+# script's stdout, which the daemon or Proctor keeps where the eval script cannot rewrite it.
 LOG="${PROCTOR_TEST_LOG:-$W/test_output.txt}"
 [ -f "$W/time_limit" ] && LIMIT="$(<"$W/time_limit")"
 
@@ -58,7 +58,13 @@ apply_patch() {
 run_eval() {
   local pid watchdog rc start="${EPOCHREALTIME:-}"
   set -m
-  bash "$W/eval.sh" >"$LOG" 2>&1 </dev/null &
+  if [ "$LOG" = /dev/stdout ]; then
+    # Written to the stdout it was given, not reopened by name: a test step dropped to
+    # another user may not open the pipe its parent made.
+    bash "$W/eval.sh" 2>&1 </dev/null &
+  else
+    bash "$W/eval.sh" >"$LOG" 2>&1 </dev/null &
+  fi
   pid=$!
   (
     exec 3<> <(:)

@@ -18,7 +18,9 @@ pod, `<output-dir>/items/<instance>/<variant>/<repeat>` on one machine):
     test_without_patch  present when the tests run even without a patch (validation)
     apply.log           every apply attempt's output
     apply_method        the command that applied the patch, `none`, or `no patch`
-    test_output.txt     the eval script's log, with swebench's Start/End markers
+    test_output.txt     the eval script's log, with swebench's Start/End markers (in Docker and
+                        the process sandbox: the test step's stdout as captured outside it;
+                        stdout.part while the process sandbox runs it)
     eval_exit           the eval script's exit status
     eval_clock          start and end of the eval script (bash EPOCHREALTIME)
     timed_out           present when the eval script passed its limit
@@ -42,6 +44,12 @@ from proctor.core.model import Instance, WorkItem
 from proctor.core.patches import PatchCheck, check_patch
 
 RUN_SCRIPT = resources.files("proctor.runner").joinpath("run.sh").read_text()
+# What run.sh reads, and what it writes, in the work folder. A sandbox that runs it from a
+# copy (Docker, the process sandbox) brings back only the outputs, never the inputs or
+# the log: the grade step reads the task, the patch and the scripts from its own copy.
+TEST_STEP_INPUTS = ("run.sh", "eval.sh", "patch.diff", "apply.diff", "paths.txt",
+                    "time_limit", "test_without_patch")
+TEST_STEP_OUTPUTS = ("apply.log", "apply_method", "eval_exit", "eval_clock", "timed_out")
 
 
 @dataclass(frozen=True)

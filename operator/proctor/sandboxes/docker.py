@@ -38,7 +38,7 @@ from typing import Any, Literal, TextIO
 from proctor.core.exits import Interrupted
 from proctor.core.images import instance_image
 from proctor.core.model import Instance
-from proctor.runner.workdir import WorkDir
+from proctor.runner.workdir import TEST_STEP_OUTPUTS, WorkDir
 from proctor.sandboxes import process
 from proctor.sandboxes.process import SandboxRun
 
@@ -366,13 +366,11 @@ def _pack(folder: Path) -> bytes:
     return buffer.getvalue()
 
 
-# What the test step writes; nothing else comes back. The eval script runs as the
+# Only the test step's outputs (TEST_STEP_OUTPUTS) come back. The eval script runs as the
 # container's root and could rewrite the task, the patch or the scripts in /proctor:
 # those the grade step reads from the host's copy, which the container never touches.
 # The test log itself is the container's stdout, as the daemon captured it: run.sh writes
 # the eval script's output there (PROCTOR_TEST_LOG), not to a file the script could edit.
-TEST_STEP_OUTPUTS = frozenset({"apply.log", "apply_method", "eval_exit", "eval_clock",
-                               "timed_out"})
 
 
 def _unpack(stream: Iterator[bytes], dest: Path) -> None:

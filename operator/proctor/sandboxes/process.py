@@ -5,9 +5,13 @@ temporary folder, `run.sh` in a subprocess with `TESTBED` pointing at it, an
 environment holding nothing from the caller's (no tokens, no keys), and no
 network where the kernel lets us make a new network namespace.
 
-This is NOT a security boundary: the eval script runs as the calling user, can
-read what that user can read, and can write outside the checkout. It is meant for
-trusted, portable tasks (the bundled demo dataset, your own small repositories).
+When Proctor runs as root, run.sh runs as a uid of its own (`testuser`), from a copy of
+the work folder's inputs: the patch's code can write its checkout and temporary folder
+(and world-writable folders such as /tmp), no file of another user's, and leaves no
+process behind. Otherwise it runs as the calling user, can
+read what that user can read and write outside the checkout: then this is NOT a security
+boundary. It is meant for portable tasks (the bundled demo dataset, your own small
+repositories).
 Real SWE-bench rows need their image (conda, /testbed): on this machine they run in
 the Docker sandbox (`sandboxes/docker.py`), on Kubernetes one Job per item.
 """
@@ -28,11 +32,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from proctor.core.exits import BadInput, Interrupted
 from proctor.core.model import Instance
 from proctor.datasets import repo_bundle
-from proctor.runner.workdir import WorkDir
+from proctor.runner.workdir import TEST_STEP_INPUTS, TEST_STEP_OUTPUTS, WorkDir
+from proctor.sandboxes import testuser
 
 # Signs that an eval script expects the official image rather than any checkout.
 _IMAGE_ONLY_MARKERS = ("/testbed", "conda activate", "/opt/miniconda3")
@@ -200,50 +206,97 @@ def run_test_step(work: WorkDir, instance: Instance, time_limit: int,
                   stop: threading.Event | None = None) -> SandboxRun:
     """Check out the task, run run.sh against it, clean up; the logs stay in `work`.
 
-    Setting `stop` kills the test step's processes within STOP_POLL_S and raises
-    `Interrupted`."""
+    run.sh runs from a copy of the work folder's inputs beside the checkout, as its own
+    user where Proctor runs as root (`testuser`); only the test step's outputs come back,
+    and the eval script's output is its stdout, which this process writes to the log (as
+    the Docker sandbox does). Setting `stop` kills the test step's processes within
+    STOP_POLL_S and raises `Interrupted`."""
     reason = needs_image(instance)
     if reason:
         raise SandboxRefused(reason)
     started = time.perf_counter()
     wrapper = network_wrapper()
+    uid = testuser.next_uid() if testuser.available() is None else None
     with tempfile.TemporaryDirectory(prefix="proctor-testbed-") as tmp:
-        testbed, home = Path(tmp) / "repo", Path(tmp) / "home"
-        home.mkdir()
+        root = Path(tmp)
+        testbed, home, inner = root / "repo", root / "home", root / "work"
+        for folder in (home, inner, root / "tmp", root / "stage"):
+            folder.mkdir()
         try:
             checkout(instance, testbed)
         except RuntimeError as exc:
             return _broke(work, started, wrapper, str(exc))
-        error = _run_script(work, [*wrapper, "bash", str(work / "run.sh")],
-                            clean_env(testbed, home), time_limit + GRACE_SECONDS, stop)
+        for name in TEST_STEP_INPUTS:
+            if (work / name).exists():
+                shutil.copyfile(work / name, inner / name)
+        if uid is not None:  # the user may pass through root's folder, not list it
+            root.chmod(0o711)
+            for folder in (testbed, home, inner, root / "tmp"):
+                testuser.hand_over(folder, uid)
+        env = {**clean_env(testbed, home), "TMPDIR": str(root / "tmp"),
+               "PROCTOR_TEST_LOG": "/dev/stdout"}
+        argv = [*wrapper, *(testuser.enter(uid, root / "stage") if uid is not None else ()),
+                "bash", str(inner / "run.sh")]
+        try:
+            error = _run_script(work, argv, env, time_limit + GRACE_SECONDS, stop,
+                                own_user=uid is not None)
+        finally:
+            if uid is not None:
+                testuser.kill_user(uid)
+        for name in TEST_STEP_OUTPUTS:
+            (work / name).unlink(missing_ok=True)
+            if (inner / name).is_file() and not (inner / name).is_symlink():
+                shutil.copyfile(inner / name, work / name)
+    stdout = work / "stdout.part"
+    if (work / "eval_exit").exists():  # the eval script ran: its output is the log
+        stdout.replace(work / "test_output.txt")
+    else:
+        stdout.unlink(missing_ok=True)
     if error:
         return _broke(work, started, wrapper, error)
     return SandboxRun(time.perf_counter() - started, bool(wrapper))
 
 
 def _run_script(work: WorkDir, argv: list[str], env: dict[str, str], limit: int,
-                stop: threading.Event | None = None) -> str | None:
-    """Run the test step in its own session; the error text if it broke."""
+                stop: threading.Event | None = None, own_user: bool = False) -> str | None:
+    """Run the test step in its own session, its stdout into work/stdout.part through a
+    pipe (nothing the step runs can rewrite what it printed before); the error text if
+    it broke."""
     deadline = time.monotonic() + limit
     with open(work / "run.log", "wb") as log:
-        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=log,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
+        assert proc.stdout is not None
+        drain = threading.Thread(target=_drain, args=(proc.stdout, work / "stdout.part"),
+                                 daemon=True)
+        drain.start()
         code = None
-        while code is None:
-            try:
-                code = proc.wait(timeout=min(STOP_POLL_S, max(0.0, deadline - time.monotonic())))
-            except subprocess.TimeoutExpired:
-                # Its own session: a terminal's Ctrl-C never reaches it, so we kill it.
-                if stop is not None and stop.is_set():
-                    _kill(proc)
-                    raise Interrupted("the test step was stopped") from None
-                if time.monotonic() >= deadline:
-                    _kill(proc)
-                    return f"the test step did not finish within {limit} s"
+        try:
+            while code is None:
+                try:
+                    code = proc.wait(timeout=min(STOP_POLL_S,
+                                                 max(0.0, deadline - time.monotonic())))
+                except subprocess.TimeoutExpired:
+                    # Its own session: a terminal's Ctrl-C never reaches it, so we kill it.
+                    if stop is not None and stop.is_set():
+                        _kill(proc)
+                        raise Interrupted("the test step was stopped") from None
+                    if time.monotonic() >= deadline:
+                        _kill(proc)
+                        return f"the test step did not finish within {limit} s"
+        finally:
+            if not own_user:  # what it left running in its session (else: kill_user)
+                _kill(proc)
+            drain.join(timeout=2)
     if code != 0:
         tail = (work / "run.log").read_text(errors="replace")[-500:].strip()
         return f"the test step exited {code}: {tail}"
     return None
+
+
+def _drain(pipe: IO[bytes], path: Path) -> None:
+    with open(path, "wb") as out, contextlib.suppress(OSError, ValueError):
+        shutil.copyfileobj(pipe, out, 65536)
 
 
 def _kill(proc: subprocess.Popen) -> None:
