@@ -4,6 +4,7 @@ Good replies and bad ones; the store's reuse; real Verified statements kept whol
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -126,6 +127,9 @@ def _instance(iid: str, text: str) -> Instance:
 
 def test_stored_variants_are_reused_byte_for_byte_with_no_model_call(server, tmp_path):
     srv, settings = server
+    # Time enough that no first request is given up on and sent again: a request given up
+    # on under load can still reach the server after the first pass, and count as a call.
+    settings = dataclasses.replace(settings, timeout_s=60.0)
     path = tmp_path / "variants.jsonl"
     tasks = [_instance("o__r-1", ISSUE), _instance("o__r-2", ISSUE + "\n\nThanks!")]
     srv.script = [_rewordings] * 2

@@ -618,11 +618,13 @@ class PodRun:
         return pull is not None and container.get("image") == pull.get("image")
 
     def _rewrite(self, text: str, paths: Mapping[str, Path]) -> str:
-        own = str(self.dir)  # the harness's own paths (HOME) stay: a /tmp mount must not move
-        for prefix in sorted(paths, key=len, reverse=True):  # a test cluster kept under /tmp
+        # The harness's own paths stay: its folders (HOME), its Python and this checkout,
+        # any of which may lie under /tmp, which a pod's /tmp mount must not move.
+        own = (str(self.dir), sys.prefix, str(Path(__file__).resolve().parents[2]))
+        for prefix in sorted(paths, key=len, reverse=True):
             pattern = r"(?<![\w.-])" + re.escape(prefix) + r"(?=/|$|[\s'\"\]:;,)])"
-            text = re.sub(pattern, lambda m, p=prefix: m.group(0) if m.string.startswith(
-                own, m.start()) else str(paths[p]), text)
+            text = re.sub(pattern, lambda m, p=prefix: m.group(0) if any(
+                m.string.startswith(o, m.start()) for o in own) else str(paths[p]), text)
         for port, local in self._ports.items():
             text = re.sub(rf"((?:127\.0\.0\.1|localhost|0\.0\.0\.0):){port}\b",
                           rf"\g<1>{local}", text)
