@@ -98,46 +98,8 @@ metadata:
   labels:
     pod-security.kubernetes.io/enforce: baseline
     pod-security.kubernetes.io/warn: restricted
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: demo-agent, namespace: $namespace, labels: {app: demo-agent}}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: demo-agent}}
-  template:
-    metadata: {labels: {app: demo-agent}}
-    spec:
-      automountServiceAccountToken: false
-      securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
-      containers:
-        - name: agent
-          image: $runner
-          args: [proctor, agent, serve, --kind, mixed, --host, 0.0.0.0, --port, "9009",
-                 --card-url, "http://demo-agent.$namespace.svc:9009/"]
-          ports: [{containerPort: 9009}]
-          readinessProbe: {tcpSocket: {port: 9009}, periodSeconds: 2}
-          securityContext:
-            allowPrivilegeEscalation: false
-            readOnlyRootFilesystem: true
-            capabilities: {drop: [ALL]}
-          volumeMounts: [{name: tmp, mountPath: /tmp}]
-      volumes: [{name: tmp, emptyDir: {sizeLimit: 1Gi}}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: demo-agent, namespace: $namespace}
-spec:
-  selector: {app: demo-agent}
-  ports: [{port: 9009, targetPort: 9009}]
----
-apiVersion: proctor.dev/v1alpha1
-kind: AgentUnderTest
-metadata: {name: local-agent, namespace: $namespace}
-spec:
-  endpoint: http://demo-agent.$namespace.svc:9009/
-  maxConcurrentTasks: 2
 EOF
+bash scripts/demo-agent.sh "$namespace" "$runner" | apply
 run kubectl -n "$namespace" rollout status deployment/demo-agent --timeout=300s
 run kubectl -n "$namespace" apply -f examples/demo-agent.yaml
 

@@ -168,41 +168,7 @@ lap helm-install-to-operator-ready
 # --- the reference agent, in-cluster --------------------------------------------------------
 # The operator refuses loopback endpoints: the Jobs' pods reach the agent through a Service.
 kubectl -n "$ns" delete evaluation demo --ignore-not-found --wait >/dev/null
-kubectl -n "$ns" apply -f - >/dev/null <<EOF
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: demo-agent, labels: {app: demo-agent}}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: demo-agent}}
-  template:
-    metadata: {labels: {app: demo-agent}}
-    spec:
-      containers:
-      - name: agent
-        image: $runner
-        imagePullPolicy: Never
-        args: [proctor, agent, serve, --kind, mixed, --host, 0.0.0.0, --port, "$agent_port",
-               --card-url, "http://demo-agent.$ns.svc:$agent_port/"]
-        ports: [{containerPort: $agent_port}]
-        readinessProbe: {tcpSocket: {port: $agent_port}, periodSeconds: 1}
-        resources: {requests: {cpu: 50m, memory: 128Mi}}
----
-apiVersion: v1
-kind: Service
-metadata: {name: demo-agent}
-spec:
-  selector: {app: demo-agent}
-  ports: [{port: $agent_port, targetPort: $agent_port}]
----
-apiVersion: proctor.dev/v1alpha1
-kind: AgentUnderTest
-metadata: {name: local-agent}
-spec:
-  endpoint: http://demo-agent.$ns.svc:$agent_port/
-  requestTimeoutSeconds: 1800
-  maxConcurrentTasks: 2
-EOF
+bash scripts/demo-agent.sh "$ns" "$runner" "$agent_port" Never | kubectl apply -f - >/dev/null
 kubectl -n "$ns" rollout status deployment/demo-agent --timeout=120s >&2
 lap agent-ready
 if [ -n "$install_only" ]; then

@@ -88,26 +88,11 @@ def namespace(name: str, **labels: str) -> dict:
 
 
 def agent_objects(ns: str, name: str, max_tasks: int) -> list[dict]:
-    """The mixed reference agent behind a Service, and its AgentUnderTest."""
-    labels = {"app": "demo-agent"}
-    pod = {"automountServiceAccountToken": False,
-           "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
-           "containers": [{
-               "name": "agent", "image": IMAGE, "imagePullPolicy": "Never",
-               "args": ["proctor", "agent", "serve", "--kind", "mixed", "--host", "0.0.0.0",
-                        "--port", "9009", "--card-url", f"http://demo-agent.{ns}.svc:9009/"],
-               "ports": [{"containerPort": 9009}],
-               "readinessProbe": {"tcpSocket": {"port": 9009}, "periodSeconds": 1},
-               "securityContext": {"allowPrivilegeEscalation": False,
-                                   "capabilities": {"drop": ["ALL"]}}}]}
-    return [
-        {"apiVersion": "apps/v1", "kind": "Deployment",
-         "metadata": {"name": "demo-agent", "namespace": ns, "labels": labels},
-         "spec": {"replicas": 1, "selector": {"matchLabels": labels},
-                  "template": {"metadata": {"labels": labels}, "spec": pod}}},
-        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "demo-agent", "namespace": ns},
-         "spec": {"selector": labels, "ports": [{"port": 9009, "targetPort": 9009}]}},
-        aut(ns, name, max_tasks)]
+    """The mixed reference agent behind a Service, and its AgentUnderTest, as
+    scripts/demo-agent.sh writes them for every in-cluster demo."""
+    manifest = sh("bash", "scripts/demo-agent.sh", ns, IMAGE, "9009", "Never", str(max_tasks),
+                  name).stdout
+    return list(yaml.safe_load_all(manifest))
 
 
 def aut(ns: str, name: str, max_tasks: int) -> dict:
