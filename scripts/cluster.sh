@@ -359,11 +359,12 @@ clusterDNS: [$DNS_SERVICE_IP]
 failSwapOn: false
 # The default (-999) cannot be set without CAP_SYS_RESOURCE (see containerd's config above).
 oomScoreAdj: 0
-# A shared development disk may well be fuller than the defaults allow (15 % free for
-# images): the node would then evict pods and delete images that cannot be pulled back.
-evictionHard: {memory.available: 100Mi, nodefs.available: 2%, imagefs.available: 2%}
-imageGCHighThresholdPercent: 99
-imageGCLowThresholdPercent: 98
+# No eviction and no image GC for disk (as kind's nodes): on a shared or small disk the
+# node would otherwise taint itself with disk-pressure, evict the tests' pods and delete
+# images (pause among them) that nothing can pull back. A full disk fails the image builds,
+# which say so; test.sh prints the free space before the tests.
+evictionHard: {memory.available: 100Mi, nodefs.available: "0%", nodefs.inodesFree: "0%", imagefs.available: "0%"}
+imageGCHighThresholdPercent: 100
 serializeImagePulls: false
 EOF
   cat >"$STATE/kube-proxy.yaml" <<EOF

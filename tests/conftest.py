@@ -126,3 +126,13 @@ def cluster_kubeconfig() -> Iterator[Path]:
     """The real cluster's admin kubeconfig (tests/real_cluster.py): started for the session
     where it can run and not already running (then stopped at its end), else a skip."""
     yield from real_cluster.session()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """After failures, what the real cluster says now, where one runs (tests/real_cluster.py):
+    many tests use it, and a sick node fails them all the same way."""
+    if any(terminalreporter.stats.get(kind) for kind in ("failed", "error")):
+        said = real_cluster.diagnosis()
+        if said is not None:
+            terminalreporter.section("the real cluster after the failures")
+            terminalreporter.write_line(said)

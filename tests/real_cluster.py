@@ -126,3 +126,35 @@ def uninstall(named: Install) -> None:
     subprocess.run([str(tool_binary("kubectl")), "delete", "namespace", named.namespace,
                     named.operator_namespace, "--ignore-not-found", "--wait=false"], env=env,
                    capture_output=True, timeout=120)
+
+
+def diagnosis() -> str | None:
+    """What the cluster's node and pods say now, for a run whose tests failed: the node's
+    conditions and taints, pods that are not running or done, the latest warning events and the
+    disk; None where no cluster runs. A CI log then shows a sick node, not only the tests
+    that timed out on it."""
+    from k8s_tools import tool_binary
+
+    state = Path(os.environ.get("PROCTOR_CLUSTER_DIR", ROOT / ".cluster"))
+    kubeconfig = state / "admin.kubeconfig"
+    if not kubeconfig.exists() or not running():
+        return None
+    kubectl = [str(tool_binary("kubectl")), "--kubeconfig", str(kubeconfig),
+               "--request-timeout=20s"]
+    asks = {
+        "node conditions": ["get", "nodes", "-o", "jsonpath={range .items[*]}{.metadata.name}:"
+                            "{range .status.conditions[*]} {.type}={.status}{end}; taints:"
+                            " {.spec.taints}{\"\\n\"}{end}"],
+        "pods not running or done": ["get", "pods", "-A", "--field-selector",
+                                     "status.phase!=Running,status.phase!=Succeeded"],
+        "latest warnings": ["get", "events", "-A", "--field-selector", "type=Warning",
+                            "--sort-by=.lastTimestamp"],
+    }
+    parts = []
+    for title, args in asks.items():
+        done = subprocess.run(kubectl + args, capture_output=True, text=True, timeout=60)
+        lines = (done.stdout + done.stderr).strip().splitlines()
+        parts.append(f"--- {title}:\n" + "\n".join(lines[-25:]))
+    df = subprocess.run(["df", "-h", str(ROOT), str(state)], capture_output=True, text=True)
+    parts.append("--- disk:\n" + df.stdout.strip())
+    return "\n".join(parts)
