@@ -93,7 +93,13 @@ class ResultsFolder:
         killed run never leaves a lock behind.
         """
         self.make()
-        fd = os.open(self.root / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(self.root / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:  # a read-only mount, a folder not ours: the run cannot write
+            if is_disk_full(exc):
+                raise
+            raise ResultsFolderError(f"cannot write in the results folder {self.root}: "
+                                     f"{exc.strerror}") from None
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -113,7 +119,7 @@ class ResultsFolder:
         self.make()
         path = self.root / "spec.json"
         if path.exists():
-            before = json.loads(path.read_text())
+            before = _read_spec(path)
             diff = _differences(_stable(before), _stable(identity))
             if diff:
                 raise ResultsFolderError(
@@ -152,6 +158,20 @@ class ResultsFolder:
             fh.write(line)
             fh.flush()
             os.fsync(fh.fileno())
+
+
+def _read_spec(path: Path) -> dict[str, Any]:
+    try:
+        spec = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
+        spec, why = None, str(exc)
+    else:
+        why = f"a JSON {type(spec).__name__}, not an object"
+    if not isinstance(spec, dict):
+        raise ResultsFolderError(f"{path} is damaged ({why}): the folder's spec is unknown; "
+                                 f"use another --output-dir, or remove the folder to start "
+                                 f"again")
+    return spec
 
 
 def _parse_line(path: Path, number: int, line: bytes) -> RunResult:

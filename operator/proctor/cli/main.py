@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from proctor import __version__
 from proctor.core import exits
@@ -18,12 +20,12 @@ from proctor.core.report import terminal_table
 EXIT_EPILOG = "exit status:\n" + (exits.__doc__ or "").split("\n\n", 1)[1].rstrip()
 
 
-def _load_manifests(files: Sequence[str]):
+def _load_manifests(files: Sequence[str], agent_needed: bool = True):
     """The one Evaluation in the files, and every AgentUnderTest beside it."""
     from proctor.core.spec import AgentUnderTest, Evaluation
     from proctor.formats.manifest import load_manifests
 
-    docs = [doc for f in files for doc in load_manifests(Path(f))]
+    docs = [doc for f in files for doc in load_manifests(Path(f), agent_needed=agent_needed)]
     evaluations = [d for d in docs if isinstance(d, Evaluation)]
     if len(evaluations) != 1:
         raise UsageError(f"expected exactly one Evaluation in {', '.join(files)}, "
@@ -94,13 +96,21 @@ def _eval_agents(args: argparse.Namespace) -> list:
     return agents
 
 
+def _dataset_ids(evaluation) -> set[str]:
+    """Every instance id of the evaluation's dataset (read again: only on a refusal)."""
+    from proctor.datasets import read_rows
+
+    ds = evaluation.spec.dataset
+    return {str(r.get("instance_id")) for r in read_rows(ds.name, ds.split, ds.revision)}
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     from proctor.cli.eval_options import SOURCES, EvalOptions, evaluation_manifest
     from proctor.formats.harness_logs import write_run_logs
     from proctor.formats.manifest import parse_resource
     from proctor.formats.predictions import load_predictions
     from proctor.local.engine import run_evaluation
-    from proctor.prepare import load_selection
+    from proctor.prepare import Refusal, load_selection
 
     if sum(bool(x) for x in (args.predictions, args.agent, args.file)) != 1:
         raise UsageError("give one of --predictions FILE|gold|empty, --agent URL, "
@@ -115,7 +125,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     evaluation = parse_resource(evaluation_manifest(options, preds.patches if preds else None),
                                 "proctor eval's options")
     out = Path(args.output_dir)
-    selection = load_selection(evaluation)  # once, for the run and for the harness's logs
+    try:
+        selection = load_selection(evaluation)  # once, for the run and the harness's logs
+    except Refusal:
+        if preds:  # an id the dataset lacks: name the predictions file's line, not the id
+            load_predictions(args.predictions, _dataset_ids(evaluation))
+        raise
     summary = run_evaluation(evaluation, out, progress=not args.quiet, agents=agents,
                              sandbox=_sandbox_options(args), selection=selection,
                              retry_errors=args.retry_errors, agent_wait_s=args.agent_wait)
@@ -177,7 +192,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_variants_generate(args: argparse.Namespace) -> int:
     from proctor.prepare import check_runnable, load_selection, stored_variants
 
-    evaluation, _ = _load_manifests(args.file)
+    evaluation, _ = _load_manifests(args.file, agent_needed=False)  # prompts only
     check_runnable(evaluation, on_cluster=False)  # e.g. more template variants than exist
     selection = load_selection(evaluation)
 
@@ -399,8 +414,9 @@ def cmd_export_submission(args: argparse.Namespace) -> int:
 def cmd_operator(args: argparse.Namespace) -> int:
     from prometheus_client import start_http_server
 
-    from proctor.k8s.controller import run
+    from proctor.k8s.controller import check_settings, run
 
+    check_settings(os.environ)  # before anything listens
     start_http_server(args.metrics_port)
     run(args.namespace or [], verbose=args.verbose, probe_port=args.probe_port,
         allow_local_endpoints=args.allow_local_endpoints)
@@ -421,7 +437,7 @@ def cmd_render(args: argparse.Namespace) -> int:
 
     evaluation, agents = _load_manifests(args.file)
     check_runnable(evaluation, on_cluster=True)
-    agent = agent_of(evaluation, agents)
+    agent = agent_of(evaluation, agents, allow_local=args.allow_local_endpoints)
     selection = load_selection(evaluation)
     objects = render(evaluation, agent, selection, plan_items(evaluation, selection),
                      args.items, runner_image_default=args.runner_image)
@@ -437,11 +453,9 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_results_pull(args: argparse.Namespace) -> int:
-    from proctor.k8s.api import Kube, load_config
-    from proctor.k8s.pull import pull
+    from proctor.k8s.pull import pull_from_cluster
 
-    load_config()
-    count = pull(Kube(), args.namespace, args.evaluation, Path(args.output_dir))
+    count = pull_from_cluster(args.namespace, args.evaluation, Path(args.output_dir))
     print(f"Pulled {count} results of {args.namespace}/{args.evaluation} into "
           f"{args.output_dir}/ (summary.json, report.md, results.jsonl)")
     return 0
@@ -479,10 +493,18 @@ def _add_sandbox_options(parser: argparse.ArgumentParser, default: str) -> None:
                                           "or a network's name (default: the daemon's default)")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a mistake in the flags is one line (with where to read more), as
+    every other bad input is, not the usage text followed by the error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(ExitCode.BAD_INPUT, f"{self.prog}: error: {message} (see {self.prog} "
+                                      f"--help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="proctor", description=__doc__,
-                                     epilog=EXIT_EPILOG,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(prog="proctor", description=__doc__, epilog=EXIT_EPILOG,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"proctor {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     from proctor.agents.cli import add_agent_parser
@@ -686,6 +708,9 @@ def build_parser() -> argparse.ArgumentParser:
     ren.add_argument("--runner-image", metavar="IMAGE",
                      help="the operator's default runner image (the chart's image), used when "
                           "spec.runner.image is unset; default proctor-runner:<version>")
+    ren.add_argument("--allow-local-endpoints", action="store_true",
+                     help="render agents at loopback or link-local addresses, as an operator "
+                          "started with --allow-local-endpoints runs them; refused otherwise")
     ren.set_defaults(func=cmd_render)
 
     sho = sub.add_parser("show", help="one item for a person to read: its task, what the "
@@ -748,7 +773,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; its exit status follows `proctor.core.exits` (the README lists it)."""
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # a reader gone (`| head`) shows here, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        return _reader_gone()
     except BaseException as exc:
         code = exits.for_exception(exc)
         if code is None:
@@ -761,6 +790,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             print(f"proctor: error: {exits.message_for(exc)}", file=sys.stderr)
         return code
+
+
+def _reader_gone() -> int:
+    """The reader of stdout left (`proctor variants show ... | head`): stop quietly, as a
+    program killed by SIGPIPE does. stdout goes to devnull so that the interpreter's own
+    flush at exit does not fail again (Python's docs, "Note on SIGPIPE")."""
+    with contextlib.suppress(OSError, ValueError):  # ValueError: no fileno (captured)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return ExitCode.BROKEN_PIPE
 
 
 if __name__ == "__main__":

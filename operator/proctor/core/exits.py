@@ -10,6 +10,7 @@
     4    stopped by a budget (Evaluation or AgentUnderTest spec.budget): no new task was
          sent past its cap; finished items are kept, summary.json names the cap
     130  interrupted (Ctrl-C): finished items are kept, run again to resume
+    141  the reader of the output went away (`| head`): it stops quietly, as on SIGPIPE
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class ExitCode(IntEnum):
     NOT_RUN = 3
     BUDGET_SPENT = 4
     INTERRUPTED = 130
+    BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell shows for a process the signal ended
 
 
 class NotRun(Exception):
@@ -72,9 +74,21 @@ def for_exception(exc: BaseException) -> ExitCode | None:
         return ExitCode.BUDGET_SPENT
     if isinstance(exc, NotRun) or is_disk_full(exc):
         return ExitCode.NOT_RUN
-    if isinstance(exc, (BadInput, UsageError, FileNotFoundError, PermissionError)):
+    if isinstance(exc, (BadInput, UsageError)) or is_bad_path(exc):
         return ExitCode.BAD_INPUT
     return None
+
+
+# What the system says of a path a person gave (a file missing, a folder in a file's
+# place, a read-only mount): the path, not the program, is wrong.
+_PATH_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError,
+                FileExistsError)
+_PATH_ERRNOS = frozenset({errno.EROFS, errno.ENAMETOOLONG, errno.ELOOP})
+
+
+def is_bad_path(exc: BaseException) -> bool:
+    return isinstance(exc, _PATH_ERRORS) or (isinstance(exc, OSError)
+                                             and exc.errno in _PATH_ERRNOS)
 
 
 def for_summaries(summaries: Iterable[Summary]) -> ExitCode:

@@ -27,6 +27,10 @@ from proctor.datasets import demo
 HUB_DEFAULT = "SWE-bench/SWE-bench_Verified"
 SWEBENCH5_FIELDS = ("image", "eval_script", "log_parser")
 _FILE_SUFFIXES = (".json", ".jsonl", ".parquet")
+# A name ending so is a file's, never a hub id: it is refused as a file Proctor cannot
+# read, not sent to the hub (where `rows.csv` would only fail as "cannot reach the hub").
+_OTHER_FILE_SUFFIXES = (".csv", ".tsv", ".txt", ".arrow", ".feather", ".yaml", ".yml",
+                        ".gz", ".zip", ".tar", ".xz", ".zst", ".bz2", ".xlsx", ".db")
 
 
 # The datasets shipped inside the package, by name: each gives its rows and the git bundles
@@ -63,7 +67,10 @@ class Selection:
 
 
 def is_local_file(name: str) -> bool:
-    return name.endswith(_FILE_SUFFIXES) or Path(name).is_file()
+    """Whether `name` is a file's path rather than a hub id: a data file's suffix, a path
+    that is a file, or one written as a path (absolute, ./, ../, ~)."""
+    return (name.lower().endswith(_FILE_SUFFIXES + _OTHER_FILE_SUFFIXES)
+            or name.startswith(("/", "./", "../", "~")) or Path(name).is_file())
 
 
 def read_rows(name: str, split: str = "test", revision: str = "") -> list[dict[str, Any]]:
@@ -71,29 +78,68 @@ def read_rows(name: str, split: str = "test", revision: str = "") -> list[dict[s
     if name in BUNDLED:
         return BUNDLED[name].load_rows()
     if is_local_file(name):
-        return _read_file(Path(name))
+        return _read_file(Path(name).expanduser())
     return _read_hub(name, split, revision)
 
 
 def _read_file(path: Path) -> list[dict[str, Any]]:
+    if path.is_dir():
+        raise DatasetError(f"dataset file {path} is a folder, not a file")
     if not path.is_file():
         raise DatasetError(f"dataset file {path} does not exist")
-    if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
+    suffix = path.suffix.lower()
+    if suffix not in _FILE_SUFFIXES:
+        raise DatasetError(f"dataset file {path}: Proctor reads .parquet, .jsonl and .json "
+                           f"files, not {suffix or 'files without a suffix'}")
+    if suffix == ".parquet":
+        rows = _read_parquet(path)
+    else:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise DatasetError(f"{path}: not UTF-8 text ({exc.reason})") from None
+        rows = _jsonl_rows(path, text) if suffix == ".jsonl" else _json_rows(path, text)
+    for number, row in enumerate(rows, start=1):
+        if not isinstance(row, dict):
+            where = f"line {number}" if suffix == ".jsonl" else f"row {number}"
+            raise DatasetError(f"{path} {where}: expected an object (a row), got "
+                               f"{type(row).__name__}")
+    return rows
 
+
+def _read_parquet(path: Path) -> list[Any]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
         return pq.read_table(path).to_pylist()
+    except (pa.ArrowException, OSError) as exc:  # ArrowInvalid: not a parquet file
+        raise DatasetError(f"{path}: not a readable parquet file ({exc})") from None
+
+
+def _jsonl_rows(path: Path, text: str) -> list[Any]:
+    """Each non-blank line's row; an error names the file's line, not the line's own 1."""
+    rows = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{path} line {number}: not valid JSON ({exc.msg}, column "
+                               f"{exc.colno})") from None
+    return rows
+
+
+def _json_rows(path: Path, text: str) -> list[Any]:
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise DatasetError(f"{path}: not UTF-8 text ({exc.reason})") from None
-    try:
-        if path.suffix == ".jsonl":
-            return [json.loads(line) for line in text.splitlines() if line.strip()]
         rows = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise DatasetError(f"{path}: not valid JSON: {exc}") from exc
+        raise DatasetError(f"{path} line {exc.lineno}: not valid JSON ({exc.msg}, column "
+                           f"{exc.colno})") from None
     if not isinstance(rows, list):
-        raise DatasetError(f"{path}: expected a JSON list of rows")
+        raise DatasetError(f"{path}: expected a JSON list of rows, got "
+                           f"{type(rows).__name__}")
     return rows
 
 

@@ -427,13 +427,34 @@ def _yaml_documents(text: str, source: str) -> list[Any]:
         raise ManifestError([f"{source}: {error}"]) from error
 
 
-def parse_manifests(text: str, source: str = "<string>") -> list[Resource]:
+def without_agent(document: Any) -> Any:
+    """An Evaluation that asks an agent but names none, read as one whose patches are given
+    (predictions.source empty): for commands that use only its dataset and prompts
+    (`proctor variants generate`), which have no agent to ask. Anything else as it is."""
+    if not isinstance(document, dict) or document.get("kind") != "Evaluation":
+        return document
+    spec = document.get("spec")
+    if not isinstance(spec, dict) or spec.get("agentRef") is not None:
+        return document
+    predictions = spec.get("predictions")
+    source = predictions.get("source", "agent") if isinstance(predictions, dict) else "agent"
+    if (predictions is not None and not isinstance(predictions, dict)) or source != "agent":
+        return document  # a wrong type is the schema's to name; other sources need no agent
+    return {**document, "spec": {**spec, "predictions": {**(predictions or {}),
+                                                         "source": "empty"}}}
+
+
+def parse_manifests(text: str, source: str = "<string>", *,
+                    agent_needed: bool = True) -> list[Resource]:
     """Every resource in a YAML text of one or more documents; ``source`` names it in errors.
 
     Empty documents are skipped. Raises ``ManifestError`` listing the problems of every
-    document, or if the text holds no document at all.
+    document, or if the text holds no document at all. ``agent_needed=False``: an
+    Evaluation need not name its agent (see `without_agent`).
     """
     documents = _yaml_documents(text, source)
+    if not agent_needed:
+        documents = [without_agent(d) for d in documents]
     found: list[Resource] = []
     problems: list[str] = []
     for index, document in enumerate(documents, start=1):
@@ -451,7 +472,8 @@ def parse_manifests(text: str, source: str = "<string>") -> list[Resource]:
     return found
 
 
-def load_manifests(path: str | os.PathLike[str]) -> list[Resource]:
+def load_manifests(path: str | os.PathLike[str], *, agent_needed: bool = True
+                   ) -> list[Resource]:
     """Every resource in the YAML file at ``path``; see ``parse_manifests``."""
     source = os.fspath(path)
     try:
@@ -464,4 +486,4 @@ def load_manifests(path: str | os.PathLike[str]) -> list[Resource]:
         raise ManifestError([f"{source}:{line}: not UTF-8 text (byte "
                              f"{error.object[error.start]:#04x}); save the file as UTF-8"]
                             ) from None
-    return parse_manifests(text, source)
+    return parse_manifests(text, source, agent_needed=agent_needed)

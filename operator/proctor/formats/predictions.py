@@ -79,6 +79,8 @@ def load_predictions(path: str | Path, known_ids: Collection[str] | None = None)
     """A swebench predictions file (.json list or dict, or .jsonl), checked whole;
     `known_ids` are the dataset's instance ids (every row must name one)."""
     path = Path(path)
+    if path.is_dir():
+        raise PredictionsError(f"predictions file {path} is a folder, not a file")
     if not path.is_file():
         raise PredictionsError(f"predictions file {path} does not exist")
     rows = _rows(path)

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import time
 from collections.abc import Mapping
@@ -55,6 +56,7 @@ from typing import Any
 import kopf
 
 from proctor import datasets
+from proctor.core.exits import BadInput
 from proctor.core.metrics import aggregate
 from proctor.core.model import WorkItem
 from proctor.core.spec import AgentUnderTest, Evaluation
@@ -72,11 +74,35 @@ from proctor.prepare import Refusal, agent_label, check_runnable, load_selection
 log = logging.getLogger("proctor.controller")
 Obj = dict[str, Any]
 Key = tuple[str, str]  # (namespace, Evaluation label value): how the indexes key its objects
-RESYNC_SECONDS = float(os.environ.get("PROCTOR_RECONCILE_SECONDS", "10"))
+RESYNC_SECONDS = 10.0  # PROCTOR_RECONCILE_SECONDS (read at startup: see `env_settings`)
 STATUS_SECONDS = 1.0  # the least time between two status writes of one Evaluation
 RETRY_SECONDS = 1.0  # a pass that failed (a write refused, say) is made again this later
 PROCTOR = {manifests.MANAGED_BY: "proctor"}
 RESULTS = {**PROCTOR, manifests.COMPONENT: store.RESULT_KIND}
+
+
+def _env_seconds(name: str, text: str | None, default: float) -> float:
+    """A setting in seconds: a number above 0; unset or empty, ``default``."""
+    if text is None or not text.strip():
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} is {text!r}: give a number of seconds above 0, or leave "
+                         f"it unset")
+    return value
+
+
+def env_settings(environ: Mapping[str, str]) -> tuple[float, float]:
+    """(resync seconds, image pull timeout seconds) from PROCTOR_RECONCILE_SECONDS and
+    PROCTOR_IMAGE_PULL_TIMEOUT_SECONDS; a bad one is a ValueError naming it, read before
+    kopf starts so that it is one line, not a traceback (at import, it would be one)."""
+    return (_env_seconds("PROCTOR_RECONCILE_SECONDS",
+                         environ.get("PROCTOR_RECONCILE_SECONDS"), 10.0),
+            _env_seconds("PROCTOR_IMAGE_PULL_TIMEOUT_SECONDS",
+                         environ.get("PROCTOR_IMAGE_PULL_TIMEOUT_SECONDS"), 600.0))
 
 
 def _now() -> str:
@@ -329,7 +355,7 @@ def _owner_key(body: Mapping[str, Any]) -> Key:
 
 @kopf.on.startup()
 async def _startup(settings: kopf.OperatorSettings, **kwargs: Any) -> None:
-    global CONTROLLER, _METRICS
+    global CONTROLLER, _METRICS, RESYNC_SECONDS
     settings.posting.level = logging.INFO
     # Events are Proctor's own: `kubectl get events` shows them from proctor, not kopf.
     settings.posting.reporting_component = "proctor"
@@ -348,10 +374,11 @@ async def _startup(settings: kopf.OperatorSettings, **kwargs: Any) -> None:
     load_config()
     _METRICS = _METRICS or Metrics()
     defaults = manifests.JobDefaults.from_env(os.environ)
+    RESYNC_SECONDS, pull_timeout_s = env_settings(os.environ)
     CONTROLLER = Controller(
-        Kube(), _METRICS, Settings(image_pull_timeout_s=float(
-            os.environ.get("PROCTOR_IMAGE_PULL_TIMEOUT_SECONDS", "600")),
-            keep_finished_jobs=defaults.ttl_seconds_after_finished is not None),
+        Kube(), _METRICS, Settings(image_pull_timeout_s=pull_timeout_s,
+                                   keep_finished_jobs=defaults.ttl_seconds_after_finished
+                                   is not None),
         {name: kwargs[name] for name in ("evaluations", "agents", "jobs", "pods", "results",
                                          "warnings")},  # kopf's live indexes (below)
         runner_image=os.environ.get("PROCTOR_RUNNER_IMAGE") or None,
@@ -446,15 +473,22 @@ def _probe(**_: Any) -> int:
     return len(CONTROLLER.tracked) if CONTROLLER else 0
 
 
+def check_settings(environ: Mapping[str, str]) -> None:
+    """Refuse a bad setting of the operator's environment in one line naming it (exit 2),
+    before kopf starts: in its startup handler it would be a traceback."""
+    try:
+        manifests.JobDefaults.from_env(environ)
+        env_settings(environ)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+
+
 def run(namespaces: list[str], *, verbose: bool, probe_port: int,
         allow_local_endpoints: bool = False) -> None:
     """`proctor operator`: run the handlers above until stopped."""
     if allow_local_endpoints:
         os.environ["PROCTOR_ALLOW_LOCAL_ENDPOINTS"] = "1"
-    try:
-        manifests.JobDefaults.from_env(os.environ)  # a bad setting: one line, before kopf
-    except ValueError as exc:
-        raise SystemExit(f"proctor operator: {exc}") from None
+    check_settings(os.environ)
     kopf.configure(verbose=verbose)
     kopf.run(standalone=True, clusterwide=not namespaces, namespaces=namespaces,
              liveness_endpoint=f"http://0.0.0.0:{probe_port}/healthz")

@@ -8,18 +8,24 @@ runs too.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from proctor.core.exits import BadInput
-from proctor.core.model import WorkItem
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config import ConfigException
+from urllib3.exceptions import HTTPError
+
+from proctor import __version__
+from proctor.core.exits import BadInput, NotRun
+from proctor.core.model import RESULT_SCHEMA_VERSION, WorkItem
 from proctor.core.spec import Evaluation
 from proctor.formats import agentbeats
 from proctor.formats.manifest import parse_resource
 from proctor.formats.report_json import report_json
-from proctor.k8s.api import Kube
-from proctor.k8s.store import read_result, result_labels
+from proctor.k8s.api import Kube, load_config
+from proctor.k8s.store import newer_schema, read_result, result_labels
 from proctor.prepare import Refusal, load_selection
 from proctor.results import ResultsFolder, write_outputs
 from proctor.runner.artifacts import unpack
@@ -71,6 +77,12 @@ def pull(kube: Kube, namespace: str, name: str, out: Path) -> int:
         raise PullError(f"Evaluation {name!r} not found in namespace {namespace}")
     evaluation = parse_resource(body)
     configmaps = kube.list_configmaps(namespace, result_labels(evaluation))["items"]
+    newer = [v for cm in configmaps if (v := newer_schema(cm)) is not None]
+    if newer:  # before the folder is touched: what it holds stays as it was
+        raise PullError(f"{len(newer)} results of Evaluation {namespace}/{name} are of "
+                        f"schema version {max(newer)}, newer than this proctor "
+                        f"({__version__}) reads (up to {RESULT_SCHEMA_VERSION}); upgrade "
+                        f"proctor to pull them ({out} was left as it was)")
     count = write_folder(evaluation, configmaps, out)
     try:
         instances = load_selection(evaluation).by_id
@@ -80,3 +92,21 @@ def pull(kube: Kube, namespace: str, name: str, out: Path) -> int:
     summary = write_outputs(ResultsFolder(out), evaluation, instances, planned)
     agentbeats.write_results(out, summary, evaluation, participant_id(evaluation))
     return count
+
+
+def pull_from_cluster(namespace: str, name: str, out: Path) -> int:
+    """`pull` from the cluster of the kubeconfig (or the pod's service account): no
+    cluster configured is bad input (exit 2); one that does not answer, or refuses, is
+    NotRun (exit 3); each one line."""
+    try:
+        load_config()
+    except (ConfigException, OSError, ValueError) as exc:  # ValueError: a junk kubeconfig
+        where = os.environ.get("KUBECONFIG") or "~/.kube/config"
+        raise PullError(f"no cluster to pull from (kubeconfig {where}): {exc}") from None
+    try:
+        return pull(Kube(), namespace, name, out)
+    except ApiException as exc:
+        raise NotRun(f"the cluster refused to list Evaluation {namespace}/{name}'s results: "
+                     f"{exc.status} {exc.reason}") from None
+    except HTTPError as exc:
+        raise NotRun(f"cannot reach the cluster: {exc}") from None

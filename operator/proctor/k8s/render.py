@@ -25,9 +25,12 @@ from proctor.k8s.manifests import TaskTooLarge, desired_objects
 from proctor.prepare import Refusal
 
 
-def agent_of(evaluation: Evaluation, agents: Sequence[AgentUnderTest]) -> AgentUnderTest | None:
+def agent_of(evaluation: Evaluation, agents: Sequence[AgentUnderTest], *,
+             allow_local: bool = False) -> AgentUnderTest | None:
     """The AgentUnderTest the evaluation asks (None when its patches are given), refused as
-    the operator refuses it: absent from its namespace, or run in service mode."""
+    the operator refuses it: absent from its namespace, run in service mode, or at a
+    loopback or link-local address (unless ``allow_local``: the operator's
+    --allow-local-endpoints)."""
     if evaluation.spec.predictions.source != "agent":
         return None
     ref = evaluation.spec.agent_ref.name if evaluation.spec.agent_ref else ""
@@ -36,8 +39,11 @@ def agent_of(evaluation: Evaluation, agents: Sequence[AgentUnderTest]) -> AgentU
         raise Refusal("AgentNotFound", f"Evaluation {evaluation.name!r} asks AgentUnderTest "
                                        f"{ref!r} in namespace {evaluation.namespace}: pass its "
                                        f"manifest too (-f agent.yaml)")
-    if refusal := agent_refusal(found[0], allow_local=True):  # loopback: the operator's flag
-        raise Refusal(*refusal)
+    if refusal := agent_refusal(found[0], allow_local=allow_local):
+        reason, message = refusal
+        if reason == "LocalEndpoint":  # say how to render it as such an operator would
+            message += "; render it so with --allow-local-endpoints"
+        raise Refusal(reason, message)
     return found[0]
 
 

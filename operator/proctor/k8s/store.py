@@ -8,10 +8,11 @@ Status is rebuilt from these on every pass, and `proctor results pull` reads the
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
-from proctor.core.model import RunResult
+from proctor.core.model import RESULT_SCHEMA_VERSION, RunResult
 from proctor.core.spec import Evaluation
 from proctor.k8s import manifests as m
 from proctor.k8s.names import configmap_name, label_value
@@ -47,3 +48,15 @@ def read_result(configmap: Mapping[str, Any]) -> RunResult | None:
         return RunResult.model_validate_json(text) if text else None
     except ValueError:  # pydantic's ValidationError, for JSON or fields alike
         return None
+
+
+def newer_schema(configmap: Mapping[str, Any]) -> int | None:
+    """The schema version of a kept result newer than this Proctor reads (a newer operator
+    wrote it), else None: such a result is unreadable here, not absent."""
+    text = (configmap.get("data") or {}).get(RESULT_KEY)
+    try:
+        version = json.loads(text).get("schema_version") if text else None
+    except (ValueError, AttributeError):  # not JSON, or not an object
+        return None
+    newer = isinstance(version, int) and version > RESULT_SCHEMA_VERSION
+    return version if newer else None

@@ -25,8 +25,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlparse
 
-from tqdm import tqdm
-
 from proctor import __version__, datasets
 from proctor.a2a.client import AgentProblem, SolveResult, fetch_card
 from proctor.core import exits
@@ -47,6 +45,7 @@ from proctor.formats.predictions import Predictions, load_predictions, patch_for
 from proctor.formats.report_json import report_json
 from proctor.local.agent_watch import DEFAULT_WAIT_S, AgentWatch
 from proctor.local.budget import BudgetGuard, combined
+from proctor.local.progress import progress_for
 from proctor.local.resume import Todo, resume_message, resume_plan
 from proctor.prepare import (
     Refusal,
@@ -293,8 +292,7 @@ def run_items(ctx: RunContext, folder: ResultsFolder, items: Sequence[WorkItem |
     exception goes on. A second Ctrl-C meanwhile exits the process at once.
     """
     todo = [t if isinstance(t, Todo) else Todo(t) for t in items]
-    bar = tqdm(total=len(todo), disable=not progress or not todo, unit="item", desc=desc,
-               file=sys.stderr, mininterval=0.5, dynamic_ncols=True)
+    bar = progress_for(len(todo), progress, desc, sys.stderr)
     pool = ThreadPoolExecutor(max_workers=max(1, workers))
     futures: dict[Future[RunResult | None], Todo] = {}
     recorded: set[Future[RunResult | None]] = set()
