@@ -1,15 +1,17 @@
 """The `template` strategy: deterministic rewordings of a problem statement.
 
 Five styles, each a pure function of the text, the most different from the original
-first (median similarity over Verified, see `similarity`): `reordered` (sections last
-first; else the quoted blocks first, then the prose paragraphs last first, each with the
-second half of its sentences first), `outline` (a summary, then every sentence as a
-bullet under a heading chosen by its words), `steps` (numbered, one sentence a line,
-filler cut, the quoted blocks after), `formal` (contractions spelled out, a formal
-vocabulary), `terse` (greetings, thanks and filler dropped). Beyond five, pairs of styles
-are applied in turn (`reordered-outline`, ...). Only prose changes; protected spans (see
-`spans`) move whole, a paragraph ending in a colon moves with the block it introduces,
-and each style adds its own lead line, so a variant never equals the original.
+first (median similarity over Verified, see `similarity`): `reordered` (the report's parts
+last first: sections, and in each the paragraphs and quoted blocks, each prose paragraph
+with the second half of its sentences first), `outline` (a summary, then every sentence as
+a bullet under a heading chosen by its words, each quoted block under the heading its
+label or content names: a traceback under Observed behaviour before the code under How to
+reproduce), `steps` (numbered, one sentence a line, filler cut, the quoted blocks after),
+`formal` (contractions spelled out, a formal vocabulary), `terse` (greetings, thanks and
+filler dropped). Beyond five, pairs of styles are applied in turn (`reordered-outline`,
+...). Only prose changes; protected spans (see `spans`) move whole, a paragraph ending in a
+colon moves with the block it introduces, and each style adds its own lead line, so a
+variant never equals the original.
 """
 
 from __future__ import annotations
@@ -200,26 +202,48 @@ def _kind(sentence: str) -> str:
     return next((name for name, words in _KINDS if words.search(sentence)), "Other details")
 
 
+_OBSERVED_BLOCK = re.compile(r"Traceback \(most recent call last\)|^\w*(?:Error|Exception|"
+                             r"Warning)\b|^E +\w", re.MULTILINE)
+
+
+def _block_kind(unit: list[Block]) -> str:
+    """Where the outline files a quoted block: by the words of the sentence introducing
+    it, else under Observed behaviour when it holds a traceback or an error line, else
+    under How to reproduce."""
+    label = _sentences(unit[0])[-1] if len(unit) > 1 else ""
+    kind = _kind(label) if label else "Other details"
+    if kind != "Other details":
+        return kind
+    return "Observed behaviour" if _OBSERVED_BLOCK.search(unit[-1].text) else \
+        "How to reproduce"
+
+
 def outline(text: str) -> str:
     """The report as an outline: its first sentence as the summary, then every other
     sentence as a bullet under Observed behaviour, How to reproduce, Expected behaviour or
-    Other details (by its words), in that order; the quoted blocks under How to
-    reproduce. Every sentence is kept, only its place changes."""
+    Other details (by its words), in that order; each quoted block, with the paragraph
+    introducing it, under the heading its label or its content names (a traceback under
+    Observed behaviour, code under How to reproduce). Every sentence is kept, only its
+    place changes."""
     parts = blocks(text)
-    prose, quoted_units = _units(parts)
+    units = _grouped(parts)
+    prose = [u[0] for u in units if len(u) == 1 and not u[0].protected]
     sentences = [s for b in prose for s in _sentences(b)]
     if not sentences:
         return _join("The report, as quoted material:", parts)
     groups: dict[str, list[str]] = {"Observed behaviour": [], "How to reproduce": [],
                                     "Expected behaviour": [], "Other details": []}
+    quoted: dict[str, list[Block]] = {name: [] for name in groups}
     for sentence in sentences[1:]:
         groups[_kind(sentence)].append(sentence if "\n" in sentence else f"- {sentence}")
+    for unit in units:
+        if unit[-1].protected:
+            quoted[_block_kind(unit)] += unit
     body = [Block(f"Summary: {sentences[0]}", False)]
     for heading, lines in groups.items():
-        quoted = quoted_units if heading == "How to reproduce" else []
-        if lines or quoted:
+        if lines or quoted[heading]:
             body.append(Block("\n".join([f"{heading}:", *lines]), False))
-            body += quoted
+            body += quoted[heading]
     return _join("In outline:", body)
 
 
@@ -232,23 +256,30 @@ def _sections(parts: list[Block]) -> list[list[Block]]:
     return out
 
 
+def _grouped(parts: list[Block]) -> list[list[Block]]:
+    """The blocks in order, each quoted block together with the paragraph that introduces
+    it (see `_units`), every other block alone."""
+    out: list[list[Block]] = []
+    for i, block in enumerate(parts):
+        if block.protected and i > 0 and not parts[i - 1].protected and out and \
+                out[-1] == [parts[i - 1]] and parts[i - 1].text.rstrip().endswith(":"):
+            out[-1].append(block)
+        else:
+            out.append([block])
+    return out
+
+
 def reordered(text: str) -> str:
-    """Sections last first; without sections, the quoted blocks first and the prose
-    paragraphs last first; in each prose paragraph the second half of its sentences
-    first."""
-    parts = blocks(text)
-    sections = _sections(parts)
-    if len(sections) >= 2:
-        moved = [_halves(b) for s in sections[::-1] for b in s]
-        return _join("The report's sections, the last one first:", moved)
-    prose_blocks, evidence = _units(parts)
-    prose = [_halves(b) for b in prose_blocks][::-1]
-    if evidence and prose:
-        return _join("The quoted material first, then the description, its last part "
-                     "first:", evidence + prose)
-    if len(prose) >= 2 or prose != prose_blocks:
-        return _join("The report, its last part first:", prose)
-    return _join("The report:", parts)
+    """The report's parts last first: sections last first, and in each section (after its
+    heading) the paragraphs and quoted blocks last first, a quoted block with the paragraph
+    that introduces it; in each prose paragraph the second half of its sentences first."""
+    sections = _sections(blocks(text))
+    moved: list[Block] = []
+    for section in sections[::-1]:
+        head = section[:1] if section[0].is_heading and len(sections) > 1 else []
+        rest = section[len(head):]
+        moved += head + [_halves(b) for unit in _grouped(rest)[::-1] for b in unit]
+    return _join("The report's parts, the last one first:", moved)
 
 
 STYLES: dict[str, Callable[[str], str]] = {
@@ -280,7 +311,7 @@ def style_ids() -> list[str]:
             if c not in _CLASHING]
 
 
-VERSION = "2"
+VERSION = "3"
 """Bumped whenever a style's rewording changes: stored template variants of another
 version are not reused."""
 MAX_VARIATIONS = len(style_ids())
