@@ -85,8 +85,12 @@ def test_variants_reword_the_prose():
     terse = reword(text, "terse")
     assert "Hi all" not in terse and "I think" not in terse and "Thanks" not in terse
     assert "src/parse.py" in terse and "`None`" in terse
-    steps = reword(text, "steps")
-    assert re.search(r"(?m)^1\. ", steps) and re.search(r"(?m)^2\. ", steps)
+    steps = reword(text.replace("Thanks!", "Calling it with an empty string raises. It "
+                                "should return an empty list. Thanks!"), "steps")
+    assert steps.index("Problem: The parser doesn't handle `None` here.") \
+        < steps.index("What happens:\n1. It's a bug in src/parse.py, fix it.\n"
+                      "2. Calling it with an empty string raises.") \
+        < steps.index("What should happen:\n3. It should return an empty list.")
 
 
 def test_reordered_puts_parts_last_first_and_keeps_a_label_with_its_block():

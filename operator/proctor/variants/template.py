@@ -6,12 +6,13 @@ last first: sections, and in each the paragraphs and quoted blocks, each prose p
 with the second half of its sentences first), `outline` (a summary, then every sentence as
 a bullet under a heading chosen by its words, each quoted block under the heading its
 label or content names: a traceback under Observed behaviour before the code under How to
-reproduce), `steps` (numbered, one sentence a line, filler cut, the quoted blocks after),
-`formal` (contractions spelled out, a formal vocabulary), `terse` (greetings, thanks and
-filler dropped). Beyond five, pairs of styles are applied in turn (`reordered-outline`,
-...). Only prose changes; protected spans (see `spans`) move whole, a paragraph ending in a
-colon moves with the block it introduces, and each style adds its own lead line, so a
-variant never equals the original.
+reproduce), `steps` (the problem, then the sentences numbered one a line, filler cut,
+in the phases one works through: reproduce, what happens, what should happen, context,
+each with its quoted blocks), `formal` (contractions spelled out, a formal vocabulary),
+`terse` (greetings, thanks and filler dropped). Beyond five, pairs of styles are applied
+in turn (`reordered-outline`, ...). Only prose changes; protected spans (see `spans`)
+move whole, a paragraph ending in a colon moves with the block it introduces, and each
+style adds its own lead line, so a variant never equals the original.
 """
 
 from __future__ import annotations
@@ -142,19 +143,6 @@ def _sentences(block: Block) -> list[str]:
     return [s.strip() for s in "".join(p.text for p in split).split("\0") if s.strip()]
 
 
-def _units(parts: list[Block]) -> tuple[list[Block], list[Block]]:
-    """The prose paragraphs, and the quoted blocks each with the paragraph that introduces
-    it (one ending in a colon right before it: "Good:", "This fails with:"), so that a
-    style that moves a block moves its label too."""
-    prose: list[Block] = []
-    quoted: list[Block] = []
-    for i, block in enumerate(parts):
-        label = i + 1 < len(parts) and parts[i + 1].protected and \
-            block.text.rstrip().endswith(":")
-        (quoted if block.protected or label else prose).append(block)
-    return prose, quoted
-
-
 def _halves(block: Block) -> Block:
     """A prose paragraph with the second half of its sentences first (the others kept)."""
     if block.protected:
@@ -164,24 +152,6 @@ def _halves(block: Block) -> Block:
         return block
     h = len(sentences) // 2
     return Block(" ".join(sentences[h:] + sentences[:h]), False)
-
-
-def steps(text: str) -> str:
-    """The prose as numbered steps, one sentence each, with the terse style's cuts; the
-    quoted blocks (code, output, tracebacks) after the steps, in their order."""
-    body: list[Block] = []
-    number = 0
-    parts = [_map_prose(b, lambda s: _substitute(_TERSE, s)) for b in blocks(text)]
-    prose, quoted = _units(parts)
-    for block in prose:
-        lines = []
-        for sentence in _sentences(block):
-            number += 1
-            lines.append(f"{number}. {sentence}" if "\n" not in sentence else sentence)
-        body.append(Block("\n".join(lines), False))
-    if quoted and body:
-        body.append(Block("Quoted in the report:", False))
-    return _join("Work through this report step by step:", body + quoted)
 
 
 # The outline's headings, and the words that put a sentence under one (first match wins).
@@ -199,7 +169,10 @@ _KINDS = [
 
 
 def _kind(sentence: str) -> str:
-    return next((name for name, words in _KINDS if words.search(sentence)), "Other details")
+    """The heading a sentence goes under; a heading or list block by its first line (a
+    section `### Actual behavior` whose text quotes an expected value is still actual)."""
+    first = sentence.split("\n", 1)[0]
+    return next((name for name, words in _KINDS if words.search(first)), "Other details")
 
 
 _OBSERVED_BLOCK = re.compile(r"Traceback \(most recent call last\)|^\w*(?:Error|Exception|"
@@ -247,6 +220,43 @@ def outline(text: str) -> str:
     return _join("In outline:", body)
 
 
+_PHASES = {"How to reproduce": "Reproduce:", "Observed behaviour": "What happens:",
+           "Expected behaviour": "What should happen:", "Other details": "Context:"}
+"""The steps' phases, in the order one works on a report (the outline's kinds)."""
+
+
+def steps(text: str) -> str:
+    """The report as the steps one works through: the problem (its first sentence), then
+    reproducing it, what happens, what should happen and the background, each phase with
+    its sentences numbered (one a line, with the terse style's cuts) and the quoted blocks
+    the outline would file under it. Every sentence is kept, only its place changes."""
+    parts = [_map_prose(b, lambda s: _substitute(_TERSE, s)) for b in blocks(text)]
+    units = _grouped(parts)
+    prose = [u[0] for u in units if len(u) == 1 and not u[0].protected]
+    sentences = [s for b in prose for s in _sentences(b)]
+    if not sentences:
+        return _join("Step by step, the quoted material:", parts)
+    groups: dict[str, list[str]] = {name: [] for name in _PHASES}
+    quoted: dict[str, list[Block]] = {name: [] for name in _PHASES}
+    for sentence in sentences[1:]:
+        groups[_kind(sentence)].append(sentence)
+    for unit in units:
+        if unit[-1].protected:
+            quoted[_block_kind(unit)] += unit
+    body = [Block(f"Problem: {sentences[0]}", False)]
+    number = 0
+    for name, head in _PHASES.items():
+        if not groups[name] and not quoted[name]:
+            continue
+        lines = [head]
+        for sentence in groups[name]:
+            number += 1
+            lines.append(f"{number}. {sentence}" if "\n" not in sentence else sentence)
+        body.append(Block("\n".join(lines), False))
+        body += quoted[name]
+    return _join("Step by step:", body)
+
+
 def _sections(parts: list[Block]) -> list[list[Block]]:
     out: list[list[Block]] = []
     for block in parts:
@@ -258,7 +268,8 @@ def _sections(parts: list[Block]) -> list[list[Block]]:
 
 def _grouped(parts: list[Block]) -> list[list[Block]]:
     """The blocks in order, each quoted block together with the paragraph that introduces
-    it (see `_units`), every other block alone."""
+    it (one ending in a colon right before it: "Good:", "This fails with:"), every other
+    block alone, so that a style that moves a block moves its label too."""
     out: list[list[Block]] = []
     for i, block in enumerate(parts):
         if block.protected and i > 0 and not parts[i - 1].protected and out and \
