@@ -126,6 +126,17 @@ def test_outline_files_a_traceback_under_observed_before_the_code_that_raises_it
         < out.index("Expected behaviour:\n- It should return 0.")
 
 
+def test_the_words_a_quoted_block_completes_move_with_it():
+    """A sentence that runs into a block ("could be changed to") and the lower-case words
+    that finish it after the block stay beside the block wherever a style moves it."""
+    text = ("Names may end in a newline.\n\nThe regex could be changed to\n\n"
+            "    r'\\A\\w+\\Z'\n\nso that it rejects them.\n\nNobody noticed before. It is old.")
+    for style in ("reordered", "outline", "steps"):
+        out = reword(text, style)
+        assert "The regex could be changed to\n\n    r'\\A\\w+\\Z'\n\nso that it rejects " \
+            "them." in out, style
+
+
 def test_a_paragraph_with_code_lines_keeps_its_sentences_rewordable():
     """A tracker without blank lines (Django's Trac) puts prose and code in one paragraph:
     the indented code is protected, the sentences around it are not."""

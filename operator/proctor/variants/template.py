@@ -93,13 +93,16 @@ def _map_prose(block: Block, change: Callable[[str], str]) -> Block:
     if block.protected:
         return block
     out = []
+    # A paragraph that began with a capital begins with one again (after a cut greeting);
+    # one in lower case finishes the sentence of the block before it and stays so.
+    capital = block.text.lstrip()[:1].isupper()
     for i, p in enumerate(pieces(block.text)):
         if p.protected:
             out.append(p.text)
             continue
         text = re.sub(r"(?<=\S) {2,}(?=\S)", " ", change(p.text))
         text = re.sub(r"(?m)^ +", "", text) if i == 0 else text
-        out.append(text[:1].upper() + text[1:] if i == 0 else text)
+        out.append(text[:1].upper() + text[1:] if i == 0 and capital else text)
     return Block("".join(out), False)
 
 
@@ -140,7 +143,9 @@ def _sentences(block: Block) -> list[str]:
         # the line has no end mark (an issue's title line); otherwise a space.
         text = p.text if p.protected else _TITLE_BREAK.sub("\0", p.text).replace("\n", " ")
         split.append(Piece(text if p.protected else _SENTENCE_END.sub("\0", text), p.protected))
-    return [s.strip() for s in "".join(p.text for p in split).split("\0") if s.strip()]
+    # A lone "Description" is the field name under a Trac ticket's title, not a sentence.
+    return [s.strip() for s in "".join(p.text for p in split).split("\0")
+            if s.strip() and s.strip() != "Description"]
 
 
 def _halves(block: Block) -> Block:
@@ -183,11 +188,12 @@ def _block_kind(unit: list[Block]) -> str:
     """Where the outline files a quoted block: by the words of the sentence introducing
     it, else under Observed behaviour when it holds a traceback or an error line, else
     under How to reproduce."""
-    label = _sentences(unit[0])[-1] if len(unit) > 1 else ""
+    label = _sentences(unit[0])[-1] if not unit[0].protected else ""
     kind = _kind(label) if label else "Other details"
     if kind != "Other details":
         return kind
-    return "Observed behaviour" if _OBSERVED_BLOCK.search(unit[-1].text) else \
+    block = next(b for b in unit if b.protected)
+    return "Observed behaviour" if _OBSERVED_BLOCK.search(block.text) else \
         "How to reproduce"
 
 
@@ -200,7 +206,7 @@ def outline(text: str) -> str:
     place changes."""
     parts = blocks(text)
     units = _grouped(parts)
-    prose = [u[0] for u in units if len(u) == 1 and not u[0].protected]
+    prose = [u[0] for u in units if not _quoted(u)]
     sentences = [s for b in prose for s in _sentences(b)]
     if not sentences:
         return _join("The report, as quoted material:", parts)
@@ -210,7 +216,7 @@ def outline(text: str) -> str:
     for sentence in sentences[1:]:
         groups[_kind(sentence)].append(sentence if "\n" in sentence else f"- {sentence}")
     for unit in units:
-        if unit[-1].protected:
+        if _quoted(unit):
             quoted[_block_kind(unit)] += unit
     body = [Block(f"Summary: {sentences[0]}", False)]
     for heading, lines in groups.items():
@@ -230,9 +236,10 @@ def steps(text: str) -> str:
     reproducing it, what happens, what should happen and the background, each phase with
     its sentences numbered (one a line, with the terse style's cuts) and the quoted blocks
     the outline would file under it. Every sentence is kept, only its place changes."""
-    parts = [_map_prose(b, lambda s: _substitute(_TERSE, s)) for b in blocks(text)]
-    units = _grouped(parts)
-    prose = [u[0] for u in units if len(u) == 1 and not u[0].protected]
+    parts = blocks(text)
+    units = [[_map_prose(b, lambda s: _substitute(_TERSE, s)) for b in unit]
+             for unit in _grouped(parts)]
+    prose = [u[0] for u in units if not _quoted(u)]
     sentences = [s for b in prose for s in _sentences(b)]
     if not sentences:
         return _join("Step by step, the quoted material:", parts)
@@ -241,7 +248,7 @@ def steps(text: str) -> str:
     for sentence in sentences[1:]:
         groups[_kind(sentence)].append(sentence)
     for unit in units:
-        if unit[-1].protected:
+        if _quoted(unit):
             quoted[_block_kind(unit)] += unit
     body = [Block(f"Problem: {sentences[0]}", False)]
     number = 0
@@ -266,18 +273,38 @@ def _sections(parts: list[Block]) -> list[list[Block]]:
     return out
 
 
+def _leads_in(block: Block, first: bool) -> bool:
+    """A prose paragraph that introduces the quoted block after it: it ends in a colon
+    ("This fails with:") or, unless it is the report's first (its title), runs on into the
+    block, ending in a lower-case word or a comma ("the regex could be changed to")."""
+    end = block.text.rstrip()
+    return not block.protected and not block.is_heading and (
+        end.endswith(":") or (not first and (end[-1:].islower() or end.endswith(","))))
+
+
 def _grouped(parts: list[Block]) -> list[list[Block]]:
     """The blocks in order, each quoted block together with the paragraph that introduces
-    it (one ending in a colon right before it: "Good:", "This fails with:"), every other
-    block alone, so that a style that moves a block moves its label too."""
+    it (see `_leads_in`) and the one that finishes its sentence (starting in lower case:
+    "in order to reject ..."), every other block alone, so that a style that moves a block
+    moves the words around it that need it."""
     out: list[list[Block]] = []
     for i, block in enumerate(parts):
-        if block.protected and i > 0 and not parts[i - 1].protected and out and \
-                out[-1] == [parts[i - 1]] and parts[i - 1].text.rstrip().endswith(":"):
+        prev = parts[i - 1] if i else None
+        after = parts[i + 1] if i + 1 < len(parts) else None
+        labelled = block.protected and prev is not None and out[-1] == [prev] and \
+            _leads_in(prev, i == 1)
+        finishes = not block.protected and bool(out) and out[-1][-1].protected and \
+            block.text.lstrip()[:1].islower() and \
+            not (after and after.protected and _leads_in(block, False))
+        if labelled or finishes:
             out[-1].append(block)
         else:
             out.append([block])
     return out
+
+
+def _quoted(unit: list[Block]) -> bool:
+    return any(b.protected for b in unit)
 
 
 def reordered(text: str) -> str:
@@ -289,7 +316,10 @@ def reordered(text: str) -> str:
     for section in sections[::-1]:
         head = section[:1] if section[0].is_heading and len(sections) > 1 else []
         rest = section[len(head):]
-        moved += head + [_halves(b) for unit in _grouped(rest)[::-1] for b in unit]
+        # Only a paragraph on its own is cut in halves: one around a quoted block must
+        # keep the words next to the block.
+        moved += head + [b for unit in _grouped(rest)[::-1]
+                         for b in (unit if _quoted(unit) else map(_halves, unit))]
     return _join("The report's parts, the last one first:", moved)
 
 
