@@ -50,6 +50,7 @@ _INDEPENDENT = [
     re.compile(r"\b[A-Za-z_]\w*_\w+\b"),                      # snake_case identifiers
     re.compile(r"\b[A-Za-z_][\w]*\.[A-Za-z_][\w.]*\("),       # dotted calls
     re.compile(r"(?m)^>>> .*$"),                              # interpreter input
+    re.compile(r"(?m)^[ \t]+\S.*$"),                          # indented lines
 ]
 
 
@@ -84,19 +85,23 @@ def test_variants_reword_the_prose():
     terse = reword(text, "terse")
     assert "Hi all" not in terse and "I think" not in terse and "Thanks" not in terse
     assert "src/parse.py" in terse and "`None`" in terse
-    steps = reword(text, "steps")
-    assert re.search(r"(?m)^1\. ", steps) and re.search(r"(?m)^2\. ", steps)
+    steps = reword(text.replace("Thanks!", "Calling it with an empty string raises. It "
+                                "should return an empty list. Thanks!"), "steps")
+    assert steps.index("Problem: The parser doesn't handle `None` here.") \
+        < steps.index("What happens:\n1. It's a bug in src/parse.py, fix it.\n"
+                      "2. Calling it with an empty string raises.") \
+        < steps.index("What should happen:\n3. It should return an empty list.")
 
 
-def test_reordered_puts_sections_last_first_and_keeps_a_label_with_its_block():
+def test_reordered_puts_parts_last_first_and_keeps_a_label_with_its_block():
     text = "Intro prose here.\n\n### Steps\nRun it.\n\n### Expected\nNo crash."
     out = reword(text, "reordered")
     assert out.index("### Expected") < out.index("### Steps") < out.index("Intro prose")
     text = ("It fails. Nobody knows why. Since 2.0.\n\nThis fails with:\n\n"
             "```\nboom()\n```\n\nGood:\n\n    ok()\n")
     out = reword(text, "reordered")
-    assert out.index("This fails with:") < out.index("boom()") < out.index("Good:") \
-        < out.index("ok()") < out.index("Nobody knows why. Since 2.0. It fails.")
+    assert out.index("Good:") < out.index("ok()") < out.index("This fails with:") \
+        < out.index("boom()") < out.index("Nobody knows why. Since 2.0. It fails.")
 
 
 def test_outline_files_every_sentence_under_a_heading():
@@ -109,6 +114,45 @@ def test_outline_files_every_sentence_under_a_heading():
     assert out.index("parse('')") < out.index("Expected behaviour:\n- It should return")
 
 
+def test_outline_files_a_traceback_under_observed_before_the_code_that_raises_it():
+    text = ("Summing an empty list fails.\n\nI ran this:\n\n```\nsum_all([])\n```\n\n"
+            "and got:\n\n```\n"
+            "Traceback (most recent call last):\nValueError: empty\n```\n\n"
+            "It should return 0.")
+    out = reword(text, "outline")
+    assert out.index("Summary: Summing an empty list fails.") < out.index("Observed behaviour:") \
+        < out.index("and got:\n\n```\nTraceback") \
+        < out.index("How to reproduce:") < out.index("I ran this:\n\n```\nsum_all([])") \
+        < out.index("Expected behaviour:\n- It should return 0.")
+
+
+def test_the_words_a_quoted_block_completes_move_with_it():
+    """A sentence that runs into a block ("could be changed to") and the lower-case words
+    that finish it after the block stay beside the block wherever a style moves it."""
+    text = ("Names may end in a newline.\n\nThe regex could be changed to\n\n"
+            "    r'\\A\\w+\\Z'\n\nso that it rejects them.\n\nNobody noticed before. It is old.")
+    for style in ("reordered", "outline", "steps"):
+        out = reword(text, style)
+        assert "The regex could be changed to\n\n    r'\\A\\w+\\Z'\n\nso that it rejects " \
+            "them." in out, style
+
+
+def test_a_paragraph_with_code_lines_keeps_its_sentences_rewordable():
+    """A tracker without blank lines (Django's Trac) puts prose and code in one paragraph:
+    the indented code is protected, the sentences around it are not."""
+    text = ("The save call uses the wrong database.\nFor example:\n"
+            "\tcontent_type.save(update_fields={'model'})\n"
+            "It should pass the alias it was given, like the other calls do.")
+    kinds = [(b.text, b.protected) for b in blocks(text)]
+    assert kinds == [("The save call uses the wrong database.", False),
+                     ("For example:\n\tcontent_type.save(update_fields={'model'})", True),
+                     ("It should pass the alias it was given, like the other calls do.",
+                      False)]
+    formal = reword(text, "formal")
+    assert "employs the incorrect database" in formal
+    assert "\tcontent_type.save(update_fields={'model'})" in formal
+
+
 def test_similarity_is_one_for_the_same_text_and_falls_as_parts_move_or_change():
     text = "First part of the report. Second part, with more words in it."
     assert similarity(text, text) == 1.0
@@ -119,8 +163,10 @@ def test_similarity_is_one_for_the_same_text_and_falls_as_parts_move_or_change()
 
 def test_styles_vary_most_different_first_within_length_and_the_span_test_holds_above():
     """Over the first 60 Verified statements: each style's median similarity, in the order
-    variants are taken, rises (most different first); the first three pooled. Every
-    variant of every statement stays within 75-150% of the original's length."""
+    variants are taken, rises (most different first); the first three pooled at most 0.8
+    (token-level here; benchmarks/variant_similarity.py prints issue 26's character-level
+    figure). Every variant of every statement stays within 75-150% of the original's
+    length."""
     rows = _verified_statements()
     medians = {}
     for style in STYLES:
@@ -130,7 +176,7 @@ def test_styles_vary_most_different_first_within_length_and_the_span_test_holds_
     print("median similarity over 60 statements:",
           ", ".join(f"{s} {m:.3f}" for s, m in medians.items()), f"; first three {pooled:.3f}")
     assert list(medians.values()) == sorted(medians.values())
-    assert pooled <= 0.92  # was 0.985 with the styles of template VERSION 1
+    assert pooled <= 0.8  # 0.90 with template VERSION 2, 0.985 with VERSION 1
     for instance_id, text in rows:
         for vid in style_ids():
             ratio = len(reword(text, vid)) / len(text)

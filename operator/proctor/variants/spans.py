@@ -3,10 +3,11 @@
 A problem statement mixes prose with things an agent must read exactly: code blocks,
 tracebacks, file paths, identifiers, URLs, quoted output. The text is cut in two steps:
 
-* blocks: fenced code, then paragraphs (runs of non-blank lines); a paragraph with any
+* blocks: fenced code, then paragraphs (runs of non-blank lines); in a paragraph with any
   code-like line (indented, a prompt such as `>>>` or `$`, a traceback, dense in symbols)
-  is protected whole, and neighbouring protected blocks merge with the blank lines
-  between them, so an indented block with blank lines inside stays one piece;
+  every line is protected except those that read as sentences, and neighbouring
+  protected blocks merge with the blank lines between them, so an indented block with
+  blank lines inside stays one piece;
 * inside a prose paragraph: inline code, URLs, quoted strings and every token that is not
   a plain word (paths, dotted names, snake_case, CamelCase, numbers, markup) are
   protected; only the plain words between them may be reworded.
@@ -67,6 +68,43 @@ def _code_like(line: str) -> bool:
     return symbols > 0.15 * max(1, len(line.strip())) or not any(c.isalpha() for c in line)
 
 
+def _prose_line(line: str) -> bool:
+    """A line that reads as a sentence: not code-like, starting with a capitalised plain
+    word, at least three plain words and three in four of its tokens plain (so `import x`,
+    `ValueError: msg` or `def f(x):` are not)."""
+    tokens = line.split()
+    plain = [t for t in tokens if _WORD.match(t) and not _is_name(t)]
+    return (not _code_like(line) and bool(tokens) and tokens[0] in plain
+            and tokens[0][:1].isupper() and len(plain) >= 3
+            and len(plain) >= 0.75 * len(tokens))
+
+
+def _line_runs(para: list[str]) -> list[tuple[str, bool]]:
+    """A paragraph without code-like lines, whole and prose; with any, cut into runs of
+    lines: prose where a line reads as a sentence, protected otherwise. Issue trackers
+    without blank lines (Django's Trac) put a whole report in one paragraph, and one
+    indented line would otherwise freeze all of its prose."""
+    if not any(map(_code_like, para)):
+        return [("\n".join(para), False)]
+    runs: list[list[str]] = []  # alternating: sentence lines, other lines
+    for line in para:
+        if runs and _prose_line(line) == _prose_line(runs[-1][0]):
+            runs[-1].append(line)
+        else:
+            runs.append([line])
+    # A run of other lines is protected when it holds a code-like line; without one it is
+    # prose (as in a paragraph without code), so that a rewording cut into paragraphs
+    # again finds the same protected runs.
+    out: list[tuple[str, bool]] = []
+    for lines in runs:
+        protected = not _prose_line(lines[0]) and any(map(_code_like, lines))
+        if out and not protected and not out[-1][1]:
+            out[-1] = (out[-1][0] + "\n" + "\n".join(lines), False)
+        else:
+            out.append(("\n".join(lines), protected))
+    return out
+
+
 def _raw_blocks(text: str) -> list[tuple[str, bool]]:
     """Fenced blocks, paragraphs and the blank runs between them, in order."""
     lines = text.split("\n")
@@ -88,8 +126,7 @@ def _raw_blocks(text: str) -> list[tuple[str, bool]]:
             j = i
             while j < len(lines) and lines[j].strip() and not _FENCE.match(lines[j]):
                 j += 1
-            para = lines[i:j]
-            out.append(("\n".join(para), any(map(_code_like, para))))
+            out += _line_runs(lines[i:j])
             i = j
     return out
 

@@ -1,15 +1,18 @@
 """The `template` strategy: deterministic rewordings of a problem statement.
 
 Five styles, each a pure function of the text, the most different from the original
-first (median similarity over Verified, see `similarity`): `reordered` (sections last
-first; else the quoted blocks first, then the prose paragraphs last first, each with the
-second half of its sentences first), `outline` (a summary, then every sentence as a
-bullet under a heading chosen by its words), `steps` (numbered, one sentence a line,
-filler cut, the quoted blocks after), `formal` (contractions spelled out, a formal
-vocabulary), `terse` (greetings, thanks and filler dropped). Beyond five, pairs of styles
-are applied in turn (`reordered-outline`, ...). Only prose changes; protected spans (see
-`spans`) move whole, a paragraph ending in a colon moves with the block it introduces,
-and each style adds its own lead line, so a variant never equals the original.
+first (median similarity over Verified, see `similarity`): `reordered` (the report's parts
+last first: sections, and in each the paragraphs and quoted blocks, each prose paragraph
+with the second half of its sentences first), `outline` (a summary, then every sentence as
+a bullet under a heading chosen by its words, each quoted block under the heading its
+label or content names: a traceback under Observed behaviour before the code under How to
+reproduce), `steps` (the problem, then the sentences numbered one a line, filler cut,
+in the phases one works through: reproduce, what happens, what should happen, context,
+each with its quoted blocks), `formal` (contractions spelled out, a formal vocabulary),
+`terse` (greetings, thanks and filler dropped). Beyond five, pairs of styles are applied
+in turn (`reordered-outline`, ...). Only prose changes; protected spans (see `spans`)
+move whole, a paragraph ending in a colon moves with the block it introduces, and each
+style adds its own lead line, so a variant never equals the original.
 """
 
 from __future__ import annotations
@@ -90,13 +93,16 @@ def _map_prose(block: Block, change: Callable[[str], str]) -> Block:
     if block.protected:
         return block
     out = []
+    # A paragraph that began with a capital begins with one again (after a cut greeting);
+    # one in lower case finishes the sentence of the block before it and stays so.
+    capital = block.text.lstrip()[:1].isupper()
     for i, p in enumerate(pieces(block.text)):
         if p.protected:
             out.append(p.text)
             continue
         text = re.sub(r"(?<=\S) {2,}(?=\S)", " ", change(p.text))
         text = re.sub(r"(?m)^ +", "", text) if i == 0 else text
-        out.append(text[:1].upper() + text[1:] if i == 0 else text)
+        out.append(text[:1].upper() + text[1:] if i == 0 and capital else text)
     return Block("".join(out), False)
 
 
@@ -137,20 +143,9 @@ def _sentences(block: Block) -> list[str]:
         # the line has no end mark (an issue's title line); otherwise a space.
         text = p.text if p.protected else _TITLE_BREAK.sub("\0", p.text).replace("\n", " ")
         split.append(Piece(text if p.protected else _SENTENCE_END.sub("\0", text), p.protected))
-    return [s.strip() for s in "".join(p.text for p in split).split("\0") if s.strip()]
-
-
-def _units(parts: list[Block]) -> tuple[list[Block], list[Block]]:
-    """The prose paragraphs, and the quoted blocks each with the paragraph that introduces
-    it (one ending in a colon right before it: "Good:", "This fails with:"), so that a
-    style that moves a block moves its label too."""
-    prose: list[Block] = []
-    quoted: list[Block] = []
-    for i, block in enumerate(parts):
-        label = i + 1 < len(parts) and parts[i + 1].protected and \
-            block.text.rstrip().endswith(":")
-        (quoted if block.protected or label else prose).append(block)
-    return prose, quoted
+    # A lone "Description" is the field name under a Trac ticket's title, not a sentence.
+    return [s.strip() for s in "".join(p.text for p in split).split("\0")
+            if s.strip() and s.strip() != "Description"]
 
 
 def _halves(block: Block) -> Block:
@@ -162,24 +157,6 @@ def _halves(block: Block) -> Block:
         return block
     h = len(sentences) // 2
     return Block(" ".join(sentences[h:] + sentences[:h]), False)
-
-
-def steps(text: str) -> str:
-    """The prose as numbered steps, one sentence each, with the terse style's cuts; the
-    quoted blocks (code, output, tracebacks) after the steps, in their order."""
-    body: list[Block] = []
-    number = 0
-    parts = [_map_prose(b, lambda s: _substitute(_TERSE, s)) for b in blocks(text)]
-    prose, quoted = _units(parts)
-    for block in prose:
-        lines = []
-        for sentence in _sentences(block):
-            number += 1
-            lines.append(f"{number}. {sentence}" if "\n" not in sentence else sentence)
-        body.append(Block("\n".join(lines), False))
-    if quoted and body:
-        body.append(Block("Quoted in the report:", False))
-    return _join("Work through this report step by step:", body + quoted)
 
 
 # The outline's headings, and the words that put a sentence under one (first match wins).
@@ -197,30 +174,94 @@ _KINDS = [
 
 
 def _kind(sentence: str) -> str:
-    return next((name for name, words in _KINDS if words.search(sentence)), "Other details")
+    """The heading a sentence goes under; a heading or list block by its first line (a
+    section `### Actual behavior` whose text quotes an expected value is still actual)."""
+    first = sentence.split("\n", 1)[0]
+    return next((name for name, words in _KINDS if words.search(first)), "Other details")
+
+
+_OBSERVED_BLOCK = re.compile(r"Traceback \(most recent call last\)|^\w*(?:Error|Exception|"
+                             r"Warning)\b|^E +\w", re.MULTILINE)
+
+
+def _block_kind(unit: list[Block]) -> str:
+    """Where the outline files a quoted block: by the words of the sentence introducing
+    it, else under Observed behaviour when it holds a traceback or an error line, else
+    under How to reproduce."""
+    label = _sentences(unit[0])[-1] if not unit[0].protected else ""
+    kind = _kind(label) if label else "Other details"
+    if kind != "Other details":
+        return kind
+    block = next(b for b in unit if b.protected)
+    return "Observed behaviour" if _OBSERVED_BLOCK.search(block.text) else \
+        "How to reproduce"
 
 
 def outline(text: str) -> str:
     """The report as an outline: its first sentence as the summary, then every other
     sentence as a bullet under Observed behaviour, How to reproduce, Expected behaviour or
-    Other details (by its words), in that order; the quoted blocks under How to
-    reproduce. Every sentence is kept, only its place changes."""
+    Other details (by its words), in that order; each quoted block, with the paragraph
+    introducing it, under the heading its label or its content names (a traceback under
+    Observed behaviour, code under How to reproduce). Every sentence is kept, only its
+    place changes."""
     parts = blocks(text)
-    prose, quoted_units = _units(parts)
+    units = _grouped(parts)
+    prose = [u[0] for u in units if not _quoted(u)]
     sentences = [s for b in prose for s in _sentences(b)]
     if not sentences:
         return _join("The report, as quoted material:", parts)
     groups: dict[str, list[str]] = {"Observed behaviour": [], "How to reproduce": [],
                                     "Expected behaviour": [], "Other details": []}
+    quoted: dict[str, list[Block]] = {name: [] for name in groups}
     for sentence in sentences[1:]:
         groups[_kind(sentence)].append(sentence if "\n" in sentence else f"- {sentence}")
+    for unit in units:
+        if _quoted(unit):
+            quoted[_block_kind(unit)] += unit
     body = [Block(f"Summary: {sentences[0]}", False)]
     for heading, lines in groups.items():
-        quoted = quoted_units if heading == "How to reproduce" else []
-        if lines or quoted:
+        if lines or quoted[heading]:
             body.append(Block("\n".join([f"{heading}:", *lines]), False))
-            body += quoted
+            body += quoted[heading]
     return _join("In outline:", body)
+
+
+_PHASES = {"How to reproduce": "Reproduce:", "Observed behaviour": "What happens:",
+           "Expected behaviour": "What should happen:", "Other details": "Context:"}
+"""The steps' phases, in the order one works on a report (the outline's kinds)."""
+
+
+def steps(text: str) -> str:
+    """The report as the steps one works through: the problem (its first sentence), then
+    reproducing it, what happens, what should happen and the background, each phase with
+    its sentences numbered (one a line, with the terse style's cuts) and the quoted blocks
+    the outline would file under it. Every sentence is kept, only its place changes."""
+    parts = blocks(text)
+    units = [[_map_prose(b, lambda s: _substitute(_TERSE, s)) for b in unit]
+             for unit in _grouped(parts)]
+    prose = [u[0] for u in units if not _quoted(u)]
+    sentences = [s for b in prose for s in _sentences(b)]
+    if not sentences:
+        return _join("Step by step, the quoted material:", parts)
+    groups: dict[str, list[str]] = {name: [] for name in _PHASES}
+    quoted: dict[str, list[Block]] = {name: [] for name in _PHASES}
+    for sentence in sentences[1:]:
+        groups[_kind(sentence)].append(sentence)
+    for unit in units:
+        if _quoted(unit):
+            quoted[_block_kind(unit)] += unit
+    body = [Block(f"Problem: {sentences[0]}", False)]
+    number = 0
+    for name, head in _PHASES.items():
+        if not groups[name] and not quoted[name]:
+            continue
+        lines = [head]
+        for sentence in groups[name]:
+            number += 1
+            lines.append(f"{number}. {sentence}" if "\n" not in sentence else sentence)
+        body.append(Block("\n".join(lines), False))
+        body += quoted[name]
+    return _join("Step by step:", body)
 
 
 def _sections(parts: list[Block]) -> list[list[Block]]:
@@ -232,23 +273,54 @@ def _sections(parts: list[Block]) -> list[list[Block]]:
     return out
 
 
+def _leads_in(block: Block, first: bool) -> bool:
+    """A prose paragraph that introduces the quoted block after it: it ends in a colon
+    ("This fails with:") or, unless it is the report's first (its title), runs on into the
+    block, ending in a lower-case word or a comma ("the regex could be changed to")."""
+    end = block.text.rstrip()
+    return not block.protected and not block.is_heading and (
+        end.endswith(":") or (not first and (end[-1:].islower() or end.endswith(","))))
+
+
+def _grouped(parts: list[Block]) -> list[list[Block]]:
+    """The blocks in order, each quoted block together with the paragraph that introduces
+    it (see `_leads_in`) and the one that finishes its sentence (starting in lower case:
+    "in order to reject ..."), every other block alone, so that a style that moves a block
+    moves the words around it that need it."""
+    out: list[list[Block]] = []
+    for i, block in enumerate(parts):
+        prev = parts[i - 1] if i else None
+        after = parts[i + 1] if i + 1 < len(parts) else None
+        labelled = block.protected and prev is not None and out[-1] == [prev] and \
+            _leads_in(prev, i == 1)
+        finishes = not block.protected and bool(out) and out[-1][-1].protected and \
+            block.text.lstrip()[:1].islower() and \
+            not (after and after.protected and _leads_in(block, False))
+        if labelled or finishes:
+            out[-1].append(block)
+        else:
+            out.append([block])
+    return out
+
+
+def _quoted(unit: list[Block]) -> bool:
+    return any(b.protected for b in unit)
+
+
 def reordered(text: str) -> str:
-    """Sections last first; without sections, the quoted blocks first and the prose
-    paragraphs last first; in each prose paragraph the second half of its sentences
-    first."""
-    parts = blocks(text)
-    sections = _sections(parts)
-    if len(sections) >= 2:
-        moved = [_halves(b) for s in sections[::-1] for b in s]
-        return _join("The report's sections, the last one first:", moved)
-    prose_blocks, evidence = _units(parts)
-    prose = [_halves(b) for b in prose_blocks][::-1]
-    if evidence and prose:
-        return _join("The quoted material first, then the description, its last part "
-                     "first:", evidence + prose)
-    if len(prose) >= 2 or prose != prose_blocks:
-        return _join("The report, its last part first:", prose)
-    return _join("The report:", parts)
+    """The report's parts last first: sections last first, and in each section (after its
+    heading) the paragraphs and quoted blocks last first, a quoted block with the paragraph
+    that introduces it; in each prose paragraph the second half of its sentences first."""
+    sections = _sections(blocks(text))
+    moved: list[Block] = []
+    for section in sections[::-1]:
+        head = section[:1] if section[0].is_heading and len(sections) > 1 else []
+        rest = section[len(head):]
+        # Only a paragraph on its own is cut in halves: one around a quoted block must
+        # keep the words next to the block.
+        moved += head + [b for unit in _grouped(rest)[::-1]
+                         for b in (unit if _quoted(unit) else map(_halves, unit))]
+    return _join("The report's parts, the last one first:", moved)
 
 
 STYLES: dict[str, Callable[[str], str]] = {
@@ -280,7 +352,7 @@ def style_ids() -> list[str]:
             if c not in _CLASHING]
 
 
-VERSION = "2"
+VERSION = "3"
 """Bumped whenever a style's rewording changes: stored template variants of another
 version are not reused."""
 MAX_VARIATIONS = len(style_ids())
