@@ -289,6 +289,7 @@ CLIENT_CALLS: dict[str, tuple[str, str, str]] = {
     "read_namespaced_job": ("batch", "jobs", "get"),
     "read_namespaced_pod_log": ("", "pods/log", "get"),
     "list_namespaced_config_map": ("", "configmaps", "list"),
+    "read_namespaced_config_map": ("", "configmaps", "get"),
 }
 KOPF_ALWAYS = {("", "events", "create")}
 """kopf posts events (handler progress, kopf.warn) with POST; it never patches them."""

@@ -831,6 +831,45 @@ def test_an_evaluation_deleted_while_the_operator_is_stopped_is_gone_and_stays_g
     assert body["status"]["items"]["done"] == 3
 
 
+def test_an_evaluation_made_again_under_its_name_waits_for_what_its_predecessor_owned(
+        real_cluster, cluster_images, cluster_namespace, api):
+    """Deleted and created again at once, an Evaluation finds its predecessor's objects
+    still there: the garbage collector removes them in its own time (here one kept result
+    is held by a finalizer). Its items have the same names, so a kept result of the
+    predecessor must not count as its own, nor its Jobs take their names: it waits."""
+    def owned_by(uid: str) -> list[str]:
+        return [o.metadata.name for o in (*api.batch.list_namespaced_job(api.ns).items,
+                                          *api.configmaps())
+                if any(ref.uid == uid for ref in o.metadata.owner_references or [])]
+
+    body = gold_evaluation(cluster_namespace, cluster_images)
+    body["spec"]["dataset"]["maxRows"] = 2
+    api.apply(body)
+    with operator(real_cluster, cluster_images, cluster_namespace):
+        wait_succeeded(api, timeout=180)
+        held = _result_configmaps(api)[0].metadata.name
+        api.core.patch_namespaced_config_map(held, api.ns, {"metadata": {
+            "finalizers": ["proctor.dev/test-hold"]}})
+        api.custom.delete_namespaced_custom_object(*GROUP, api.ns, "evaluations", "demo")
+        wait_for(lambda: [c.metadata.name for c in _result_configmaps(api)] == [held], 60)
+        api.apply(body)
+        uid = api.evaluation()["metadata"]["uid"]
+        time.sleep(5)  # passes come and go while the predecessor's result is there
+        assert owned_by(uid) == [], "made objects beside an earlier Evaluation's"
+        assert (api.evaluation().get("status") or {}).get("items", {}).get("done", 0) == 0
+        api.core.patch_namespaced_config_map(held, api.ns, {"metadata": {"finalizers": None}})
+        done = wait_succeeded(api, timeout=180)
+    assert done["status"]["items"]["done"] == 2
+    kept = _result_configmaps(api)
+    assert len(kept) == 2
+    assert all(ref.uid == uid for c in kept for ref in c.metadata.owner_references)
+
+
+def _result_configmaps(api: Api) -> list[Any]:
+    return [c for c in api.configmaps()
+            if (c.metadata.labels or {}).get("app.kubernetes.io/component") == "result"]
+
+
 def test_a_loopback_endpoint_is_refused_unless_the_operator_allows_it(
         real_cluster, cluster_images, cluster_namespace, api):
     local = CountingAgent("mixed", "127.0.0.1")

@@ -23,7 +23,15 @@ Obj = dict[str, Any]
 
 
 class NameTaken(Exception):
-    """A Job of this name exists and belongs to another item: never adopt it."""
+    """An object of this name exists and is not this one: a Job of another item, or what an
+    earlier Evaluation of the same name owned and the garbage collector has yet to remove.
+    Never adopt it (the pass fails, and is made again)."""
+
+
+def owner_uid(obj: Mapping[str, Any]) -> str | None:
+    """The uid of the Evaluation that owns an object (`kopf.adopt` made it the owner)."""
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return next((ref.get("uid") for ref in refs if ref.get("kind") == "Evaluation"), None)
 
 
 def load_config() -> None:
@@ -108,18 +116,23 @@ class Kube:
         except ApiException as exc:
             if exc.status != 409:
                 raise
-            if obj["kind"] == "Job":
-                self._check_same_item(obj)
+            self._check_same(obj)
             return False
         return True
 
-    def _check_same_item(self, job: Obj) -> None:
-        """A 409 means "already there" only when the existing Job is this item's."""
-        meta = job["metadata"]
-        existing = _json(self.batch.read_namespaced_job(meta["name"], meta["namespace"],
-                                                        _preload_content=False))
+    def _check_same(self, obj: Obj) -> None:
+        """A 409 means "already there" only when the existing object is this one: of the
+        same Evaluation (not an earlier one of the same name, its objects still being
+        collected) and, for a Job, of the same item."""
+        meta = obj["metadata"]
+        read = (self.batch.read_namespaced_job if obj["kind"] == "Job"
+                else self.core.read_namespaced_config_map)
+        existing = _json(read(meta["name"], meta["namespace"], _preload_content=False))
+        if owner_uid(existing) != owner_uid(obj):
+            raise NameTaken(f"{obj['kind']} {meta['name']} is still there from an earlier "
+                            f"Evaluation of the same name; waiting for its deletion")
         theirs = (existing["metadata"].get("labels") or {}).get(LABEL_ITEM)
-        if theirs != meta["labels"][LABEL_ITEM]:
+        if obj["kind"] == "Job" and theirs != meta["labels"][LABEL_ITEM]:
             raise NameTaken(f"Job {meta['name']} exists for item {theirs}, not "
                             f"{meta['labels'][LABEL_ITEM]}")
 

@@ -63,7 +63,7 @@ from proctor.core.spec import AgentUnderTest, Evaluation
 from proctor.formats.manifest import ManifestError, parse_resource
 from proctor.k8s import conditions, manifests, reconcile, store
 from proctor.k8s.act import Pass, Tracked, write_status
-from proctor.k8s.api import Kube, describe, load_config
+from proctor.k8s.api import Kube, describe, load_config, owner_uid
 from proctor.k8s.exporter import Metrics
 from proctor.k8s.names import label_value
 from proctor.k8s.podstatus import PodsByJob, item_state
@@ -149,6 +149,10 @@ class Controller:
             if tracked.agent is not None:
                 await self.write_agent_status(*tracked.agent)
 
+    def _kept(self, key: Key) -> list[Any]:
+        """The kept results (the index holds each with its owner's uid)."""
+        return [result for _, result in self._all("results", key)]
+
     def _one(self, index: str, key: Any) -> Obj | None:
         return next(iter(self.indexes[index].get(key) or ()), None)
 
@@ -183,6 +187,11 @@ class Controller:
         tracked = self.tracked.get(key)
         if tracked is None or tracked.uid != meta.get("uid"):
             tracked = self.tracked[key] = Tracked(meta.get("uid", ""), meta["name"])
+        left = self._predecessors_left(key, tracked)
+        if left:
+            log.info("Waiting for %d objects of an earlier Evaluation %s/%s to be deleted",
+                     left, key[0], tracked.name)
+            return self.queue.add_after(key, RETRY_SECONDS)
         selection, refusal = None, None
         try:
             evaluation = self._parse(body)
@@ -223,9 +232,18 @@ class Controller:
         if refusal is None:
             await self._publish(key, p, selection, items, decision)
 
+    def _predecessors_left(self, key: Key, tracked: Tracked) -> int:
+        """How many Jobs and kept results an earlier Evaluation of the same name owns still:
+        deleted, it leaves them to the garbage collector, in its own time. Its items have
+        the same names as this one's, so its results would count as this one's and its
+        Jobs would take their names: nothing is done until they are gone."""
+        owners = [owner_uid(job) for job in self._all("jobs", key)]
+        owners += [uid for uid, _ in self._all("results", key)]
+        return sum(uid is not None and uid != tracked.uid for uid in owners)
+
     def _finished(self, key: Key, tracked: Tracked, items: list[WorkItem]) -> bool:
         """Whether every item has a kept result."""
-        kept = {r.item_id for r in tracked.expected.with_results(self._all("results", key))}
+        kept = {r.item_id for r in tracked.expected.with_results(self._kept(key))}
         return bool(items) and all(item.id in kept for item in items)
 
     def _agent_slots(self, tracked: Tracked, agent: AgentUnderTest | None) -> int | None:
@@ -283,7 +301,7 @@ class Controller:
         """The items in play (``rows`` waiting at most; None: every item) as the indexes
         and the expectations show them."""
         jobs = tracked.expected.with_jobs(self._all("jobs", key))
-        kept = {r.item_id: r for r in tracked.expected.with_results(self._all("results", key))}
+        kept = {r.item_id: r for r in tracked.expected.with_results(self._kept(key))}
         pods = PodsByJob(self._all("pods", key))
 
         def state_of(job: Obj) -> Any:
@@ -422,9 +440,10 @@ def children(body: Mapping[str, Any], **_: Any) -> dict:
 
 @kopf.index("", "v1", "configmaps", labels=RESULTS)
 def results(body: Mapping[str, Any], **_: Any) -> dict:
-    """Of a kept result, only the RunResult: its logs stay on the server."""
+    """Of a kept result, only the RunResult and its owner's uid: its logs stay on the
+    server."""
     result = store.read_result(body)
-    return {_owner_key(body): result} if result is not None else {}
+    return {_owner_key(body): (owner_uid(body), result)} if result is not None else {}
 
 
 @kopf.index("", "v1", "events", field="type", value="Warning")
