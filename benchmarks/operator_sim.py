@@ -7,32 +7,27 @@ of 4.4 s and a mean of 11 s. 177 tasks have a recorded time; each other task bor
 from a task of the same repository, drawn with a fixed seed (one of any repository for
 the one whose repository has none).
 
-Where it runs: by default on a real control plane of its own (`scripts/cluster.sh` with
+Where it runs: on a real control plane of its own (`scripts/cluster.sh` with
 `PROCTOR_CLUSTER_KWOK_NODES`: etcd, kube-apiserver, kube-controller-manager with its Job
 controller and garbage collector, kube-scheduler, all built from Kubernetes' sources),
 with KWOK playing the kubelets of 4 simulated nodes (benchmarks/kwok_plane.py: the
 Stages that end each pod after its item's duration, and the grade logs the operator
 reads). It needs Go or a cached build of the cluster, not root; the first run builds it.
-`--emulator` runs on the test cluster of tests/ instead (its own API server, Job
-controller and process kubelet; its Job controller takes in a pod's end 1 s later, as
-Kubernetes' batches them with syncJobBatchPeriod), for a side-by-side.
 
 The operator runs as a user runs it, in a process of its own (`kopf run -m MODULE`,
 `--module`, by default proctor.k8s.controller; an older checkout's module, such as
 proctor.k8s.operator, for a before-and-after), and is measured from outside: each Job and
-pod change as the test cluster's store makes it or, on the real control plane, as a
-watch delivers it (both the ends and the creations, so a refill is timed over two
-deliveries alike); the operator process's CPU time (/proc); the API requests served. An
-item runs from its Job's creation until its pod ends or its Job ends or goes, whichever
+pod change as a watch delivers it (both the ends and the creations, so a refill is timed
+over two deliveries alike); the operator process's CPU time (/proc); the API requests
+served. An item runs from its Job's creation until its pod ends or its Job ends or goes, whichever
 comes first. Printed:
 
 * utilisation: items running / maxConcurrentRows, averaged from the first Job until the
   end that leaves fewer than maxConcurrentRows items (target: at least 0.99);
 * refill latency: from the k-th item's end to the creation of Job 50 + k, p50 and p90
   (target: p90 under 1 s);
-* operator CPU per Job, API requests per Job (by method: on the test cluster the
-  operator's own; on the real control plane every client's, controllers and KWOK
-  included, as the API server's request counter has no client label), the operator's
+* operator CPU per Job, API requests per Job (by method: every client's, controllers and
+  KWOK included, as the API server's request counter has no client label), the operator's
   peak RSS, and the CPU per Job of the cluster itself;
 * the load average before and after: the figures of a loaded machine are not a free one's.
 
@@ -41,7 +36,7 @@ maxConcurrentRows items running, and each item given exactly one Job. `--stress`
 2,000 items (the 500 tasks x 4 repeats) with durations / 100, for correctness only.
 
     python benchmarks/operator_sim.py [--tasks 500] [--stress] [--module MODULE]
-                                      [--data DIR] [--log FILE] [--emulator]
+                                      [--data DIR] [--log FILE]
 """
 
 from __future__ import annotations
@@ -63,8 +58,6 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "swebench-verified"
-sys.path.insert(0, str(ROOT / "tests"))
-
 import kwok_plane  # noqa: E402
 
 from proctor.core.model import Outcome, RunResult, WorkItem  # noqa: E402
@@ -75,9 +68,6 @@ NAMESPACE = "bench"
 ROWS = 50
 KWOK_NODES = 4
 """Simulated nodes of 32 runner pods each: room for every slot, as a real pool has."""
-JOB_SYNC_BATCH_SECONDS = 1.0
-"""Kubernetes' Job controller takes in its pods' changes in batches of a second (the test
-cluster's is told so; the real one does it)."""
 SEED = 13
 
 
@@ -120,14 +110,13 @@ def best_wall(lives: list[float], rows: int) -> float:
 
 @dataclass
 class Record:
-    """Job and pod changes as the test cluster's store makes them (exact times)."""
+    """Job and pod changes as a watch delivers them."""
 
     created: dict[str, float] = field(default_factory=dict)
     ended: dict[str, float] = field(default_factory=dict)
     item_of: dict[str, str] = field(default_factory=dict)
 
     def note(self, kind: str, key: tuple[str, str], obj: dict, old: dict | None) -> None:
-        # Called under the store's lock on every change: only note, never act.
         meta = obj["metadata"]
         if meta.get("namespace") != NAMESPACE:
             return
@@ -164,9 +153,6 @@ def main() -> int:
                         help="the folder of SWE-bench_Verified_test.parquet and "
                              "eval_durations.json")
     parser.add_argument("--log", help="the operator's log (verbose) to this file")
-    parser.add_argument("--emulator", action="store_true",
-                        help="run on the test cluster of tests/ instead of a real control "
-                             "plane with KWOK nodes")
     args = parser.parse_args()
     mode = STRESS if args.stress else REALISTIC
     import pyarrow.parquet as pq
@@ -188,8 +174,6 @@ def main() -> int:
                   "spec": {"dataset": {"name": str(split), "maxRows": args.tasks},
                            "predictions": {"source": "gold"}, "repeats": mode.repeats,
                            "maxConcurrentRows": ROWS}}
-    if args.emulator:
-        return on_emulator(evaluation, seconds, len(lives), args)
     return on_control_plane(evaluation, seconds, len(lives), args)
 
 
@@ -209,62 +193,7 @@ def stop_operator(op: subprocess.Popen) -> None:
     op.wait(timeout=30)
 
 
-# --- On the test cluster (--emulator) -------------------------------------------------------
-
-
-def on_emulator(evaluation: dict, seconds: dict[str, float], total: int,
-                args: argparse.Namespace) -> int:
-    from cluster.emulator import running_cluster
-    from cluster.faults import Simulation
-
-    simulation = Simulation(seconds=lambda item: {"test": seconds[item.instance_id]})
-    print("cluster: the test cluster of tests/ (its API server, Job controller and process "
-          "kubelet)")
-    with running_cluster(namespaces=("default", NAMESPACE), max_pods=ROWS * 2,
-                         simulation=simulation,
-                         job_sync_batch_seconds=JOB_SYNC_BATCH_SECONDS) as cluster:
-        return run(cluster, evaluation, total, args)
-
-
-def run(cluster: Any, evaluation: dict, total: int, args: argparse.Namespace) -> int:
-    op = start_operator(cluster.kubeconfig, args)
-    record = Record()
-    try:
-        # Counted from when the operator watches Evaluations: its start-up is not per Job.
-        cluster.wait_for(lambda: op.poll() is not None or any(
-            "watch=true" in path for _, path, _ in cluster.calls("GET", "/evaluations")), 120,
-                         message="the operator did not watch Evaluations within 120 s")
-        served, cpu = collections.Counter(cluster.emulator.served), cpu_seconds(op.pid)
-        harness = _own_cpu()
-        cluster.store.listen(record.note)
-        started = time.monotonic()
-        evaluations = cluster.store.resource("proctor.dev", "v1alpha1", "evaluations")
-        cluster.store.create(evaluations, NAMESPACE, evaluation)
-        status = wait_for_items(lambda: cluster.store.get(evaluations, NAMESPACE, "verified"),
-                                op, started)
-        wall = time.monotonic() - started
-        settle(cluster)
-        cluster.store.unlisten(record.note)
-        served = cluster.emulator.served - served
-        cpu, peak = cpu_seconds(op.pid) - cpu, peak_rss_mib(op.pid)
-        harness = _own_cpu() - harness
-    finally:
-        stop_operator(op)
-    jobs = len(record.created)
-    print(f"wall time {wall:.0f} s; {jobs} Jobs; Evaluation: {status.get('items')}")
-    report(record, targets=not args.stress)
-    print(f"operator CPU per Job: {1000 * cpu / jobs:.1f} ms ({cpu:.1f} s in all); peak RSS "
-          f"{peak:.0f} MiB")
-    requests = ", ".join(f"{method} {count / jobs:.1f}" for method, count in
-                         sorted(served.items()))
-    print(f"API requests per Job (the operator's): {sum(served.values()) / jobs:.1f} "
-          f"({requests})")
-    print(f"test cluster CPU per Job (API server, controllers, simulated pods): "
-          f"{1000 * harness / jobs:.1f} ms; load average after: {_load()}")
-    return check(record, status, total)
-
-
-# --- On a real control plane with KWOK nodes (the default) --------------------------------
+# --- On a real control plane with KWOK nodes -----------------------------------------------
 
 
 def on_control_plane(evaluation: dict, seconds: dict[str, float], total: int,
@@ -406,18 +335,6 @@ def wait_for_items(get: Any, op: subprocess.Popen, started: float) -> dict:
         if time.monotonic() - started > 1800:
             raise SystemExit(f"not done after 30 min: {items}")
         time.sleep(0.2)
-
-
-def settle(cluster: Any, quiet: float = 1.0, most: float = 15.0) -> None:
-    """Wait until the operator has made no request for `quiet` seconds (its clean-up after
-    the last result is part of the cost per Job), or `most` seconds."""
-    deadline = time.monotonic() + most
-    last, since = sum(cluster.emulator.served.values()), time.monotonic()
-    while time.monotonic() < deadline and time.monotonic() - since < quiet:
-        time.sleep(0.1)
-        now = sum(cluster.emulator.served.values())
-        if now != last:
-            last, since = now, time.monotonic()
 
 
 def settle_cpu(pid: int, quiet: float = 1.0, most: float = 15.0) -> None:

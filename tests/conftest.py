@@ -103,8 +103,9 @@ def prepare_work(tmp_path: Path, instance: Instance, patch: str, time_limit: int
 
 def task_files(job: Mapping[str, Any], configmaps: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     """What /task holds in the pod of ``job``: path -> text, as a kubelet projects it from
-    the ConfigMaps given and the pod template's annotations (written apart from the test
-    cluster's kubelet, so that each checks the other)."""
+    the ConfigMaps given and the pod template's annotations (written apart from the
+    manifests, from Kubernetes' projected volumes; on the real cluster of
+    tests/test_operator.py the runner steps read what a kubelet projects)."""
     by_name = {cm["metadata"]["name"]: cm.get("data", {}) for cm in configmaps}
     template = job["spec"]["template"]
     annotations = template["metadata"].get("annotations", {})

@@ -19,10 +19,12 @@ Use it with ``pytest_plugins = ["real_cluster_fixtures"]``. Fixtures:
   on this host and calls them), limited to the test's namespace: they see every request
   they are registered for, and may refuse or change it.
 
+And functions: ``in_process_operator``, `proctor.k8s.controller` run by kopf's KopfRunner
+in this process against the cluster, serving one namespace; ``agent_image``, an image on
+the node for sidecar agents.
+
 Where no cluster can run, tests/real_cluster.py's one rule applies: the tests skip with one
-line saying what is missing, or fail with PROCTOR_REQUIRE_CLUSTER=1 (CI). The fixture names
-differ from tests/cluster/fixtures.py's (the test cluster's), so that both plugins can be
-loaded in one session.
+line saying what is missing, or fail with PROCTOR_REQUIRE_CLUSTER=1 (CI).
 """
 
 from __future__ import annotations
@@ -42,12 +44,14 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import kubernetes
 import pytest
+from kopf.testing import KopfRunner
 
 from real_cluster import unavailable
 
@@ -215,14 +219,16 @@ def _docker_missing() -> str | None:
     return None
 
 
-def _runner_image(cluster: RealCluster) -> str:
+def _runner_image(cluster: RealCluster, in_docker: bool = False) -> str:
+    """The runner image's name, built unless the node or Docker has it (Docker, with
+    ``in_docker``: to build other images on it)."""
     if _docker_id(RUNNER_BASE) is None:
         subprocess.run(["bash", str(ROOT / "runner-image" / "offline-base.sh"), RUNNER_BASE],
                        check=True, capture_output=True, timeout=1800)
     base = _docker_id(RUNNER_BASE) or ""
     inputs = [base.encode()] + [f.read_bytes() for f in _runner_files()]
     tag = f"{IMAGE_PREFIX}/proctor-runner:{digest(inputs)}"
-    if tag not in cluster.images() and _docker_id(tag) is None:
+    if (in_docker or tag not in cluster.images()) and _docker_id(tag) is None:
         built = subprocess.run(["docker", "build", "-q", "--network", "host", "--build-arg",
                                 f"BASE={RUNNER_BASE}", "-f", "runner-image/Dockerfile",
                                 "-t", tag, "."], cwd=ROOT, capture_output=True, text=True,
@@ -273,6 +279,24 @@ def _session_images(real_cluster: RealCluster) -> ClusterImages:
     images = ClusterImages(runner, registry, {runner: runner, **demo})
     _ensure_on_node(real_cluster, images)
     return images
+
+
+def agent_image(cluster: RealCluster, images: ClusterImages) -> str:
+    """An agent image on the node: the runner image with `proctor agent serve` as its
+    entrypoint, as a sidecar agent's image needs (the pod passes it only arguments, as
+    Agentbeats does). Built and imported once: its name is hashed from the runner's."""
+    tag = f"{IMAGE_PREFIX}/proctor-agent:{digest([images.runner.encode()])}"
+    if tag in cluster.images():
+        return tag
+    if _docker_id(tag) is None:
+        _runner_image(cluster, in_docker=True)
+        dockerfile = (f"FROM {images.runner}\n"
+                      'ENTRYPOINT ["/usr/bin/tini", "--", "proctor", "agent", "serve"]\n')
+        built = subprocess.run(["docker", "build", "-q", "-t", tag, "-"], input=dockerfile,
+                               capture_output=True, text=True, timeout=600)
+        assert built.returncode == 0, built.stderr[-3000:]
+    cluster.import_images([tag])
+    return tag
 
 
 @pytest.fixture
@@ -329,6 +353,41 @@ def cluster_namespace(real_cluster: RealCluster, _deleted_namespaces: list[str],
         yield name
         core.delete_namespace(name, propagation_policy="Background")
         _deleted_namespaces.append(name)
+
+
+# --- The operator ---------------------------------------------------------------------------
+
+
+@contextmanager
+def in_process_operator(cluster: RealCluster, namespace: str, runner_image: str | None = None,
+                        probe_port: int | None = None, allow_local: bool = False
+                        ) -> Iterator[KopfRunner]:
+    """`proctor.k8s.controller` in this process, serving one namespace: ``runner_image`` is
+    its default runner image (PROCTOR_RUNNER_IMAGE; None: its own), ``allow_local`` lets it
+    ask agents on loopback (as `proctor operator --allow-local-endpoints`)."""
+    import kubernetes.config.kube_config as kube_config
+
+    args = ["run", "--standalone", "--namespace", namespace, "-m", "proctor.k8s.controller"]
+    if probe_port:
+        args += ["--liveness", f"http://127.0.0.1:{probe_port}/healthz"]
+    env = {"KUBECONFIG": str(cluster.kubeconfig), "PROCTOR_RUNNER_IMAGE": runner_image or "",
+           "PROCTOR_ALLOW_LOCAL_ENDPOINTS": "1" if allow_local else ""}
+    before = {k: os.environ.get(k) for k in env}
+    default = kube_config.KUBE_CONFIG_DEFAULT_LOCATION
+    os.environ.update(env)
+    # The kubernetes package read KUBECONFIG when first imported: kopf's login reads this.
+    kube_config.KUBE_CONFIG_DEFAULT_LOCATION = str(cluster.kubeconfig)
+    try:
+        with KopfRunner(args, timeout=60) as runner:
+            yield runner
+    finally:
+        kube_config.KUBE_CONFIG_DEFAULT_LOCATION = default
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    assert runner.exception is None, runner.output[-3000:]
 
 
 # --- Admission webhooks ---------------------------------------------------------------------

@@ -1,30 +1,36 @@
-"""`Kube`, the operator's API shell, against the test cluster over HTTP."""
+"""`Kube`, the operator's API shell, against the real Kubernetes of scripts/cluster.sh."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import kubernetes
 import pytest
 from kubernetes.client.exceptions import ApiException
 
 from proctor.k8s.api import Kube, NameTaken
 from proctor.k8s.manifests import LABEL_ITEM
+from real_cluster_fixtures import wait_for
 
-pytest_plugins = ["cluster.fixtures"]
+pytest_plugins = ["real_cluster_fixtures"]
+pytestmark = pytest.mark.cluster
 
 
 @pytest.fixture
-def kube(kube_client: Any) -> Kube:
-    return Kube(kube_client)
+def kube(cluster_api_client: Any) -> Kube:
+    return Kube(cluster_api_client)
 
 
-def job(namespace: str, name: str, item: str) -> dict[str, Any]:
-    # Suspended: the test cluster's Job controller makes no pod for it.
+def job(namespace: str, name: str, item: str, suspend: bool = True) -> dict[str, Any]:
+    # Suspended: the Job controller makes no pod for it. Unsuspended, its one pod names an
+    # image the node lacks and may not pull (pullPolicy Never): it stays Pending, and
+    # needs no image.
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": name, "namespace": namespace, "labels": {LABEL_ITEM: item}},
-            "spec": {"suspend": True, "template": {"spec": {
-                "restartPolicy": "Never",
-                "containers": [{"name": "main", "image": "busybox"}]}}}}
+            "spec": {"suspend": suspend, "backoffLimit": 0, "template": {"spec": {
+                "restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+                "containers": [{"name": "main", "image": "proctor-test.local/absent:1",
+                                "imagePullPolicy": "Never"}]}}}}
 
 
 def configmap(namespace: str, name: str) -> dict[str, Any]:
@@ -32,27 +38,29 @@ def configmap(namespace: str, name: str) -> dict[str, Any]:
             "metadata": {"name": name, "namespace": namespace}, "data": {"a": "1"}}
 
 
-def test_create_answers_whether_it_made_the_object(kube: Kube, k8s_namespace: str,
-                                                   test_cluster: Any) -> None:
-    assert kube.create(configmap(k8s_namespace, "task")) is True
-    assert kube.create(configmap(k8s_namespace, "task")) is False  # 409: already there
-    assert kube.create(job(k8s_namespace, "ev-1", "item-a")) is True
-    assert kube.create(job(k8s_namespace, "ev-1", "item-a")) is False
-    stored = test_cluster.store.find(test_cluster.store.resource("batch", "v1", "jobs"),
-                                     k8s_namespace, "ev-1")
-    assert stored["metadata"]["labels"] == {LABEL_ITEM: "item-a"}
-    assert stored["spec"]["template"]["spec"]["containers"][0]["image"] == "busybox"
+def test_create_answers_whether_it_made_the_object(kube: Kube, cluster_namespace: str,
+                                                   cluster_api_client: Any) -> None:
+    ns = cluster_namespace
+    assert kube.create(configmap(ns, "task")) is True
+    assert kube.create(configmap(ns, "task")) is False  # 409: already there
+    assert kube.create(job(ns, "ev-1", "item-a")) is True
+    assert kube.create(job(ns, "ev-1", "item-a")) is False
+    stored = kubernetes.client.BatchV1Api(cluster_api_client).read_namespaced_job("ev-1", ns)
+    assert stored.metadata.labels == {LABEL_ITEM: "item-a"}
+    assert stored.spec.template.spec.containers[0].image == "proctor-test.local/absent:1"
+    assert kubernetes.client.CoreV1Api(cluster_api_client).read_namespaced_config_map(
+        "task", ns).data == {"a": "1"}
 
 
 def test_a_job_of_another_item_under_the_name_is_never_taken_as_ours(
-        kube: Kube, k8s_namespace: str) -> None:
-    kube.create(job(k8s_namespace, "ev-1", "item-a"))
+        kube: Kube, cluster_namespace: str) -> None:
+    kube.create(job(cluster_namespace, "ev-1", "item-a"))
     with pytest.raises(NameTaken, match="item-a, not item-b"):
-        kube.create(job(k8s_namespace, "ev-1", "item-b"))
+        kube.create(job(cluster_namespace, "ev-1", "item-b"))
 
 
-def test_refusals_other_than_409_are_raised(kube: Kube, k8s_namespace: str) -> None:
-    invalid = job(k8s_namespace, "ev-1", "item-a")
+def test_refusals_other_than_409_are_raised(kube: Kube, cluster_namespace: str) -> None:
+    invalid = job(cluster_namespace, "ev-1", "item-a")
     invalid["spec"]["template"]["spec"]["containers"] = [{"image": "busybox"}]  # no name
     with pytest.raises(ApiException) as refused:
         kube.create(invalid)
@@ -62,22 +70,29 @@ def test_refusals_other_than_409_are_raised(kube: Kube, k8s_namespace: str) -> N
         kube.create(invalid)
     assert undecodable.value.status == 400
     with pytest.raises(ApiException) as missing:
-        kube.create(configmap("no-such-namespace", "task"))
+        kube.create(configmap("pt-no-such-namespace", "task"))
     assert missing.value.status == 404
     with pytest.raises(ValueError, match="cannot create a Secret"):
-        kube.create({"kind": "Secret", "metadata": {"namespace": k8s_namespace}})
+        kube.create({"kind": "Secret", "metadata": {"namespace": cluster_namespace}})
 
 
-def test_delete_job_lets_its_pods_go_in_the_background(kube: Kube, k8s_namespace: str,
-                                                       test_cluster: Any) -> None:
-    kube.create(job(k8s_namespace, "ev-1", "item-a"))
-    kube.delete_job(k8s_namespace, "ev-1")
-    jobs = test_cluster.store.resource("batch", "v1", "jobs")
-    test_cluster.wait_for(lambda: test_cluster.store.find(jobs, k8s_namespace, "ev-1") is None,
-                          10)
-    deletes = test_cluster.calls("DELETE", f"/namespaces/{k8s_namespace}/jobs/ev-1")
-    assert [code for *_, code in deletes] == [200]
-    kube.delete_job(k8s_namespace, "ev-1")  # already gone: harmless
-    assert [code for *_, code in test_cluster.calls(
-        "DELETE", f"/namespaces/{k8s_namespace}/jobs/ev-1")] == [200, 404]
+def test_delete_job_lets_its_pods_go_in_the_background(kube: Kube, cluster_namespace: str,
+                                                       cluster_api_client: Any) -> None:
+    ns = cluster_namespace
+    batch = kubernetes.client.BatchV1Api(cluster_api_client)
+    core = kubernetes.client.CoreV1Api(cluster_api_client)
 
+    def pods() -> list[str]:
+        return [p.metadata.name for p in core.list_namespaced_pod(
+            ns, label_selector="batch.kubernetes.io/job-name=ev-1").items]
+    kube.create(job(ns, "ev-1", "item-a", suspend=False))
+    wait_for(pods, 60, message="the Job controller made no pod")
+    kube.delete_job(ns, "ev-1")
+    # Background: the Job is gone when the call returns (Foreground would keep it until
+    # its pods are gone), and the garbage collector then removes its pod (batch/v1's
+    # default, Orphan, would leave the pod behind).
+    with pytest.raises(ApiException) as gone:
+        batch.read_namespaced_job("ev-1", ns)
+    assert gone.value.status == 404
+    wait_for(lambda: not pods(), 60, message=lambda: f"the Job's pods stayed: {pods()}")
+    kube.delete_job(ns, "ev-1")  # already gone: harmless

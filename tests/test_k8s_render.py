@@ -1,17 +1,15 @@
 """`proctor render`: the objects the operator would create, checked against what it creates.
 
 The pure part is checked on the demo dataset (names, owner labels, counts, each object valid
-for Kubernetes 1.29 and 1.35); then the real operator runs on the test cluster, with no
-kubelet so that its Jobs stay as it created them, and what it created is compared with
-what `proctor render` printed.
+for Kubernetes 1.29 and 1.35); then the real operator runs on the real Kubernetes of
+scripts/cluster.sh, in a namespace whose ResourceQuota admits no pod, so that its Jobs stay
+as it created them, and what it created is compared with what `proctor render` printed, as
+the same API server keeps it (a server-side dry run of each printed object).
 """
 
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -20,9 +18,7 @@ import kubernetes
 import kubernetes_validate
 import pytest
 import yaml
-from kopf.testing import KopfRunner
 
-from cluster.emulator import Cluster, running_cluster
 from proctor.cli.main import main as cli_main
 from proctor.datasets import demo
 from proctor.formats.manifest import parse_manifests
@@ -30,6 +26,9 @@ from proctor.k8s.manifests import LABEL_EVALUATION, MANAGED_BY, item_labels
 from proctor.k8s.names import is_dns_label, job_name
 from proctor.k8s.render import agent_of, render, to_yaml
 from proctor.prepare import Refusal, load_selection, plan_items
+from real_cluster_fixtures import RealCluster, in_process_operator, wait_for
+
+pytest_plugins = ["real_cluster_fixtures"]
 
 TASKS = len(demo.load_rows())
 VERSIONS = ("1.29", "1.35")
@@ -41,27 +40,9 @@ spec: {endpoint: "http://mixed.agents:9009/"}
 """
 
 
-
-@contextmanager
-def operator(cluster: Cluster, namespace: str) -> Iterator[KopfRunner]:
-    """The real operator in this process against the test cluster (whose agents would be on
-    loopback: as `proctor operator --allow-local-endpoints`)."""
-    args = ["run", "--standalone", "--namespace", namespace, "-m", "proctor.k8s.controller"]
-    before = os.environ.get("PROCTOR_ALLOW_LOCAL_ENDPOINTS")
-    os.environ["PROCTOR_ALLOW_LOCAL_ENDPOINTS"] = "1"
-    try:
-        with cluster.kubeconfig_env(), KopfRunner(args, timeout=60) as runner:
-            yield runner
-    finally:
-        os.environ.pop("PROCTOR_ALLOW_LOCAL_ENDPOINTS", None)
-        if before is not None:
-            os.environ["PROCTOR_ALLOW_LOCAL_ENDPOINTS"] = before
-    assert runner.exception is None, runner.output[-3000:]
-
-
-def evaluation_yaml(**spec: Any) -> str:
+def evaluation_yaml(namespace: str = "evals", **spec: Any) -> str:
     body = {"apiVersion": "proctor.dev/v1alpha1", "kind": "Evaluation",
-            "metadata": {"name": "demo", "namespace": "evals"},
+            "metadata": {"name": "demo", "namespace": namespace},
             "spec": {"agentRef": {"name": "mixed"},
                      "dataset": {"name": "proctor-demo", "maxRows": -1}, **spec}}
     return yaml.safe_dump(body)
@@ -198,25 +179,35 @@ def test_an_item_count_not_a_whole_number_is_a_usage_error(tmp_path: Path, capsy
     assert exited.value.code == 2 and says in capsys.readouterr().err
 
 
-# --- Against the operator -------------------------------------------------------------------
+# --- Against the operator, on the real cluster ------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def still_cluster() -> Iterator[Cluster]:
-    """A test cluster with no kubelet: no pod runs, so every Job stays as it was created."""
-    with running_cluster(kubelet=False) as cluster:
-        cluster.store.ensure_namespace("evals")
-        yield cluster
+RUNNER = "proctor-test.local/proctor-runner:render"
+"""The operator's default runner image and render's: never pulled, as no pod runs."""
 
 
-def stored(client: Any, kind: str) -> list[dict]:
+@pytest.fixture
+def still_namespace(cluster_namespace: str, cluster_api_client: Any) -> str:
+    """The test's namespace with a ResourceQuota of no pods: the Job controller's pods are
+    refused (FailedCreate), so every Job stays as the operator created it."""
+    core = kubernetes.client.CoreV1Api(cluster_api_client)
+    core.create_namespaced_resource_quota(cluster_namespace, {
+        "metadata": {"name": "no-pods"}, "spec": {"hard": {"pods": "0"}}})
+    # The quota admits anything until the quota controller has written its status.
+    wait_for(lambda: (core.read_namespaced_resource_quota("no-pods", cluster_namespace)
+                      .status.hard or {}).get("pods") == "0", 60,
+             message="the quota controller never took in the ResourceQuota")
+    return cluster_namespace
+
+
+def stored(client: Any, namespace: str, kind: str) -> list[dict]:
     """The Evaluation's objects as the API server keeps them (raw JSON, camelCase keys)."""
     if kind == "Job":
         response = kubernetes.client.BatchV1Api(client).list_namespaced_job(
-            "evals", label_selector=f"{LABEL_EVALUATION}=demo", _preload_content=False)
+            namespace, label_selector=f"{LABEL_EVALUATION}=demo", _preload_content=False)
     else:
         response = kubernetes.client.CoreV1Api(client).list_namespaced_config_map(
-            "evals", label_selector="app.kubernetes.io/component=task",
+            namespace, label_selector="app.kubernetes.io/component=task",
             _preload_content=False)
     listed = json.loads(response.data)
     # The API server leaves kind and apiVersion out of a list's items.
@@ -224,45 +215,84 @@ def stored(client: Any, kind: str) -> list[dict]:
     return [head | item for item in listed["items"]]
 
 
-def missing(want: Any, have: Any, path: str = "") -> list[str]:
-    """Where ``have`` lacks or differs from what ``want`` says (fields the API server adds,
-    such as defaults and the uid, are not compared)."""
+def dry_run(client: Any, obj: dict) -> dict:
+    """``obj`` as the API server would keep it (its defaults, its admission), kept nowhere."""
+    namespace = obj["metadata"]["namespace"]
+    if obj["kind"] == "Job":
+        response = kubernetes.client.BatchV1Api(client).create_namespaced_job(
+            namespace, obj, dry_run="All", _preload_content=False)
+    else:
+        response = kubernetes.client.CoreV1Api(client).create_namespaced_config_map(
+            namespace, obj, dry_run="All", _preload_content=False)
+    return json.loads(response.data)
+
+
+def comparable(obj: dict) -> dict:
+    """``obj`` less what the API server and its controllers set on their own, differently
+    for each object however it was created."""
+    uid = obj["metadata"]["uid"]
+    # The Job's own uid, wherever the API server wrote it (its selector, its pod template's
+    # controller-uid labels), stands for any: the dry run's copy was given another uid.
+    obj = json.loads(json.dumps(obj).replace(uid, "<own uid>"))
+    meta = obj["metadata"]
+    for key in ("uid", "creationTimestamp", "resourceVersion", "managedFields"):
+        # The object's identity and the time it was made; the etcd revision of the write
+        # (a dry run writes nothing); the managedFields name the client that wrote it (the
+        # operator's, or this test's) and when.
+        meta.pop(key, None)
+    # What render leaves to the cluster, checked apart: the owner reference, which names
+    # the Evaluation's uid.
+    meta.pop("ownerReferences", None)
+    # The Job controller's account of the Job's pods (here: none admitted).
+    obj.pop("status", None)
+    return obj
+
+
+def differences(want: Any, have: Any, path: str = "") -> list[str]:
+    """Where ``have`` differs from ``want``: each path, and both values."""
     if isinstance(want, dict) and isinstance(have, dict):
-        return [p for key, value in want.items()
-                for p in missing(value, have.get(key), f"{path}.{key}")]
+        return [p for key in sorted(want.keys() | have.keys())
+                for p in differences(want.get(key), have.get(key), f"{path}.{key}")]
     if isinstance(want, list) and isinstance(have, list) and len(want) == len(have):
         return [p for i, (w, h) in enumerate(zip(want, have, strict=True))
-                for p in missing(w, h, f"{path}[{i}]")]
+                for p in differences(w, h, f"{path}[{i}]")]
     return [] if want == have else [f"{path}: {want!r} != {have!r}"]
 
 
-def test_what_render_prints_is_what_the_operator_creates(still_cluster: Cluster,
-                                                         tmp_path: Path, capsys) -> None:
-    text = evaluation_yaml(predictions={"source": "gold"}, agentRef=None, maxConcurrentRows=2)
-    assert cli_main(["render", "-f", write(tmp_path, "ev.yaml", text)]) == 0
+@pytest.mark.cluster
+def test_what_render_prints_is_what_the_operator_creates(
+        real_cluster: RealCluster, still_namespace: str, cluster_api_client: Any,
+        tmp_path: Path, capsys) -> None:
+    ns, client = still_namespace, cluster_api_client
+    text = evaluation_yaml(ns, predictions={"source": "gold"}, agentRef=None,
+                           maxConcurrentRows=2)
+    assert cli_main(["render", "-f", write(tmp_path, "ev.yaml", text),
+                     "--runner-image", RUNNER]) == 0
     rendered = list(yaml.safe_load_all(capsys.readouterr().out))
-    client = still_cluster.api_client()
+    # Before the operator makes them: a dry run of a create is refused (409) once it has.
+    expected = {obj["metadata"]["name"]: dry_run(client, obj) for obj in rendered}
     custom = kubernetes.client.CustomObjectsApi(client)
-    custom.create_namespaced_custom_object("proctor.dev", "v1alpha1", "evals", "evaluations",
+    custom.create_namespaced_custom_object("proctor.dev", "v1alpha1", ns, "evaluations",
                                            yaml.safe_load(text))
-    with operator(still_cluster, "evals"):
+    with in_process_operator(real_cluster, ns, runner_image=RUNNER):
         # maxConcurrentRows 2: the two Jobs it starts are the first two that render prints.
-        first = still_cluster.wait_for(lambda: len(stored(client, "Job")) >= 2 and
-                                       stored(client, "Job"), 60)
-        custom.patch_namespaced_custom_object("proctor.dev", "v1alpha1", "evals", "evaluations",
+        first = wait_for(lambda: len(found := stored(client, ns, "Job")) >= 2 and found, 60)
+        custom.patch_namespaced_custom_object("proctor.dev", "v1alpha1", ns, "evaluations",
                                               "demo", {"spec": {"maxConcurrentRows": TASKS}})
-        jobs = still_cluster.wait_for(lambda: len(stored(client, "Job")) == TASKS and
-                                      stored(client, "Job"), 60)
-    uid = custom.get_namespaced_custom_object("proctor.dev", "v1alpha1", "evals", "evaluations",
-                                              "demo")["metadata"]["uid"]
-    configmaps = stored(client, "ConfigMap")
+        jobs = wait_for(lambda: len(found := stored(client, ns, "Job")) == TASKS and found, 60,
+                        message=lambda: f"{len(stored(client, ns, 'Job'))} Jobs, not {TASKS}")
+    evaluation = custom.get_namespaced_custom_object("proctor.dev", "v1alpha1", ns,
+                                                     "evaluations", "demo")
     rendered_jobs = [o for o in rendered if o["kind"] == "Job"]
     assert sorted(j["metadata"]["name"] for j in first) == \
         sorted(j["metadata"]["name"] for j in rendered_jobs[:2])
-    by_name = {o["metadata"]["name"]: o for o in [*jobs, *configmaps]}
+    by_name = {o["metadata"]["name"]: o for o in [*jobs, *stored(client, ns, "ConfigMap")]}
     assert sorted(by_name) == sorted(o["metadata"]["name"] for o in rendered)
+    owner = {"apiVersion": "proctor.dev/v1alpha1", "kind": "Evaluation", "name": "demo",
+             "uid": evaluation["metadata"]["uid"], "controller": True,
+             "blockOwnerDeletion": True}
     for obj in rendered:
         made = by_name[obj["metadata"]["name"]]
-        assert missing(obj, made) == [], obj["metadata"]["name"]
-        # What render leaves to the cluster: the owner reference, to the Evaluation's uid.
-        assert [o["uid"] for o in made["metadata"]["ownerReferences"]] == [uid]
+        assert differences(comparable(expected[obj["metadata"]["name"]]),
+                           comparable(made)) == [], obj["metadata"]["name"]
+        assert made["metadata"]["ownerReferences"] == [owner]

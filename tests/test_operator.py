@@ -7,13 +7,13 @@ run in real containers from the runner image and the demo task images
 (`real_cluster_fixtures`), and ask a reference agent served by this process on the node's
 address, which pods reach. Pods request 50m of CPU, so that the one node runs several.
 
-What the test cluster's hooks did, real mechanisms do here: Jobs created and pods run are
-counted from watches; status writes and Job creations are refused by an admission webhook
-served by the test (with 500, as when etcd times out), which also counts them; faults are
-real (an image missing from the node, pulled with pullPolicy Never; the Eviction API; a
-kernel OOM kill under the Evaluation's memory limit; the Job controller's
-activeDeadlineSeconds), set on the chosen attempts' pods and Jobs by a mutating webhook;
-Pod Security admission refuses pods (FailedCreate); slow runs come from a slow agent.
+Real mechanisms do what test hooks would: Jobs created and pods run are counted from
+watches; status writes and Job creations are refused by an admission webhook served by the
+test (with 500, as when etcd times out), which also counts them; faults are real (an image
+missing from the node, pulled with pullPolicy Never; the Eviction API; a kernel OOM kill
+under the Evaluation's memory limit; the Job controller's activeDeadlineSeconds), set on
+the chosen attempts' pods and Jobs by a mutating webhook; Pod Security admission refuses
+pods (FailedCreate); slow runs come from a slow agent.
 """
 
 from __future__ import annotations
@@ -21,13 +21,12 @@ from __future__ import annotations
 import collections
 import itertools
 import json
-import os
 import secrets
 import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +47,7 @@ from proctor.formats.manifest import parse_resource  # noqa: E402
 from proctor.k8s.api import Kube  # noqa: E402
 from proctor.k8s.names import label_value  # noqa: E402
 from proctor.k8s.pull import pull  # noqa: E402
+from proctor.k8s.store import RESULT_KEY  # noqa: E402
 from proctor.local.engine import run_evaluation  # noqa: E402
 from proctor.results import ResultsFolder  # noqa: E402
 from real_cluster_fixtures import (  # noqa: E402
@@ -56,6 +56,8 @@ from real_cluster_fixtures import (  # noqa: E402
     Answer,
     ClusterImages,
     RealCluster,
+    agent_image,
+    in_process_operator,
     wait_for,
 )
 
@@ -107,34 +109,13 @@ def api(cluster_api_client: Any, cluster_namespace: str) -> Api:
     return Api(cluster_api_client, cluster_namespace)
 
 
-@contextmanager
 def operator(cluster: RealCluster, images: ClusterImages, namespace: str,
-             probe_port: int | None = None, allow_local: bool = False) -> Iterator[KopfRunner]:
-    """`proctor.k8s.controller` in this process, serving one namespace, with the runner
-    image built for this session."""
-    import kubernetes.config.kube_config as kube_config
-
-    args = ["run", "--standalone", "--namespace", namespace, "-m", "proctor.k8s.controller"]
-    if probe_port:
-        args += ["--liveness", f"http://127.0.0.1:{probe_port}/healthz"]
-    env = {"KUBECONFIG": str(cluster.kubeconfig), "PROCTOR_RUNNER_IMAGE": images.runner,
-           "PROCTOR_ALLOW_LOCAL_ENDPOINTS": "1" if allow_local else ""}
-    before = {k: os.environ.get(k) for k in env}
-    default = kube_config.KUBE_CONFIG_DEFAULT_LOCATION
-    os.environ.update(env)
-    # The kubernetes package read KUBECONFIG when first imported: kopf's login reads this.
-    kube_config.KUBE_CONFIG_DEFAULT_LOCATION = str(cluster.kubeconfig)
-    try:
-        with KopfRunner(args, timeout=60) as runner:
-            yield runner
-    finally:
-        kube_config.KUBE_CONFIG_DEFAULT_LOCATION = default
-        for key, value in before.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-    assert runner.exception is None, runner.output[-3000:]
+             probe_port: int | None = None, allow_local: bool = False
+             ) -> AbstractContextManager[KopfRunner]:
+    """The operator in this process (`in_process_operator`), with the runner image built
+    for this session."""
+    return in_process_operator(cluster, namespace, runner_image=images.runner,
+                               probe_port=probe_port, allow_local=allow_local)
 
 
 def manifests(namespace: str, endpoint: str, images: ClusterImages, **spec: Any
@@ -454,6 +435,27 @@ def test_a_slot_is_refilled_when_the_pod_ends_not_when_the_job_is_complete(
     early = [b for a, b in itertools.pairwise(order)
              if created[b] < complete.get(a, float("inf"))]
     assert early, "every slot waited for its Job to be Complete"
+
+
+def test_a_sidecar_agent_edits_its_own_copy_of_the_repository(
+        real_cluster, cluster_images, cluster_namespace, api):
+    """Sidecar mode: the agent runs in the item's pod as a native sidecar, on the copy of
+    the repository the workspace step made (REPO_DIR); the editor agent applies its fix
+    there, and what it changed is the patch that the test step grades."""
+    image = agent_image(real_cluster, cluster_images)
+    _, eval_body = manifests(cluster_namespace, "", cluster_images,
+                             agentRef={"name": "editor"})
+    eval_body["spec"]["dataset"]["maxRows"] = 1
+    editor = {"apiVersion": "proctor.dev/v1alpha1", "kind": "AgentUnderTest",
+              "metadata": {"name": "editor", "namespace": cluster_namespace},
+              "spec": {"sidecar": {"image": image, "port": 9009, "args": ["--kind", "editor"],
+                                   "resources": RESOURCES}}}
+    api.apply(editor, eval_body)
+    with operator(real_cluster, cluster_images, cluster_namespace):
+        body = wait_succeeded(api)
+    assert body["status"]["items"]["done"] == 1
+    (kept,) = [json.loads(c.data[RESULT_KEY]) for c in results(api)]
+    assert kept["outcome"] == "resolved", kept
 
 
 def reconcile_errors() -> float:
