@@ -187,11 +187,13 @@ class Controller:
         tracked = self.tracked.get(key)
         if tracked is None or tracked.uid != meta.get("uid"):
             tracked = self.tracked[key] = Tracked(meta.get("uid", ""), meta["name"])
-        left = self._predecessors_left(key, tracked)
-        if left:
-            log.info("Waiting for %d objects of an earlier Evaluation %s/%s to be deleted",
-                     left, key[0], tracked.name)
-            return self.queue.add_after(key, RETRY_SECONDS)
+        if not tracked.alone:  # once gone, an earlier Evaluation's objects do not come back
+            left = self._predecessors_left(key, tracked)
+            if left:
+                log.info("Waiting for %d objects of an earlier Evaluation %s/%s to be "
+                         "deleted", left, key[0], tracked.name)
+                return self.queue.add_after(key, RETRY_SECONDS)
+            tracked.alone = True
         selection, refusal = None, None
         try:
             evaluation = self._parse(body)
