@@ -50,7 +50,6 @@ class Tracked:
     in_flight: int = 0
     agent_tasks: int = 0  # the agent's task slots it holds (`reconcile.Decision.agent_tasks`)
     slot_agent: tuple[str, str] | None = None  # the agent those slots are of
-    alone: bool = False  # nothing of an earlier Evaluation of its name is left (seen once)
 
     def items(self, body: Obj, evaluation: Evaluation, selection: Selection) -> list[WorkItem]:
         """The plan (`plan_items`), made once per spec generation and dataset."""

@@ -187,13 +187,11 @@ class Controller:
         tracked = self.tracked.get(key)
         if tracked is None or tracked.uid != meta.get("uid"):
             tracked = self.tracked[key] = Tracked(meta.get("uid", ""), meta["name"])
-        if not tracked.alone:  # once gone, an earlier Evaluation's objects do not come back
-            left = self._predecessors_left(key, tracked)
-            if left:
-                log.info("Waiting for %d objects of an earlier Evaluation %s/%s to be "
-                         "deleted", left, key[0], tracked.name)
-                return self.queue.add_after(key, RETRY_SECONDS)
-            tracked.alone = True
+        left = self._predecessors_left(key, tracked)
+        if left:
+            log.info("Waiting for %d objects of an earlier Evaluation %s/%s to be deleted",
+                     left, key[0], tracked.name)
+            return self.queue.add_after(key, RETRY_SECONDS)
         selection, refusal = None, None
         try:
             evaluation = self._parse(body)
