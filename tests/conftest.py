@@ -129,11 +129,15 @@ def cluster_kubeconfig() -> Iterator[Path]:
     yield from real_cluster.session()
 
 
-def pytest_terminal_summary(terminalreporter: Any) -> None:
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_terminal_summary(terminalreporter: Any) -> Iterator[None]:
     """After failures, what the real cluster says now, where one runs (tests/real_cluster.py):
-    many tests use it, and a sick node fails them all the same way."""
+    many tests use it, and a sick node fails them all the same way. Printed last, after
+    pytest's short summary, where a log's tail shows it."""
+    result = yield
     if any(terminalreporter.stats.get(kind) for kind in ("failed", "error")):
         said = real_cluster.diagnosis()
         if said is not None:
             terminalreporter.section("the real cluster after the failures")
             terminalreporter.write_line(said)
+    return result

@@ -13,6 +13,7 @@ several can share one cluster.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -107,7 +108,9 @@ def install(kubeconfig: Path, prefix: str, out: Path) -> Iterator[Install]:
     done = subprocess.run(["bash", str(TRY_OPERATOR), "--install-only", str(out)], env=env,
                           capture_output=True, text=True, timeout=1800)
     if done.returncode != 0:
-        pytest.fail(f"try-operator.sh --install-only failed:\n{done.stderr[-4000:]}",
+        pytest.fail(f"try-operator.sh --install-only failed:\n{done.stderr[-4000:]}\n"
+                    + "\n".join(pods_report(kubeconfig, n)
+                                for n in (named.namespace, named.operator_namespace)),
                     pytrace=False)
     try:
         yield named
@@ -128,11 +131,61 @@ def uninstall(named: Install) -> None:
                    capture_output=True, timeout=120)
 
 
+def unwell_pods(pods: list[dict], events: list[dict]) -> list[str]:
+    """A line for each pod that is neither done nor running ready, saying why (scheduling,
+    a container waiting or ended, readiness), followed by the latest Warning events about it.
+    Pure: ``pods`` and ``events`` are the items of `kubectl get pods/events -o json`."""
+    lines = []
+    for pod in pods:
+        status = pod.get("status") or {}
+        containers = status.get("containerStatuses") or []
+        ready = containers and all(c.get("ready") for c in containers)
+        if status.get("phase") == "Succeeded" or (status.get("phase") == "Running" and ready):
+            continue
+        meta = pod["metadata"]
+        said = [f"{meta.get('namespace')}/{meta['name']}: {status.get('phase')} "
+                f"{status.get('reason', '')} {(status.get('message') or '')[:300]}".strip()]
+        said += [f"{c['type']}={c['status']} {c.get('reason', '')} {c.get('message', '')}".strip()
+                 for c in status.get("conditions") or [] if c["status"] != "True"]
+        for c in (status.get("initContainerStatuses") or []) + containers:
+            for when in ("state", "lastState"):
+                for how, detail in (c.get(when) or {}).items():
+                    if how != "running":
+                        said.append(f"{c['name']} {when} {how} {detail.get('reason', '')} "
+                                    f"{detail.get('exitCode', '')} "
+                                    f"{(detail.get('message') or '')[:300]}".strip())
+            if c.get("restartCount"):
+                said.append(f"{c['name']} restarted {c['restartCount']}x")
+        lines.append("; ".join(said))
+        about = [e for e in events if e.get("type") == "Warning"
+                 and e["involvedObject"].get("uid") == meta.get("uid")]
+        lines += [f"  {e['reason']} x{e.get('count') or 1}: {e.get('message', '')[:300]}"
+                  for e in about[-3:]]
+    return lines
+
+
+def pods_report(kubeconfig: Path, namespace: str | None = None) -> str:
+    """unwell_pods() for one namespace (None: all of them), as a kubectl sees them now."""
+    from k8s_tools import tool_binary
+
+    where = ["-n", namespace] if namespace else ["-A"]
+    kubectl = [str(tool_binary("kubectl")), "--kubeconfig", str(kubeconfig),
+               "--request-timeout=20s"]
+    items = []
+    for kind in ("pods", "events"):
+        done = subprocess.run([*kubectl, "get", kind, *where, "-o", "json"], capture_output=True,
+                              text=True, timeout=60)
+        if done.returncode != 0:
+            return f"kubectl get {kind}: {done.stderr.strip()[-500:]}"
+        items.append(json.loads(done.stdout)["items"])
+    return "\n".join(unwell_pods(*items)) or "every pod is running ready, or done"
+
+
 def diagnosis() -> str | None:
     """What the cluster's node and pods say now, for a run whose tests failed: the node's
-    conditions and taints, pods that are not running or done, the latest warning events and the
-    disk; None where no cluster runs. A CI log then shows a sick node, not only the tests
-    that timed out on it."""
+    conditions and taints, the pods neither done nor running ready and why, the latest
+    warning events and the disk; None where no cluster runs. A CI log then shows a sick node,
+    or a pod that never got ready, not only the tests that timed out on it."""
     from k8s_tools import tool_binary
 
     state = Path(os.environ.get("PROCTOR_CLUSTER_DIR", ROOT / ".cluster"))
@@ -145,8 +198,6 @@ def diagnosis() -> str | None:
         "node conditions": ["get", "nodes", "-o", "jsonpath={range .items[*]}{.metadata.name}:"
                             "{range .status.conditions[*]} {.type}={.status}{end}; taints:"
                             " {.spec.taints}{\"\\n\"}{end}"],
-        "pods not running or done": ["get", "pods", "-A", "--field-selector",
-                                     "status.phase!=Running,status.phase!=Succeeded"],
         "latest warnings": ["get", "events", "-A", "--field-selector", "type=Warning",
                             "--sort-by=.lastTimestamp"],
     }
@@ -154,7 +205,8 @@ def diagnosis() -> str | None:
     for title, args in asks.items():
         done = subprocess.run(kubectl + args, capture_output=True, text=True, timeout=60)
         lines = (done.stdout + done.stderr).strip().splitlines()
-        parts.append(f"--- {title}:\n" + "\n".join(lines[-25:]))
+        parts.append(f"--- {title}:\n" + "\n".join(lines[-12:]))
+    parts.append("--- pods neither done nor running ready:\n" + pods_report(kubeconfig))
     df = subprocess.run(["df", "-h", str(ROOT), str(state)], capture_output=True, text=True)
     parts.append("--- disk:\n" + df.stdout.strip())
     return "\n".join(parts)

@@ -1,10 +1,16 @@
 """The check that the operator's tests ran on a Kubernetes v1.35+ built by scripts/cluster.sh
-(`real_cluster_fixtures.not_built_here`), on /version answers of real servers."""
+(`real_cluster_fixtures.not_built_here`), on /version answers of real servers; and what a
+failed run says of the cluster's pods (`real_cluster.unwell_pods`), on real status objects."""
 
 from __future__ import annotations
 
-import pytest
+import json
 
+import pytest
+import yaml
+
+from conftest import SHARED_DATA
+from real_cluster import unwell_pods
 from real_cluster_fixtures import not_built_here
 
 BUILT_HERE = {"major": "1", "minor": "35", "gitVersion": "v1.35.4", "gitCommit": "$Format:%H$",
@@ -31,3 +37,25 @@ def test_a_server_built_by_cluster_sh_passes():
 def test_any_other_server_is_refused(change, words):
     problem = not_built_here(BUILT_HERE | change)
     assert problem is not None and words in problem
+
+
+def test_a_failed_runs_report_names_the_pods_that_never_got_ready_and_why():
+    """real_cluster.unwell_pods, what a failed run prints of the cluster, on real objects."""
+    k8s = SHARED_DATA / "k8s-status"
+    pods = [*json.loads((k8s / "podlist-errimagepull-pending_troubleshoot.json").read_text())[
+        "items"], *json.loads((k8s / "kubelet-podlist-succeeded-and-running-job-pod_nvsentinel"
+                                     ".json").read_text())["items"],
+            yaml.safe_load((k8s / "pod-evicted-emptydir-sizelimit_aiops-e2e-report_k8s1.26"
+                                  ".yaml").read_text())]
+    events = json.loads((k8s / "eventlist-imagepull-oomjob-backofflimit_troubleshoot.json"
+                         ).read_text())["items"]
+    lines = unwell_pods(pods, events)
+    pending, *warnings, evicted = lines
+    assert pending.startswith("message-image-pull-fail/no-image-deployment-849c4c4958-rxqmt: "
+                               "Pending")
+    assert "ErrImagePull" in pending or "ImagePullBackOff" in pending
+    assert warnings and all(w.startswith("  ") for w in warnings) and len(warnings) <= 3
+    assert any("Failed" in w for w in warnings)
+    assert ": Failed" in evicted and "Evicted" in evicted
+    # The running ready pod and the succeeded one are not named.
+    assert not any("gpu-job" in line or "node-debugger" in line for line in lines)
