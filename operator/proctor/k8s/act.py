@@ -46,10 +46,10 @@ class Tracked:
     tasks: dict[str, Obj] = field(default_factory=dict)  # task ConfigMaps made, by task
     status_at: float = float("-inf")
     written: Obj | None = None
-    agent: tuple[str, str] | None = None  # its AgentUnderTest, and the items in flight there
-    in_flight: int = 0
     agent_tasks: int = 0  # the agent's task slots it holds (`reconcile.Decision.agent_tasks`)
     slot_agent: tuple[str, str] | None = None  # the agent those slots are of
+    # (slot_agent, agent_tasks) as that agent's status last counted them (tasksInFlight)
+    shown: tuple[tuple[str, str] | None, int] = (None, 0)
 
     def items(self, body: Obj, evaluation: Evaluation, selection: Selection) -> list[WorkItem]:
         """The plan (`plan_items`), made once per spec generation and dataset."""

@@ -146,8 +146,8 @@ class Controller:
         tracked = self.tracked.pop(key, None)
         if tracked is not None:
             self.metrics.forget(key[0], tracked.name, tracked.agent_label)
-            if tracked.agent is not None:
-                await self.write_agent_status(*tracked.agent)
+            if tracked.shown[0] is not None:
+                await self.write_agent_status(*tracked.shown[0])
 
     def _kept(self, key: Key) -> list[Any]:
         """The kept results (the index holds each with its owner's uid)."""
@@ -333,11 +333,12 @@ class Controller:
         await write_status(self.kube, p.tracked, p.body, status)
         self.metrics.publish(p.evaluation.namespace, p.evaluation.name, p.tracked.agent_label,
                              aggregate(results, selection.by_id), status["items"])
-        in_flight = status["items"]["running"] + status["items"]["pending"]
-        agent = (p.agent.namespace, p.agent.name) if p.agent is not None else None
-        if (agent, in_flight) != (p.tracked.agent, p.tracked.in_flight):
-            before, p.tracked.agent, p.tracked.in_flight = p.tracked.agent, agent, in_flight
-            for changed in {before, agent} - {None}:
+        # The agent's tasks are the slots its items hold (solve steps not ended), not the
+        # items running: an item in its test step asks nothing of the agent.
+        shown = (p.tracked.slot_agent, p.tracked.agent_tasks)
+        if shown != p.tracked.shown:
+            before, p.tracked.shown = p.tracked.shown[0], shown
+            for changed in {before, shown[0]} - {None}:
                 await self.write_agent_status(*changed)
 
     async def write_agent_status(self, namespace: str, name: str) -> None:
@@ -351,7 +352,8 @@ class Controller:
             agent = self._parse(body)
         except ManifestError:  # the API server checks the same schema: only a CRD changed
             return log.exception("AgentUnderTest %s/%s is invalid", namespace, name)
-        busy = sum(t.in_flight for t in self.tracked.values() if t.agent == (namespace, name))
+        busy = sum(t.agent_tasks for t in self.tracked.values()
+                   if t.slot_agent == (namespace, name))
         status = conditions.agent_status(agent, seen.get("conditions") or [], now=_now(),
                                          generation=generation, tasks_in_flight=busy,
                                          allow_local=self.allow_local)
