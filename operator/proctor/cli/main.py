@@ -106,7 +106,7 @@ def _dataset_ids(evaluation) -> set[str]:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from proctor.cli.eval_options import SOURCES, EvalOptions, evaluation_manifest
-    from proctor.formats.harness_logs import write_run_logs
+    from proctor.formats.harness_logs import results_dir, write_run_logs
     from proctor.formats.manifest import parse_resource
     from proctor.formats.predictions import load_predictions
     from proctor.local.engine import run_evaluation
@@ -125,18 +125,22 @@ def cmd_eval(args: argparse.Namespace) -> int:
     evaluation = parse_resource(evaluation_manifest(options, preds.patches if preds else None),
                                 "proctor eval's options")
     out = Path(args.output_dir)
+    run_dir = results_dir(out, options.run_id)
     try:
         selection = load_selection(evaluation)  # once, for the run and the harness's logs
     except Refusal:
         if preds:  # an id the dataset lacks: name the predictions file's line, not the id
             load_predictions(args.predictions, _dataset_ids(evaluation))
         raise
-    summary = run_evaluation(evaluation, out, progress=not args.quiet, agents=agents,
+    summary = run_evaluation(evaluation, run_dir, progress=not args.quiet, agents=agents,
                              sandbox=_sandbox_options(args), selection=selection,
-                             retry_errors=args.retry_errors, agent_wait_s=args.agent_wait)
+                             retry_errors=args.retry_errors, agent_wait_s=args.agent_wait,
+                             inputs={"predictions_sha256": preds.digest} if preds else None,
+                             advice=f"use another --run_id, or remove {run_dir} to start "
+                                    f"the run again")
     report = write_run_logs(out, evaluation, selection, args.run_id, summary.agent,
                             preds.patches if preds else None, options.instance_ids)
-    _print_summary(summary, out)
+    _print_summary(summary, run_dir)
     print(f"swebench's logs in {out / 'logs' / 'run_evaluation' / args.run_id}/, "
           f"its run report in {report}")
     return exits.for_summaries([summary])
