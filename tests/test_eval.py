@@ -251,7 +251,7 @@ def test_an_unreachable_agent_runs_nothing(tmp_path):
     code = main(["eval", "--agent", f"http://127.0.0.1:{closed_port()}/", "-q",
                  "--dataset", "proctor-demo", "--output-dir", str(tmp_path)])
     assert code == ExitCode.NOT_RUN
-    assert not (tmp_path / "logs").exists()
+    assert not (tmp_path / LOG_DIR).exists() and not list(tmp_path.glob("*.json"))
 
 
 def test_timeouts_infra_and_agent_errors_in_the_run_report(tmp_path, monkeypatch):
