@@ -541,11 +541,13 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("-j", "--max_workers", "--max-workers", "--workers", type=int, default=4,
                     help="instances evaluated at once")
     ev.add_argument("--run_id", "--run-id", default="run",
-                    help="names the logs' folder and the run report")
+                    help="names the run: its logs' folders and its run report; running a run "
+                         "id again resumes it")
     ev.add_argument("-t", "--timeout", type=int, default=1800,
                     help="seconds each instance's tests may run")
-    ev.add_argument("--output-dir", default=".", help="where logs/, the run report and "
-                    "Proctor's results go (resumed if present; default: here)")
+    ev.add_argument("--output-dir", default=".", help="where logs/ and the run reports go, "
+                    "many run ids side by side, Proctor's results of each in "
+                    "logs/proctor/<run_id>/ (default: here)")
     ev.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     _add_agent_options(ev)
     _add_sandbox_options(ev, default="auto")
