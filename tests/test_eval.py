@@ -30,6 +30,7 @@ from proctor.formats.harness_logs import (
     write_harness_logs,
 )
 from proctor.formats.manifest import parse_resource
+from proctor.formats.predictions import load_predictions
 from proctor.formats.report_json import report_json
 from proctor.runner.grade import grade_work_dir
 from test_docker_sandbox import client  # noqa: F401 - the Docker fixture
@@ -303,6 +304,20 @@ def _eval_here(*args: str) -> int:
     """`proctor eval` as a swebench user runs it: no --output-dir, in the current folder."""
     return main(["eval", "--dataset", "proctor-demo", "-q", "-j", "2", "--sandbox", "process",
                  *args])
+
+
+def test_the_predictions_digest_changes_with_what_they_say_not_how_it_is_spelt(tmp_path):
+    ids = sorted(DEMO_ROWS)[:2]
+    patches = {iid: DEMO_ROWS[iid]["patch"] for iid in ids}
+    digest = load_predictions(_preds(tmp_path / "a.jsonl", "m", patches)).digest
+    as_json = tmp_path / "a.json"  # swebench's other spelling, rows in another order
+    as_json.write_text(json.dumps({iid: {"instance_id": iid, "model_patch": p,
+                                         "model_name_or_path": "m"}
+                                   for iid, p in reversed(patches.items())}, indent=2))
+    assert load_predictions(as_json).digest == digest
+    for model, other in (("m", {**patches, ids[0]: ""}), ("m2", patches),
+                         ("m", {ids[0]: patches[ids[0]]})):
+        assert load_predictions(_preds(tmp_path / "b.jsonl", model, other)).digest != digest
 
 
 @pytest.mark.slow

@@ -1,8 +1,9 @@
 """The results folder of one evaluation, and the rules that keep it whole.
 
     <output-dir>/
-      spec.json       the spec the folder was made with; another spec is refused (more
-                      rows, by maxRows or instanceIds, extend the run)
+      spec.json       the spec the folder was made with (and, for `proctor eval`, a digest
+                      of its predictions); another is refused (more rows, by maxRows or
+                      instanceIds, extend the run)
       run.lock        held by the run writing the folder (its pid and host inside)
       results.jsonl   one RunResult per line, appended (and fsynced) as each item ends
       summary.json    the figures (fractions 0-1, Agentbeats' EvalResult names)

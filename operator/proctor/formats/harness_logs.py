@@ -16,8 +16,8 @@ none, and the run report counts the instance among `error_ids`, as swebench's
 summary.json, report.md, items/, spec.json, run.lock) are kept per run id, so that runs
 never touch each other's: a rerun of a run id resumes it, and the same run id with other
 inputs is refused (`proctor.results`). They sit under logs/, beside the harness's own
-folders there (logs/run_validation/, logs/image_builder/), so that the
-top of the folder holds only what the harness's does.
+folders there (logs/run_validation/, logs/image_builder/), so that the top of the folder
+holds only what the harness's does.
 """
 
 from __future__ import annotations
