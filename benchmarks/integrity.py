@@ -38,6 +38,7 @@ import real_rows
 from proctor.core.grading import decide_outcome
 from proctor.datasets import demo, to_instance
 from proctor.datasets.hostile import CREDITED, SUITE, Hostile, predictions_file
+from proctor.formats.harness_logs import results_dir
 from proctor.sandboxes import process
 
 REAL_ROWS = ("pytest-dev__pytest-7571", "pallets__flask-5014")
@@ -66,7 +67,8 @@ def run_suite(hostile: Hostile, instances, work: Path, sandbox: str, read_for) -
     subprocess.run([sys.executable, "-m", "proctor.cli.main", "eval", "-p", str(preds),
                     "-d", "proctor-demo", *ids, "--output-dir", str(out), "--sandbox",
                     sandbox], check=False, capture_output=True)
-    return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    return [json.loads(line) for line in (results_dir(out, "run") / "results.jsonl")
+            .read_text().splitlines()]
 
 
 def harness_outcome(entry: dict | None) -> str:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from proctor.core.model import Instance
 from proctor.datasets import load
+from proctor.formats.harness_logs import results_dir
 
 # Five pytest rows of four environments (two share 5.4's) and the flask row: under 30 s of
 # tests each here. CI builds and runs these; the benchmark runs all 20.
@@ -156,7 +157,8 @@ def main() -> None:
         wall = run_proctor(args.data / "SWE-bench_Verified_test.parquet", instances,
                            args.predictions, Path(tmp), args.workers, args.timeout)
         results = {r["instance_id"]: r for r in map(
-            json.loads, (Path(tmp) / "results.jsonl").read_text().splitlines())}
+            json.loads, (results_dir(Path(tmp), "real") / "results.jsonl").read_text()
+            .splitlines())}
     print(f"{len(instances)} real rows, {args.predictions}, {args.workers} workers, "
           f"wall {wall:.0f} s, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"{'instance':<28} {'outcome':<18} {'F2P':>7} {'P2P':>9} {'eval s':>7} {'item s':>7}")

@@ -48,6 +48,7 @@ import docker
 import real_rows
 
 from proctor.datasets import demo
+from proctor.formats.harness_logs import results_dir
 from proctor.sandboxes.demo_images import build_demo_images
 from proctor.sandboxes.images.build import build_images
 
@@ -169,8 +170,8 @@ def main() -> None:
 
 
 def report(root: Path, walls: dict[str, float], workers: int, count: int) -> None:
-    results = [json.loads(line) for line in (root / "proctor" / "results.jsonl")
-               .read_text().splitlines()]
+    results = [json.loads(line) for line in (results_dir(root / "proctor", RUN_ID)
+                                             / "results.jsonl").read_text().splitlines()]
     evals = [r["timings"]["eval_seconds"] for r in results]
     overhead = [r["timings"]["total_seconds"] - r["timings"]["eval_seconds"] for r in results]
     best = min(walls["harness --init"], walls["harness default"])
@@ -232,8 +233,8 @@ def real_round(root: Path, number: int, instances: list, parquet: Path,
     }
     order = ["proctor", "harness"] if number % 2 == 0 else ["harness", "proctor"]
     walls = {name: runs[name]() for name in order}
-    results = [json.loads(line) for line in (root / "proctor" / "results.jsonl")
-               .read_text().splitlines()]
+    results = [json.loads(line) for line in (results_dir(root / "proctor", "real")
+                                             / "results.jsonl").read_text().splitlines()]
     ours_eval = sum(r["timings"]["eval_seconds"] or 0 for r in results)
     theirs_eval = sum(real_rows.eval_seconds(root / "harness").values())
     count = len(instances)

@@ -16,6 +16,7 @@ from proctor.cli.main import main
 from proctor.core.plan import shard
 from proctor.datasets import demo
 from proctor.formats.agentbeats import RESULTS_FILE
+from proctor.formats.harness_logs import results_dir
 from proctor.formats.manifest import load_manifests
 from proctor.prepare import load_selection
 from proctor.results import ResultsFolder
@@ -75,7 +76,7 @@ def test_predictions_run_is_named_after_the_model(tmp_path: Path, capsys) -> Non
     out = tmp_path / "out"
     assert main(["eval", "-p", str(preds), "-d", "proctor-demo", "--output-dir", str(out),
                  "-q", "--sandbox", "process"]) == 0
-    ours = json.loads((out / RESULTS_FILE).read_text())
+    ours = json.loads((results_dir(out, "run") / RESULTS_FILE).read_text())
     assert ours["participants"] == {"acme/coder-7b": "preds.jsonl"}
     assert ours["results"][0]["resolved_pct"] == 1.0
     assert shape(ours) == shape(json.loads(REAL_RESULTS[0].read_text()))

@@ -17,6 +17,7 @@ from proctor.analysis.calibration import (
 )
 from proctor.analysis.inference import resample_weights
 from proctor.analysis.reliability import agent_figures
+from proctor.formats.harness_logs import results_dir
 
 N = math.nan
 
@@ -101,6 +102,7 @@ def test_a_reported_confidence_reaches_the_result_and_proctor_show(tmp_path, cap
     with start_reference_agent("sensitive") as agent:
         assert main(["eval", "--agent", agent.url, "-d", "proctor-demo", "-i", item, "-q",
                      "--sandbox", "process", "--output-dir", str(out)]) == 0
+    out = results_dir(out, "run")  # proctor eval's results folder of the run
     [result] = ResultsFolder(out).load()
     assert result.confidence == 0.75
     capsys.readouterr()

@@ -17,6 +17,7 @@ from proctor.cli.main import main
 from proctor.core.exits import Interrupted
 from proctor.core.model import ErrorKind, Instance, Outcome
 from proctor.datasets import demo
+from proctor.formats.harness_logs import results_dir
 from proctor.local.agent_watch import (
     FAILURES_IN_A_ROW,
     AgentGone,
@@ -97,6 +98,7 @@ def test_an_agent_that_dies_after_two_answers_stops_the_run_and_retry_completes_
     ids = [i.instance_id for i in _instances()]
     run = ["eval", "--agent", url, "-d", "proctor-demo", "-j", "1", "-q", "--sandbox",
            "process", "--agent-wait", "2", "--output-dir", str(out)]
+    kept = results_dir(out, "run")  # proctor eval's results folder of the run
 
     agent = _serve(port, log, "--exit-after", "2")
     try:
@@ -106,14 +108,14 @@ def test_an_agent_that_dies_after_two_answers_stops_the_run_and_retry_completes_
         support.stop(agent)
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith(f"proctor: error: the agent at {url} stopped answering")
-    results = ResultsFolder(out).load()
+    results = ResultsFolder(kept).load()
     assert [r.outcome for r in results if r.error_kind is None] == [Outcome.RESOLVED] * 2
     errors = [r for r in results if r.error_kind is not None]
     assert len(errors) == FAILURES_IN_A_ROW
     assert {r.error_kind for r in errors} == {ErrorKind.AGENT}
     assert len(results) == 5  # the 5 items never sent are not stored
     assert _asked(log) == ids[:2]
-    summary = json.loads((out / "summary.json").read_text())
+    summary = json.loads((kept / "summary.json").read_text())
     assert summary["partial"] and summary["items"] == 5
 
     # A rerun of only those items finds only finished ones and errors: it says how to retry.
@@ -125,7 +127,7 @@ def test_an_agent_that_dies_after_two_answers_stops_the_run_and_retry_completes_
         assert main([*run, "--retry-errors"]) == 0
     finally:
         support.stop(agent)
-    results = ResultsFolder(out).load()
+    results = ResultsFolder(kept).load()
     assert len(results) == 10 and {r.outcome for r in results} == {Outcome.RESOLVED}
     # Every task asked exactly once over both runs: none that had an answer asked again.
     assert sorted(_asked(log)) == sorted(ids)

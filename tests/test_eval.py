@@ -22,8 +22,15 @@ from proctor.core.exits import ExitCode
 from proctor.core.model import ErrorKind, Instance, Outcome, RunResult
 from proctor.core.spec import AgentUnderTest, Evaluation
 from proctor.datasets import demo
-from proctor.formats.harness_logs import LOG_DIR, Graded, model_dir, write_harness_logs
+from proctor.formats.harness_logs import (
+    LOG_DIR,
+    Graded,
+    model_dir,
+    results_dir,
+    write_harness_logs,
+)
 from proctor.formats.manifest import parse_resource
+from proctor.formats.predictions import load_predictions
 from proctor.formats.report_json import report_json
 from proctor.runner.grade import grade_work_dir
 from test_docker_sandbox import client  # noqa: F401 - the Docker fixture
@@ -136,10 +143,10 @@ def _eval(tmp_path: Path, *args: str) -> Path:
 @pytest.mark.slow
 def test_gold_on_the_demo_resolves_all_and_matches_swebench(tmp_path, monkeypatch):
     out = _eval(tmp_path, "-p", "gold", "--sandbox", "process", "--run_id", "g1")
-    summary = json.loads((out / "summary.json").read_text())
+    summary = json.loads((results_dir(out, "g1") / "summary.json").read_text())
     assert summary["results"]["resolved_pct"] == 1.0
     for name in ("results.jsonl", "report.md"):
-        assert (out / name).is_file()
+        assert (results_dir(out, "g1") / name).is_file()
     folders = sorted((out / LOG_DIR / "g1" / "gold").iterdir())
     assert [f.name for f in folders] == sorted(DEMO_ROWS)
     for f in folders:
@@ -245,7 +252,7 @@ def test_an_unreachable_agent_runs_nothing(tmp_path):
     code = main(["eval", "--agent", f"http://127.0.0.1:{closed_port()}/", "-q",
                  "--dataset", "proctor-demo", "--output-dir", str(tmp_path)])
     assert code == ExitCode.NOT_RUN
-    assert not (tmp_path / "logs").exists()
+    assert not (tmp_path / LOG_DIR).exists() and not list(tmp_path.glob("*.json"))
 
 
 def test_timeouts_infra_and_agent_errors_in_the_run_report(tmp_path, monkeypatch):
@@ -276,3 +283,94 @@ def test_timeouts_infra_and_agent_errors_in_the_run_report(tmp_path, monkeypatch
                                          ids[3]: "out_of_memory"}
     assert (report["infra_failure_ids"], report["empty_patch_ids"]) == (
         [ids[1], ids[3]], [ids[2]])
+
+
+# --- many runs in one folder, as the harness keeps them -------------------------------------
+
+def _preds(path: Path, model: str, patches: dict[str, str]) -> Path:
+    path.write_text("".join(json.dumps({"instance_id": i, "model_patch": p,
+                                        "model_name_or_path": model}) + "\n"
+                            for i, p in patches.items()))
+    return path
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    """Every file under `folder`, by relative path, with its bytes."""
+    return {str(p.relative_to(folder)): p.read_bytes()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _eval_here(*args: str) -> int:
+    """`proctor eval` as a swebench user runs it: no --output-dir, in the current folder."""
+    return main(["eval", "--dataset", "proctor-demo", "-q", "-j", "2", "--sandbox", "process",
+                 *args])
+
+
+def test_the_predictions_digest_changes_with_what_they_say_not_how_it_is_spelt(tmp_path):
+    ids = sorted(DEMO_ROWS)[:2]
+    patches = {iid: DEMO_ROWS[iid]["patch"] for iid in ids}
+    digest = load_predictions(_preds(tmp_path / "a.jsonl", "m", patches)).digest
+    as_json = tmp_path / "a.json"  # swebench's other spelling, rows in another order
+    as_json.write_text(json.dumps({iid: {"instance_id": iid, "model_patch": p,
+                                         "model_name_or_path": "m"}
+                                   for iid, p in reversed(patches.items())}, indent=2))
+    assert load_predictions(as_json).digest == digest
+    for model, other in (("m", {**patches, ids[0]: ""}), ("m2", patches),
+                         ("m", {ids[0]: patches[ids[0]]})):
+        assert load_predictions(_preds(tmp_path / "b.jsonl", model, other)).digest != digest
+
+
+@pytest.mark.slow
+def test_two_runs_in_one_folder_are_kept_side_by_side(tmp_path, monkeypatch):
+    ids = sorted(DEMO_ROWS)
+    first = {ids[0]: DEMO_ROWS[ids[0]]["patch"], ids[1]: ""}
+    second = {ids[1]: DEMO_ROWS[ids[1]]["patch"], ids[2]: DEMO_ROWS[ids[2]]["patch"]}
+    a = _preds(tmp_path / "a.jsonl", "org/model-a", first)
+    b = _preds(tmp_path / "b.jsonl", "model-b", second)
+    out = tmp_path / "here"
+    out.mkdir()
+    monkeypatch.chdir(out)
+    assert _eval_here("-p", str(a), "--run_id", "one") == ExitCode.OK
+    kept = _files(out / LOG_DIR / "one")
+    assert _eval_here("-p", str(b), "--run_id", "two") == ExitCode.OK
+    assert _files(out / LOG_DIR / "one") == kept  # the second run left the first alone
+    assert sorted(p.name for p in out.glob("*.json")) == ["model-b.two.json",
+                                                         "org__model-a.one.json"]
+    rows = list(DEMO_ROWS.values())
+    one = _check_against_swebench(out, "one", "org/model-a", first, rows, monkeypatch)
+    two = _check_against_swebench(out, "two", "model-b", second, rows, monkeypatch)
+    assert (one["resolved_ids"], one["empty_patch_ids"]) == ([ids[0]], [ids[1]])
+    assert (two["resolved_ids"], two["submitted_ids"]) == (ids[1:3], ids[1:3])
+    for run_id, done in (("one", 2), ("two", 2)):
+        summary = json.loads((results_dir(out, run_id) / "summary.json").read_text())
+        assert summary["items"] == done
+
+
+@pytest.mark.slow
+def test_a_run_id_resumes_and_refuses_other_predictions(tmp_path, monkeypatch, capsys):
+    ids = sorted(DEMO_ROWS)
+    gold = {iid: DEMO_ROWS[iid]["patch"] for iid in ids[:3]}
+    preds = _preds(tmp_path / "preds.jsonl", "m", gold)
+    out = tmp_path / "here"
+    out.mkdir()
+    monkeypatch.chdir(out)
+    assert _eval_here("-p", str(preds), "--run_id", "r") == ExitCode.OK
+    results = (results_dir(out, "r") / "results.jsonl").read_text()
+    report = (out / "m.r.json").read_text()
+    capsys.readouterr()
+    assert _eval_here("-p", str(preds), "--run_id", "r") == ExitCode.OK
+    assert "Resuming: 3 of 3 items already done" in capsys.readouterr().err
+    # nothing was run again: not one result appended, the same run report
+    assert (results_dir(out, "r") / "results.jsonl").read_text() == results
+    assert (out / "m.r.json").read_text() == report
+    before = _files(out)
+
+    other = _preds(tmp_path / "other.jsonl", "m", dict.fromkeys(ids[:3], ""))
+    assert _eval_here("-p", str(other), "--run_id", "r") == ExitCode.BAD_INPUT
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "other.jsonl" in err and "--run_id" in err, err
+    _preds(preds, "m", {**gold, ids[0]: ""})  # the same file, another prediction in it
+    assert _eval_here("-p", str(preds), "--run_id", "r") == ExitCode.BAD_INPUT
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "predictions_sha256" in err, err
+    assert _files(out) == before  # the run's logs, report and results untouched

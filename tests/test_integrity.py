@@ -15,6 +15,7 @@ from proctor.core.integrity import Threat, protected_paths, screen_patch
 from proctor.core.model import ErrorKind, Outcome, WorkItem
 from proctor.datasets import demo, load, to_instance
 from proctor.datasets.hostile import CREDITED, SUITE, edit_file, new_file, predictions_file
+from proctor.formats.harness_logs import results_dir
 from proctor.runner.grade import grade_work_dir
 from proctor.runner.workdir import WorkDir, write_patch, write_task, write_test_step
 from proctor.sandboxes import process
@@ -103,13 +104,14 @@ def _run_suite(tmp_path: Path, sandbox: list[str]) -> None:
         out = tmp_path / hostile.name
         code = main(["eval", "-p", str(preds), "-d", "proctor-demo", "--output-dir", str(out),
                      "-q", *sandbox, *[a for t in tasks for a in ("-i", t.instance_id)]])
-        results = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+        results = [json.loads(x) for x in (results_dir(out, "run") / "results.jsonl")
+                   .read_text().splitlines()]
         assert code in (0, 1) and len(results) == len(tasks), hostile.name
         for r in results:
             assert r["outcome"] not in CREDITED, (hostile.name, r)
             assert r["tampered"], (hostile.name, r)
             assert hostile.kind.value in {t["kind"] for t in r["tampering"]}, (hostile.name, r)
-        summary = json.loads((out / "summary.json").read_text())
+        summary = json.loads((results_dir(out, "run") / "summary.json").read_text())
         assert summary["tampered_pct"] == 1.0
 
 
@@ -154,11 +156,11 @@ def test_an_agents_own_new_test_file_is_set_aside_but_editing_a_test_is_tamperin
                                      "model_name_or_path": name}) + "\n")
         assert main(["eval", "-p", str(preds), "-d", "proctor-demo", "-i", instance.instance_id,
                      "--output-dir", str(tmp_path / name), "-q", "--sandbox", "process"]) == 0
-        out[name] = json.loads((tmp_path / name / "results.jsonl").read_text())
+        out[name] = json.loads((results_dir(tmp_path / name, "run") / "results.jsonl").read_text())
     assert (out["own-test"]["outcome"], out["own-test"]["tampered"]) == ("resolved", False)
     assert out["own-test"]["set_aside"] == ["tests/test_my_regression.py"]
     assert (out["edited-test"]["outcome"], out["edited-test"]["tampered"]) == ("resolved", True)
     assert [(t["path"], t["kind"]) for t in out["edited-test"]["tampering"]] == [
         (test_file, "tests")]
-    summary = json.loads((tmp_path / "own-test" / "summary.json").read_text())
+    summary = json.loads((results_dir(tmp_path / "own-test", "run") / "summary.json").read_text())
     assert summary["tampered_pct"] == 0.0

@@ -19,6 +19,7 @@ import pytest
 
 from conftest import SHARED_DATA, docker_unavailable, git
 from proctor.datasets import hostile
+from proctor.formats.harness_logs import results_dir
 from proctor.sandboxes import docker as ds
 from proctor.sandboxes.images.build import build_images
 
@@ -117,7 +118,7 @@ def test_hostile_patches_get_no_credit_on_a_real_row_and_are_named(subset, tmp_p
                                  "model_name_or_path": "hostile"}) + "\n")
     real_rows.run_proctor(PARQUET, [instance], str(preds), tmp_path / "proctor", 1, 600,
                           network="host")
-    result = json.loads((tmp_path / "proctor" / "results.jsonl").read_text())
+    result = json.loads((results_dir(tmp_path / "proctor", "real") / "results.jsonl").read_text())
     assert result["outcome"] not in hostile.CREDITED, result
     named = {(t["kind"], t["path"].rsplit("/", 1)[-1]) for t in result["tampering"]}
     assert {("hook", "conftest.py"), ("config", "pyproject.toml"), ("build", "conftest.py"),

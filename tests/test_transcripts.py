@@ -7,6 +7,7 @@ import json
 
 from proctor.agents.server import start_reference_agent
 from proctor.cli.main import main
+from proctor.formats.harness_logs import results_dir
 from proctor.runner.transcript import FILE, STRING_CAP, TOTAL_CAP, bound
 
 ITEM = "proctor-demo__textkit-1"
@@ -42,6 +43,7 @@ def test_show_prints_an_items_task_transcript_patch_log_and_verdict(tmp_path, ca
     with start_reference_agent("editor") as agent:
         assert main(["eval", "--agent", agent.url, "-d", "proctor-demo", "-i", ITEM, "-q",
                      "--sandbox", "process", "--output-dir", str(out)]) == 0
+    out = results_dir(out, "run")  # proctor eval's results folder of the run
     work = out / "items" / ITEM / "original" / "0"
     kept = json.loads(gzip.decompress((work / FILE).read_bytes()))
     assert kept["state"] == "completed" and kept["cut"] is None

@@ -20,6 +20,7 @@ from proctor.a2a.message import TaskMessage
 from proctor.agents.server import agent_card, build_app, start_in_thread
 from proctor.cli.main import main
 from proctor.core.model import Usage
+from proctor.formats.harness_logs import results_dir
 from proctor.results import ResultsFolder
 
 # The shape Google ADK gives each event's usage (a model response's
@@ -107,6 +108,7 @@ def test_report_and_summary_show_tokens_cost_latency_and_wall_time(tmp_path):
                      "proctor-demo__textkit-1", "proctor-demo__textkit-2",
                      "proctor-demo__textkit-3", "-q", "--sandbox", "process",
                      "--output-dir", str(out)]) == 0
+    out = results_dir(out, "run")  # proctor eval's results folder of the run
     results = ResultsFolder(out).load()
     summary = json.loads((out / "summary.json").read_text())
     assert summary["usage_reported"] == 3

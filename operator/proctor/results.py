@@ -1,8 +1,9 @@
 """The results folder of one evaluation, and the rules that keep it whole.
 
     <output-dir>/
-      spec.json       the spec the folder was made with; another spec is refused (more
-                      rows, by maxRows or instanceIds, extend the run)
+      spec.json       the spec the folder was made with (and, for `proctor eval`, a digest
+                      of its predictions); another is refused (more rows, by maxRows or
+                      instanceIds, extend the run)
       run.lock        held by the run writing the folder (its pid and host inside)
       results.jsonl   one RunResult per line, appended (and fsynced) as each item ends
       summary.json    the figures (fractions 0-1, Agentbeats' EvalResult names)
@@ -50,6 +51,8 @@ MUTABLE_FIELDS = ("maxConcurrentRows", "suspend", "budget")
 # they are not part of what the folder's results mean.
 SELECTION_FIELDS = ("maxRows", "instanceIds")
 LOCK_FILE = "run.lock"
+FOLDER_ADVICE = "use another --output-dir, or remove the folder to start again"
+"""What to do when a folder holds another evaluation's results."""
 
 
 class ResultsFolderError(BadInput):
@@ -114,8 +117,9 @@ class ResultsFolder:
         finally:
             os.close(fd)  # which releases the lock
 
-    def claim(self, identity: dict[str, Any]) -> None:
-        """Record the spec, or refuse if the folder was made with a different one."""
+    def claim(self, identity: dict[str, Any], advice: str = FOLDER_ADVICE) -> None:
+        """Record the spec, or refuse (saying `advice`) if the folder was made with a
+        different one."""
         self.make()
         path = self.root / "spec.json"
         if path.exists():
@@ -124,7 +128,7 @@ class ResultsFolder:
             if diff:
                 raise ResultsFolderError(
                     f"{self.root} holds results of a different evaluation ({'; '.join(diff)}); "
-                    f"use another --output-dir, or remove the folder to start again")
+                    f"{advice}")
         write_json(path, identity)
 
     def load(self) -> list[RunResult]:

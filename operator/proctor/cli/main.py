@@ -106,7 +106,7 @@ def _dataset_ids(evaluation) -> set[str]:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from proctor.cli.eval_options import SOURCES, EvalOptions, evaluation_manifest
-    from proctor.formats.harness_logs import write_run_logs
+    from proctor.formats.harness_logs import results_dir, write_run_logs
     from proctor.formats.manifest import parse_resource
     from proctor.formats.predictions import load_predictions
     from proctor.local.engine import run_evaluation
@@ -125,18 +125,22 @@ def cmd_eval(args: argparse.Namespace) -> int:
     evaluation = parse_resource(evaluation_manifest(options, preds.patches if preds else None),
                                 "proctor eval's options")
     out = Path(args.output_dir)
+    run_dir = results_dir(out, options.run_id)
     try:
         selection = load_selection(evaluation)  # once, for the run and the harness's logs
     except Refusal:
         if preds:  # an id the dataset lacks: name the predictions file's line, not the id
             load_predictions(args.predictions, _dataset_ids(evaluation))
         raise
-    summary = run_evaluation(evaluation, out, progress=not args.quiet, agents=agents,
+    summary = run_evaluation(evaluation, run_dir, progress=not args.quiet, agents=agents,
                              sandbox=_sandbox_options(args), selection=selection,
-                             retry_errors=args.retry_errors, agent_wait_s=args.agent_wait)
+                             retry_errors=args.retry_errors, agent_wait_s=args.agent_wait,
+                             inputs={"predictions_sha256": preds.digest} if preds else None,
+                             advice=f"use another --run_id, or remove {run_dir} to start "
+                                    f"the run again")
     report = write_run_logs(out, evaluation, selection, args.run_id, summary.agent,
                             preds.patches if preds else None, options.instance_ids)
-    _print_summary(summary, out)
+    _print_summary(summary, run_dir)
     print(f"swebench's logs in {out / 'logs' / 'run_evaluation' / args.run_id}/, "
           f"its run report in {report}")
     return exits.for_summaries([summary])
@@ -537,11 +541,13 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("-j", "--max_workers", "--max-workers", "--workers", type=int, default=4,
                     help="instances evaluated at once")
     ev.add_argument("--run_id", "--run-id", default="run",
-                    help="names the logs' folder and the run report")
+                    help="names the run: its logs' folders and its run report; running a run "
+                         "id again resumes it")
     ev.add_argument("-t", "--timeout", type=int, default=1800,
                     help="seconds each instance's tests may run")
-    ev.add_argument("--output-dir", default=".", help="where logs/, the run report and "
-                    "Proctor's results go (resumed if present; default: here)")
+    ev.add_argument("--output-dir", default=".", help="where logs/ and the run reports go, "
+                    "many run ids side by side, Proctor's results of each in "
+                    "logs/proctor/<run_id>/ (default: here)")
     ev.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     _add_agent_options(ev)
     _add_sandbox_options(ev, default="auto")

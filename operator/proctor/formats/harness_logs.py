@@ -1,16 +1,23 @@
 """swebench 5's run artefacts, written from a results folder as its harness lays them out.
 
+One output folder holds many runs side by side, as the harness's working folder does:
+
     logs/run_evaluation/<run_id>/run.json          what the run graded against
     logs/run_evaluation/<run_id>/<model>/<instance>/
         patch.diff  eval.sh  test_output.txt  run_instance.log  report.json
     <model>.<run_id>.json                          the run report (schema_version 2)
+    logs/proctor/<run_id>/                         Proctor's results folder of the run
 
 An instance gets report.json exactly when swebench's `run_instance` would write one: its
 eval script ran, within its time limit. A patch that did not apply, a timeout (its log
 then ends with the harness's "Timeout error" line) or a test step that left no log leave
 none, and the run report counts the instance among `error_ids`, as swebench's
 `make_run_report` does from the same files. Proctor's own results (results.jsonl,
-summary.json, report.md) sit beside them.
+summary.json, report.md, items/, spec.json, run.lock) are kept per run id, so that runs
+never touch each other's: a rerun of a run id resumes it, and the same run id with other
+inputs is refused (`proctor.results`). They sit under logs/, beside the harness's own
+folders there (logs/run_validation/, logs/image_builder/), so that the top of the folder
+holds only what the harness's does.
 """
 
 from __future__ import annotations
@@ -35,6 +42,12 @@ LOG_DIR = Path("logs") / "run_evaluation"
 REPORT = "report.json"
 TEST_OUTPUT = "test_output.txt"
 INSTANCE_LOG = "run_instance.log"
+RESULTS_DIR = Path("logs") / "proctor"
+
+
+def results_dir(root: Path, run_id: str) -> Path:
+    """Proctor's results folder of run `run_id` in the output folder `root`."""
+    return root / RESULTS_DIR / run_id
 
 
 @dataclass(frozen=True)
@@ -178,11 +191,12 @@ def write_harness_logs(root: Path, run_id: str, model: str, graded: Iterable[Gra
 def write_run_logs(root: Path, evaluation: Evaluation, selection: Selection, run_id: str,
                    model: str, file_patches: Mapping[str, str] | None,
                    instance_ids: Collection[str] = ()) -> Path:
-    """The harness's artefacts of an evaluation run on `selection` into `root` (its
-    results folder); the run report's path. As in swebench, the run report counts every
-    row of the dataset (within `instance_ids`), predicted or not."""
+    """The harness's artefacts of an evaluation run on `selection` into
+    `results_dir(root, run_id)`, written under `root`; the run report's path. As in
+    swebench, the run report counts every row of the dataset (within `instance_ids`),
+    predicted or not."""
     planned = {i.id for i in plan_items(evaluation, selection)}
-    folder = ResultsFolder(root)
+    folder = ResultsFolder(results_dir(root, run_id))
     results = [r for r in folder.load() if r.item_id in planned]
     graded = graded_items(folder, results, selection.by_id,
                           evaluation.spec.predictions.source, file_patches)

@@ -8,6 +8,7 @@ instance id, a missing or non-string `model_patch`, a repeated instance id, more
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
@@ -30,6 +31,13 @@ class Predictions:
     """The model_name_or_path every row shares: whom the results belong to."""
     patches: dict[str, str]
     """instance_id -> patch ("" for a prediction of no change)."""
+
+    @property
+    def digest(self) -> str:
+        """A sha256 of what the predictions say (not of how the file spells it): a
+        results folder made from other predictions must not be resumed with these."""
+        text = json.dumps([self.model, sorted(self.patches.items())], ensure_ascii=False)
+        return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _rows(path: Path) -> list[tuple[str, Any]]:

@@ -23,6 +23,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 from proctor import __version__, datasets
@@ -55,7 +56,7 @@ from proctor.prepare import (
     plan_items,
     prompt_variants,
 )
-from proctor.results import ResultsFolder, write_outputs
+from proctor.results import FOLDER_ADVICE, ResultsFolder, write_outputs
 from proctor.runner.grade import grade_work_dir
 from proctor.runner.solve import AgentTarget, read_solve, solve_error, solve_step, write_prompt
 from proctor.runner.workdir import WorkDir, write_json, write_patch, write_task, write_test_step
@@ -414,17 +415,22 @@ def run_evaluation(evaluation: Evaluation, output_dir: Path, progress: bool = Tr
                    sandbox: SandboxOptions | None = None,
                    selection: datasets.Selection | None = None,
                    agent_wait_s: float = DEFAULT_WAIT_S,
-                   on_result: Callable[[RunResult], None] | None = None) -> Summary:
+                   on_result: Callable[[RunResult], None] | None = None,
+                   inputs: Mapping[str, Any] | None = None,
+                   advice: str = FOLDER_ADVICE) -> Summary:
     """Run (or resume, or extend) an evaluation into `output_dir`; returns its summary.
     `selection`: its rows, when the caller has loaded them already. `agent_wait_s`: how
     long an agent that stopped answering is waited for (`agent_watch`). `on_result` is
-    called (on a worker thread) with each item's result as it is recorded."""
+    called (on a worker thread) with each item's result as it is recorded. `inputs`:
+    more of what the folder's results depend on (a predictions file's content, say), so
+    that a run with others is refused with `advice`, as one with another spec is."""
     ctx, selection, items = prepare(evaluation, agents, sandbox, selection, agent_wait_s)
     folder = ResultsFolder(output_dir)
     with folder.locked():
         folder.claim({"evaluation": evaluation.name,
                       "dataset_fingerprint": selection.fingerprint,
-                      "spec": evaluation.spec.model_dump(mode="json", by_alias=True)})
+                      "spec": evaluation.spec.model_dump(mode="json", by_alias=True),
+                      **(inputs or {})}, advice)
         if ctx.variants:
             write_variants(folder.root, selection.instances, ctx.variants)
         previous = {r.item_id: r for r in folder.load()}
