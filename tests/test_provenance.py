@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from proctor.cli.demo import run_demo
+from proctor.agents.server import start_reference_agent
+from proctor.cli.demo import demo_manifests, run_demo
 from proctor.cli.main import main
 from proctor.core.model import Summary
 from proctor.core.provenance import (
@@ -26,6 +27,7 @@ from proctor.core.provenance import (
 from proctor.datasets import demo
 from proctor.formats.manifest import parse_manifests
 from proctor.local.engine import run_evaluation
+from proctor.local.provenance import gather_versions
 
 
 def installed(name: str) -> str:
@@ -165,3 +167,20 @@ def test_differences_count_one_agents_versions_not_two_agents_or_their_ports():
     assert differences(provenance(one), provenance(one, rows="def")) == [
         "dataset.rows_sha256: 'abc' vs 'def'"]
     assert differences(None, None) == []
+
+
+def test_a_package_that_is_absent_is_said_to_be_not_installed():
+    found = gather_versions(("proctor", "no-such-package-for-proctor"))
+    assert found == {"proctor": installed("proctor"),
+                     "no-such-package-for-proctor": "not installed"}
+
+
+def test_a_finished_run_resumed_with_its_agent_gone_says_why_it_has_no_card(tmp_path):
+    with start_reference_agent("noop") as server:
+        evaluation, agent = demo_manifests("noop", server.url, 2)
+        first = run_evaluation(evaluation, tmp_path, progress=False, agents=[agent])
+    assert first.provenance.agent.name == "proctor-noop"
+    again = run_evaluation(evaluation, tmp_path, progress=False, agents=[agent])
+    card = again.provenance.agent
+    assert card.name == "" and server.url.rstrip("/") in card.error
+    assert again.results == first.results

@@ -3,16 +3,11 @@ machine it ran with, recorded in summary.json (`provenance`) and report.md's foo
 
 Scores move with things outside the spec (a library upgrade, a re-tagged image, fewer
 CPUs), so two runs are comparable only when these agree; `differences` says where they
-do not. The models and the comparison are pure; `gather_versions` and `gather_machine`
-are the thin shell that asks this process and machine.
+do not. All pure: `proctor.local.provenance` gathers the facts.
 """
 
 from __future__ import annotations
 
-import os
-import platform
-from collections.abc import Iterable
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -173,27 +168,6 @@ def differences(a: Provenance | None, b: Provenance | None) -> list[str]:
             and a.agent.version != b.agent.version:
         lines.append(f"agent.version: {a.agent.version!r} vs {b.agent.version!r}")
     return lines
-
-
-def gather_versions(packages: Iterable[str] = PACKAGES) -> dict[str, str]:
-    """Installed versions, `not installed` where a package is absent."""
-    found = {}
-    for name in packages:
-        try:
-            found[name] = version(name)
-        except PackageNotFoundError:
-            found[name] = NOT_INSTALLED
-    return found
-
-
-def gather_machine() -> MachineProvenance:
-    """This machine's platform, Python, CPUs and memory."""
-    try:
-        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):  # not every OS names these
-        memory = None
-    return MachineProvenance(platform=platform.platform(), python=platform.python_version(),
-                             cpu_count=os.cpu_count(), memory_total_bytes=memory)
 
 
 def footer(p: Provenance) -> list[str]:

@@ -441,6 +441,8 @@ def run_evaluation(evaluation: Evaluation, output_dir: Path, progress: bool = Tr
     long an agent that stopped answering is waited for (`agent_watch`). `on_result` is
     called (on a worker thread) with each item's result as it is recorded."""
     ctx, selection, items = prepare(evaluation, agents, sandbox, selection, agent_wait_s)
+    # hashed now, beside the rows just read: a file changed during the run is not theirs
+    dataset = provenance.dataset_provenance(evaluation, selection.fingerprint)
     folder = ResultsFolder(output_dir)
     with folder.locked():
         folder.claim({"evaluation": evaluation.name,
@@ -464,7 +466,7 @@ def run_evaluation(evaluation: Evaluation, output_dir: Path, progress: bool = Tr
             print(line, file=sys.stderr)
 
         def outputs(stopped_by: str | None = None) -> Summary:
-            origin = provenance.gather(evaluation, selection.fingerprint, ctx.sandboxes,
+            origin = provenance.gather(evaluation, dataset, ctx.sandboxes,
                                        selection.instances, card)
             summary = write_outputs(folder, evaluation, ctx.instances, len(items),
                                     planned_ids=planned, agent=ctx.label, stopped_by=stopped_by,

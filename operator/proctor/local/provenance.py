@@ -5,18 +5,22 @@ machine, gathered when the outputs are written (after any image was pulled)."""
 from __future__ import annotations
 
 import hashlib
+import os
+import platform
 from collections.abc import Iterable
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from proctor import datasets
 from proctor.core.model import Instance
 from proctor.core.provenance import (
+    NOT_INSTALLED,
+    PACKAGES,
     AgentCardProvenance,
     DatasetProvenance,
+    MachineProvenance,
     Provenance,
     SandboxProvenance,
-    gather_machine,
-    gather_versions,
     seeds_of,
 )
 from proctor.core.spec import Evaluation
@@ -24,6 +28,27 @@ from proctor.sandboxes.choose import Sandboxes
 
 PROCESS_LIMITS = "no CPU or memory limit (the process sandbox applies none)"
 PROCESS_IMAGES = "none: the process sandbox runs no image (the row's tests run in a checkout)"
+
+
+def gather_versions(packages: Iterable[str] = PACKAGES) -> dict[str, str]:
+    """Installed versions, `not installed` where a package is absent."""
+    found = {}
+    for name in packages:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            found[name] = NOT_INSTALLED
+    return found
+
+
+def gather_machine() -> MachineProvenance:
+    """This machine's platform, Python, CPUs and memory."""
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # not every OS names these
+        memory = None
+    return MachineProvenance(platform=platform.platform(), python=platform.python_version(),
+                             cpu_count=os.cpu_count(), memory_total_bytes=memory)
 
 
 def file_sha256(path: Path) -> str:
@@ -69,12 +94,13 @@ def sandbox_provenance(evaluation: Evaluation, sandboxes: Sandboxes | None,
                              images=images, images_note="" if images else PROCESS_IMAGES)
 
 
-def gather(evaluation: Evaluation, rows_sha256: str, sandboxes: Sandboxes | None,
+def gather(evaluation: Evaluation, dataset: DatasetProvenance, sandboxes: Sandboxes | None,
            instances: Iterable[Instance], card: AgentCardProvenance | None) -> Provenance:
-    """Everything the run's summary records of where it came from."""
+    """Everything the run's summary records of where it came from; `dataset` hashed when
+    its rows were read, the rest asked now."""
     sensitivity = evaluation.spec.prompt_sensitivity
     seeds, note = seeds_of(sensitivity.strategy, sensitivity.enabled)
-    return Provenance(dataset=dataset_provenance(evaluation, rows_sha256),
+    return Provenance(dataset=dataset,
                       versions=gather_versions(), seeds=seeds, seeds_note=note, agent=card,
                       sandbox=sandbox_provenance(evaluation, sandboxes, instances),
                       machine=gather_machine())
