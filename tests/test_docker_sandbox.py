@@ -306,3 +306,21 @@ def test_repo_dir_comes_from_the_image_when_the_repository_cannot_be_cloned(
     assert git("for-each-ref") == "" and git("remote") == ""
     assert (tmp_path / "repo" / "datekit").is_dir()
     assert _containers(client, label) == []
+
+
+def test_a_docker_run_records_its_images_runtime_and_limits(client, tmp_path):
+    name = f"docker-provenance-{uuid.uuid4().hex[:6]}"
+    evaluation = _evaluation(name, "gold", runner={
+        "resources": {"limits": {"cpu": "1500m", "memory": "512Mi"}}})
+    sandbox = run_evaluation(evaluation, tmp_path, progress=False,
+                             sandbox=DOCKER).provenance.sandbox
+    assert sandbox.kinds == ("docker",)
+    assert sandbox.runtime == client.info()["DefaultRuntime"]
+    assert sandbox.limits_applied == f"docker: 1.5 CPUs, {512 * 2**20} bytes of memory"
+    images = {ds.DockerSandbox(client).image_of(Instance.model_validate(row))
+              for row in demo.load_rows()}
+    assert set(sandbox.images) == images
+    for image, digest in sandbox.images.items():
+        attrs = client.images.get(image).attrs
+        assert digest in {d.rpartition("@")[2] for d in attrs.get("RepoDigests") or []} | {
+            attrs["Id"]}

@@ -38,6 +38,7 @@ from pydantic import ValidationError
 from proctor.core.exits import BadInput, NotRun, is_disk_full
 from proctor.core.metrics import aggregate
 from proctor.core.model import ORIGINAL_VARIANT, Instance, RunResult, Summary, WorkItem
+from proctor.core.provenance import Provenance
 from proctor.core.report import render
 from proctor.core.spec import Evaluation
 from proctor.prepare import agent_label, variants_model
@@ -216,9 +217,11 @@ def _differences(old: Any, new: Any, path: str = "") -> list[str]:
 def write_outputs(folder: ResultsFolder, evaluation: Evaluation,
                   instances: Mapping[str, Instance], planned: int, *,
                   planned_ids: Collection[str] | None = None,
-                  agent: str | None = None, stopped_by: str | None = None) -> Summary:
+                  agent: str | None = None, stopped_by: str | None = None,
+                  provenance: Provenance | None = None) -> Summary:
     """summary.json and report.md from the results on disk (of `planned_ids` only, when
-    given: a folder may hold results of rows that a smaller selection leaves out)."""
+    given: a folder may hold results of rows that a smaller selection leaves out), with
+    the run's provenance when the caller gathered it."""
     results = folder.load()
     if planned_ids is not None:
         results = [r for r in results if r.item_id in planned_ids]
@@ -233,6 +236,8 @@ def write_outputs(folder: ResultsFolder, evaluation: Evaluation,
         summary = summary.model_copy(update={"variants_usage": generation_usage(folder.root)})
     if stopped_by:
         summary = summary.model_copy(update={"stopped_by": stopped_by})
+    if provenance:
+        summary = summary.model_copy(update={"provenance": provenance})
     write_json(folder.root / "summary.json", summary.model_dump(mode="json"))
     (folder.root / "report.md").write_text(render(summary, results))
     return summary

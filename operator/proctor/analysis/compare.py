@@ -20,6 +20,7 @@ import numpy as np
 from proctor.analysis import inference as inf
 from proctor.analysis.load import AgentRun
 from proctor.analysis.tables import write_csv
+from proctor.core.provenance import differences as provenance_differences
 
 DETECT_POINTS = (5.0, 10.0)
 """Differences (percentage points) the planning table is written for, by default."""
@@ -64,6 +65,9 @@ class PairComparison:
     plan: inf.Components
     too_few: bool
     """Fewer than MIN_TASKS tasks: the interval is too narrow to trust."""
+    provenance_differences: tuple[str, ...] = ()
+    """The provenance fields in which the two runs differ, one line each: a difference
+    in score may come from these rather than from the agents."""
 
 
 def matched(a: AgentRun, b: AgentRun) -> tuple[np.ndarray, np.ndarray, list[str], list[str]]:
@@ -138,7 +142,14 @@ def compare_runs(a: AgentRun, b: AgentRun, components: tuple[float, float, float
         a.agent, b.agent, t, len(variants), ka, cells, total - cells,
         float(np.mean(ma[ok])) if t else math.nan, float(np.mean(mb[ok])) if t else math.nan,
         float(np.mean(d)) if t else math.nan, interval, p, how, sd,
-        inf.detectable_effect(sd, t), only_a, only_b, mc, plan, t < inf.MIN_TASKS)
+        inf.detectable_effect(sd, t), only_a, only_b, mc, plan, t < inf.MIN_TASKS,
+        tuple(provenance_differences(a.provenance, b.provenance)))
+
+
+def warnings(comparisons: Sequence[PairComparison]) -> list[str]:
+    """One line per provenance field in which a compared pair differs."""
+    return [f"warning: {c.agent_a} and {c.agent_b} differ in provenance {line}"
+            for c in comparisons for line in c.provenance_differences]
 
 
 def _sum(x: float, y: float) -> float:
@@ -225,6 +236,11 @@ def report(comparisons: Sequence[PairComparison], plan: Sequence[Sequence[object
     adjusted = holm([c.p_value if math.isfinite(c.p_value) else 1.0 for c in comparisons])
     lines = ["# Paired comparison", "", *table(comparisons, adjusted), ""]
     lines += [f"* {text}" for text in EXPLAINED]
+    if found := warnings(comparisons):
+        lines += ["", "## Provenance differences", "",
+                  "These runs differ in what they ran with, not only in the agent: a "
+                  "difference in score may come from these.", "",
+                  *(f"* {line.removeprefix('warning: ')}" for line in found)]
     lines += ["", "## How many tasks to find a difference", "",
               "Tasks needed for the test to find a true difference 80% of the time at alpha "
               "0.05, for a number of variants (prompts, the original included) and repeats "

@@ -25,6 +25,7 @@ from pydantic import ValidationError
 from proctor.analysis.calibration import Answers
 from proctor.analysis.reliability import scores_array
 from proctor.core.model import Outcome, RunResult
+from proctor.core.provenance import Provenance
 from proctor.variants import read_variants
 from proctor.variants.similarity import similarity
 
@@ -52,6 +53,9 @@ class AgentRun:
     """Per item: resolved, the agent's confidence and whether it gave a patch."""
     similarity: dict[tuple[str, str], float] = field(default_factory=dict)
     """Each variant's similarity to its task's original text (variants.jsonl)."""
+    provenance: Provenance | None = None
+    """Where the run came from (summary.json); None for folders written before it was
+    recorded, or with no summary.json."""
 
 
 def _score(line: RunResult, score: Score) -> float | None:
@@ -124,6 +128,25 @@ def agent_name(folder: Path) -> str:
     return folder.name
 
 
+def read_provenance(folder: Path) -> Provenance | None:
+    """summary.json's provenance; None when the folder has none (an older run). A damaged
+    one stops with a line naming the file: a comparison must not silently lose it."""
+    path = folder / "summary.json"
+    try:
+        found = json.loads(path.read_text()).get("provenance")
+    except (OSError, ValueError, AttributeError):  # no summary, or not a JSON object
+        return None
+    if found is None:
+        return None
+    try:
+        return Provenance.model_validate(found)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ())) or "provenance"
+        raise AnalysisError(f"{path}: provenance.{where}: {first['msg']}; repair or remove "
+                            f"the provenance key, then compare again") from None
+
+
 def _resources(lines: list[RunResult], tasks: list[str], variants: list[str],
                shape: tuple[int, ...]) -> dict[str, np.ndarray]:
     ti = {t: i for i, t in enumerate(tasks)}
@@ -188,7 +211,7 @@ def load_agent(folder: Path, score: Score = "resolved") -> AgentRun:
                                                             scores.shape),
                     outcomes=outcomes, errors=sum(1 for r in rows if r[3] is None),
                     hashes=hashes, answers=_answers(lines, tasks, variants, scores.shape),
-                    similarity=near)
+                    similarity=near, provenance=read_provenance(folder))
 
 
 def load_agents(folders: list[Path], score: Score = "resolved") -> list[AgentRun]:

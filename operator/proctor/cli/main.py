@@ -179,7 +179,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from proctor.analysis import AnalysisError, compare
-    from proctor.analysis.compare import holm, table
+    from proctor.analysis.compare import holm, table, warnings
 
     out = Path(args.output_dir)
     chosen = {k: v for k, v in (("seed", args.seed), ("resamples", args.resamples)) if v}
@@ -188,6 +188,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
                         score=args.score, **chosen)
     except AnalysisError as exc:
         raise UsageError(str(exc)) from exc
+    for line in warnings(found):  # said, not refused: the comparison may still be wanted
+        print(line, file=sys.stderr)
     print("\n".join(table(found, holm([c.p_value for c in found]))))
     print(f"\nComparison in {out}/ (compare_report.md, comparison.csv, sample_size.csv)")
     return 0

@@ -20,6 +20,8 @@ from pydantic import (
     model_serializer,
 )
 
+from proctor.core.provenance import Provenance
+
 RESULT_SCHEMA_VERSION = 2
 """2 added `tampered` and `tampering` (later `set_aside`) to RunResult and `tampered_pct` to
 Summary; version 1 lines and files still read (the new fields take their defaults)."""
@@ -361,6 +363,10 @@ class Summary(BaseModel):
     wall_seconds: float | None = None
     """The run's wall time: from the first item's start to the last item's end (a run
     resumed later counts the pause between its runs too)."""
+    provenance: Provenance | None = None
+    """Where the run came from: dataset, images, versions, seeds, agent card, sandbox and
+    machine (`proctor.core.provenance`); left out of summary.json when not recorded, and
+    absent from summaries written before it was (they still read)."""
 
     @model_serializer(mode="wrap")
     def _leave_out_unused(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -369,4 +375,6 @@ class Summary(BaseModel):
             data.pop("green_agent_model", None)
         if self.variants_usage is None:
             data.pop("variants_usage", None)
+        if self.provenance is None:
+            data.pop("provenance", None)
         return data

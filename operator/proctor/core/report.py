@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from proctor.core import provenance
 from proctor.core.model import EvalResult, RunResult, Summary
 
 # The leaderboard's columns, in the Agentbeats scenario's order.
@@ -160,4 +161,6 @@ def render(summary: Summary, results: Sequence[RunResult]) -> str:
         lines += [f"Errors by kind: {kinds}.", ""]
     lines += cost_and_time(summary)
     lines += ["## Items", "", *items_table(results), ""]
+    if summary.provenance:
+        lines += provenance.footer(summary.provenance)
     return "\n".join(lines)

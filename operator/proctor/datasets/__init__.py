@@ -82,6 +82,17 @@ def read_rows(name: str, split: str = "test", revision: str = "") -> list[dict[s
     return _read_hub(name, split, revision)
 
 
+def dataset_file(name: str) -> Path | None:
+    """The file a dataset's rows are read from (a local file, or a bundled dataset's);
+    None for a hub dataset, whose files the hub's cache keeps."""
+    if name in BUNDLED:
+        return BUNDLED[name].dataset_path()
+    if is_local_file(name):
+        path = Path(name).expanduser()
+        return path if path.is_file() else None
+    return None
+
+
 def _read_file(path: Path) -> list[dict[str, Any]]:
     if path.is_dir():
         raise DatasetError(f"dataset file {path} is a folder, not a file")

@@ -40,10 +40,12 @@ from proctor.core.exits import (
 from proctor.core.model import ErrorKind, Instance, Outcome, RunResult, Summary, Timings, WorkItem
 from proctor.core.patches import check_patch
 from proctor.core.plan import Variant
+from proctor.core.provenance import AgentCardProvenance, card_provenance
 from proctor.core.spec import AgentUnderTest, Evaluation
 from proctor.formats import agentbeats
 from proctor.formats.predictions import Predictions, load_predictions, patch_for
 from proctor.formats.report_json import report_json
+from proctor.local import provenance
 from proctor.local.agent_watch import DEFAULT_WAIT_S, AgentWatch
 from proctor.local.budget import BudgetGuard, combined
 from proctor.local.progress import progress_for
@@ -204,15 +206,34 @@ def _variants_progress(done: int, total: int, instance_id: str, what: str) -> No
         print(f"variants {done}/{total}: {instance_id} {what}", file=sys.stderr)
 
 
-def preflight(ctx: RunContext) -> None:
-    """Before the first item: can the agent be reached at all? If not, nothing runs."""
+def _card(ctx: RunContext) -> AgentCardProvenance:
+    """The agent's card as it answers now (raises AgentProblem when it does not)."""
+    assert ctx.agent is not None
+    card = asyncio.run(fetch_card(ctx.agent.endpoint, auth_header=ctx.agent.auth_header))
+    return card_provenance(card, ctx.agent.endpoint)
+
+
+def preflight(ctx: RunContext) -> AgentCardProvenance | None:
+    """Before the first item: can the agent be reached at all? If not, nothing runs.
+    Its card, as it answered, is the run's record of which agent it was."""
     if ctx.agent is None:
-        return
+        return None
     try:
-        asyncio.run(fetch_card(ctx.agent.endpoint, auth_header=ctx.agent.auth_header))
+        return _card(ctx)
     except AgentProblem as exc:
         raise AgentUnreachable(f"{exc}; nothing was run (start the agent, or correct "
                                f"its AgentUnderTest's endpoint)") from None
+
+
+def card_if_up(ctx: RunContext) -> AgentCardProvenance | None:
+    """The agent's card when nothing is left to ask it (a finished run resumed): recorded
+    if it answers, and why not if it does not, which stops nothing."""
+    if ctx.agent is None:
+        return None
+    try:
+        return _card(ctx)
+    except AgentProblem as exc:
+        return AgentCardProvenance(url=ctx.agent.endpoint, error=str(exc))
 
 
 class NotAnswered(Exception):
@@ -425,6 +446,8 @@ def run_evaluation(evaluation: Evaluation, output_dir: Path, progress: bool = Tr
     more of what the folder's results depend on (a predictions file's content, say), so
     that a run with others is refused with `advice`, as one with another spec is."""
     ctx, selection, items = prepare(evaluation, agents, sandbox, selection, agent_wait_s)
+    # hashed now, beside the rows just read: a file changed during the run is not theirs
+    dataset = provenance.dataset_provenance(evaluation, selection.fingerprint)
     folder = ResultsFolder(output_dir)
     with folder.locked():
         folder.claim({"evaluation": evaluation.name,
@@ -442,15 +465,18 @@ def run_evaluation(evaluation: Evaluation, output_dir: Path, progress: bool = Tr
         plan = resume_plan(items, previous,
                            lambda item, r: _kept_patch(ctx, folder.work_dir(item), r),
                            retry_errors)
-        if any(t.kept_patch is None for t in plan.todo):
-            preflight(ctx)
+        card = (preflight(ctx) if any(t.kept_patch is None for t in plan.todo)
+                else card_if_up(ctx))
         line = resume_message(plan, len(items), asks_agent=ctx.agent is not None)
         if line:
             print(line, file=sys.stderr)
 
         def outputs(stopped_by: str | None = None) -> Summary:
+            origin = provenance.gather(evaluation, dataset, ctx.sandboxes,
+                                       selection.instances, card)
             summary = write_outputs(folder, evaluation, ctx.instances, len(items),
-                                    planned_ids=planned, agent=ctx.label, stopped_by=stopped_by)
+                                    planned_ids=planned, agent=ctx.label, stopped_by=stopped_by,
+                                    provenance=origin)
             agentbeats.write_results(folder.root, summary, evaluation, ctx.participant_id)
             return summary
 

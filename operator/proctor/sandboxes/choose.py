@@ -97,6 +97,10 @@ class Sandboxes:
     def of(self, instance: Instance) -> Sandbox:
         return self.by_instance[instance.instance_id]
 
+    def kind_of(self, instance: Instance) -> Literal["docker", "process"]:
+        return "docker" if self.docker is not None and self.of(instance) is self.docker \
+            else "process"
+
     def stop_all(self) -> None:
         """Ctrl-C: kill and remove the containers still running."""
         if self.docker:

@@ -290,6 +290,34 @@ class DockerSandbox:
         for container in live:
             self._remove(container)
 
+    def image_digest(self, image: str) -> str:
+        """The image's digest as the daemon has it: its repo digest (what a registry
+        serves, the same on every machine), else its local id; why not, when unknown."""
+        try:
+            attrs = self.client.images.get(image).attrs
+        except Exception as exc:  # gone, or the daemon stopped answering: say which
+            return f"unknown ({type(exc).__name__})"
+        digests = attrs.get("RepoDigests") or []
+        return str(digests[0].rpartition("@")[2] if digests else attrs.get("Id", "unknown"))
+
+    def runtime(self) -> str:
+        """The daemon's default runtime (runc, runsc, ...): what every container ran on."""
+        try:
+            return str(self.client.info().get("DefaultRuntime") or "unknown")
+        except Exception as exc:  # the daemon stopped answering
+            return f"unknown ({type(exc).__name__})"
+
+    def limits_text(self) -> str:
+        """The CPU and memory limits of every container, in words."""
+        if not self.limits:
+            return "none: the containers may use the whole machine"
+        parts = []
+        if "nano_cpus" in self.limits:
+            parts.append(f"{self.limits['nano_cpus'] / 1e9:g} CPUs")
+        if "mem_limit" in self.limits:
+            parts.append(f"{self.limits['mem_limit']} bytes of memory")
+        return ", ".join(parts)
+
     def checkout(self, instance: Instance, dest: Path) -> None:
         """The agent's REPO_DIR: a clone at base_commit, or, when the repository cannot be
         cloned, a copy of the image's /testbed, stripped of everything newer."""
