@@ -266,3 +266,23 @@ def test_deciding_on_the_items_in_play_decides_as_on_every_item():
         assert (ids(some.harvest), ids(some.retry), ids(v for v, _ in some.give_up)) == (
             ids(every.harvest), ids(every.retry), ids(v for v, _ in every.give_up)), world
     assert sum(chosen_sizes) < 0.8 * len(items) * len(chosen_sizes)  # fewer views to build
+
+
+def test_the_running_condition_says_why_items_wait():
+    nowhere = "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."
+    unschedulable = [job(ITEMS[i]) for i in range(2)]
+    pods = [pod_for(j, "Pending", conditions=[{
+        "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+        "message": nowhere, "lastTransitionTime": ts(20)}]) for j in unschedulable]
+    slow = job(ITEMS[2])
+    views = observe(ITEMS[:3], [*unschedulable, slow], [*pods, pulling(slow, 10)], [], {})
+    decision = decide(evaluation(), views, NOW)
+    running = next(c for c in conditions_for([], views, decision, ts(0), 1)
+                   if c["type"] == "Running")
+    assert running["message"] == (f"0 running, 3 pending (2 Unschedulable, 1 ImagePullBackOff: "
+                                  f"{nowhere})")
+    # Nothing waits: the counts alone.
+    done = observe(ITEMS[:1], [], [], [], {ITEMS[0].id: result(ITEMS[0])})
+    idle = next(c for c in conditions_for([], done, decide(evaluation(), done, NOW), ts(0), 1)
+                if c["type"] == "Running")
+    assert idle["message"] == "0 running, 0 pending"

@@ -600,13 +600,17 @@ def _step(pod: dict, name: str) -> int:
     return next(i for i, c in enumerate(pod["spec"]["initContainers"]) if c["name"] == name)
 
 
+EXIT_SAYS = "test step: no repository at /testbed"
+
+
 def fault_patch(fault: str, pod: dict) -> list[dict]:
     """JSON patch operations that make a work item's pod meet ``fault``.
 
     image_pull: its first step's image is one the node lacks, never pulled; deadline: its
     first step hangs (the Job's deadline, shortened, strikes before the agent is asked);
     oom: its test step takes more memory than its limit; evict: its test step waits to be
-    evicted (see ``Evictor``). A short grace period ends the hanging steps' pods at once.
+    evicted (see ``Evictor``); exit: its test step says EXIT_SAYS and exits 3, writing no
+    termination message. A short grace period ends the hanging steps' pods at once.
     """
     pull, test = _step(pod, "pull"), _step(pod, "test")
     ops: list[dict] = [
@@ -626,6 +630,9 @@ def fault_patch(fault: str, pod: dict) -> list[dict]:
     elif fault == "evict":
         ops.append({"op": "replace", "path": f"/spec/initContainers/{test}/command",
                     "value": ["sleep", "600"]})
+    elif fault == "exit":
+        ops.append({"op": "replace", "path": f"/spec/initContainers/{test}/command",
+                    "value": ["sh", "-c", f"echo '{EXIT_SAYS}'; exit 3"]})
     return ops
 
 
@@ -731,11 +738,12 @@ def test_infra_failures_are_retried_without_asking_again_then_recorded(
 
 def test_a_gold_run_is_retried_after_an_infra_failure_with_the_given_patch(
         real_cluster, cluster_images, cluster_namespace, cluster_api_client, api,
-        admission_webhook):
+        admission_webhook, watch):
     """The solve step prints a given patch as it prints an agent's: the retry of a gold
     run runs the task's patch again, and keeps no patch of its own."""
     flaky = demo.load_rows()[0]["instance_id"]
     faults = Faults(admission_webhook, api, "oom", {flaky: 1})
+    jobs = watch("jobs")
     body = gold_evaluation(cluster_namespace, cluster_images, runner={"infraRetries": 1})
     body["spec"]["dataset"]["instanceIds"] = [flaky]
     api.apply(body)
@@ -744,6 +752,50 @@ def test_a_gold_run_is_retried_after_an_infra_failure_with_the_given_patch(
     (result,) = _results(cluster_api_client, cluster_namespace)
     assert (result.outcome.value, result.attempts) == ("resolved", 2)
     assert len(faults.struck) == 1
+    # The retry prefers the node that ran the first attempt: its task image is there.
+    first, retry = sorted({obj.metadata.name: obj for kind, obj in jobs.events
+                           if kind == "ADDED"}.values(), key=lambda j: j.metadata.name)
+    assert first.spec.template.spec.affinity is None
+    (preferred,) = retry.spec.template.spec.affinity.node_affinity \
+        .preferred_during_scheduling_ignored_during_execution
+    (term,) = preferred.preference.match_expressions
+    assert (term.key, term.values) == ("kubernetes.io/hostname", ["proctor-node"])
+
+
+def test_a_step_that_fails_saying_why_is_an_error_naming_its_logs_last_words(
+        real_cluster, cluster_images, cluster_namespace, cluster_api_client, api,
+        admission_webhook):
+    """terminationMessagePolicy FallbackToLogsOnError: a step that fails without writing a
+    termination message has its log's tail as the message, and the result says it; a failed
+    step is no infrastructure failure, so it is not retried."""
+    broken = demo.load_rows()[0]["instance_id"]
+    faults = Faults(admission_webhook, api, "exit", {broken: None})
+    body = gold_evaluation(cluster_namespace, cluster_images, runner={"infraRetries": 1})
+    body["spec"]["dataset"]["instanceIds"] = [broken]
+    api.apply(body)
+    with operator(real_cluster, cluster_images, cluster_namespace):
+        wait_succeeded(api, timeout=120)
+    (result,) = _results(cluster_api_client, cluster_namespace)
+    assert (result.outcome.value, result.error_kind.value, result.attempts) == (
+        "error", "sandbox", 1)
+    assert result.error_message == f"StepFailed: step test exited 3: {EXIT_SAYS}"
+    assert len(faults.struck) == 1
+
+
+def test_an_item_no_node_can_take_says_so_in_the_running_condition(
+        real_cluster, cluster_images, cluster_namespace, api, agent):
+    agent_body, eval_body = manifests(cluster_namespace, agent.url, cluster_images,
+                                      runner={"nodeSelector": {"proctor.test/nowhere": "yes"}})
+    eval_body["spec"]["dataset"]["maxRows"] = 1
+    api.apply(agent_body, eval_body)
+    with operator(real_cluster, cluster_images, cluster_namespace):
+        running = wait_for(lambda: "Unschedulable" in (c := api.condition("Running")).get(
+            "message", "") and c, 90)
+    assert running["status"] == "True"
+    assert running["message"].startswith("0 running, 1 pending (1 Unschedulable: 0/1 nodes "
+                                         "are available: 1 node(s) didn't match Pod's node "
+                                         "affinity/selector")
+    assert agent.calls == {}
 
 
 def _results(client: Any, namespace: str) -> list[Any]:

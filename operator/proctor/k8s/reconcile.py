@@ -283,6 +283,20 @@ def counts(views: Sequence[ItemView]) -> ItemCounts:
     return ItemCounts(total=len(views), retries=retries, **tally)
 
 
+def why_pending(views: Sequence[ItemView]) -> str:
+    """Why items wait, for the Running condition: their reasons, most common first, and the
+    first message said (a scheduler's \"0/3 nodes are available: ...\", say), so that an item
+    no node can take is seen in `kubectl describe`, not only counted."""
+    waiting = [v.state for v in views
+               if v.result is None and v.state is not None and v.state.phase == Phase.PENDING]
+    reasons = Counter(state.reason for state in waiting).most_common(3)
+    if not reasons:
+        return ""
+    said = next((f": {state.message.strip()[:300]}" for state in waiting
+                 if state.reason == reasons[0][0] and state.message.strip()), "")
+    return f" ({', '.join(f'{n} {reason}' for reason, n in reasons)}{said})"
+
+
 def conditions_for(old: Sequence[Obj], views: Sequence[ItemView], decision: Decision,
                    now: str, generation: int | None, suspended: bool = False
                    ) -> list[dict[str, Any]]:
@@ -298,7 +312,7 @@ def conditions_for(old: Sequence[Obj], views: Sequence[ItemView], decision: Deci
     for change in (
             ("Ready", True, "Valid", "the spec, agent and dataset are usable"),
             ("Running", in_flight > 0, running,
-             f"{tally.running} running, {tally.pending} pending{suffix}"),
+             f"{tally.running} running, {tally.pending} pending{why_pending(views)}{suffix}"),
             ("Succeeded", finished, "AllItemsDone" if finished else "InProgress",
              f"{tally.done} of {tally.total} items done"),
             ("Degraded", decision.degraded is not None, *degraded)):
