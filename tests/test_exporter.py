@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -109,3 +112,14 @@ def test_every_reliability_field_is_a_metric_with_its_description_as_help():
     helps = {family.name: family.documentation for family in registry.collect()}
     for field in (*COUNTS, *ESTIMATES):
         assert helps[metric_name(field)] == Reliability.model_fields[field].description
+
+
+def test_the_readme_metrics_reference_matches_the_exporter():
+    registry = CollectorRegistry()
+    Metrics(registry)
+    exported = {f.name: f.documentation for f in registry.collect()
+                if f.name.startswith("proctor_reliability_")}
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("<!-- reliability metrics")[1].split("<!-- end of")[0]
+    documented = dict(re.findall(r"^\| `(proctor_\w+)` \| (.+) \|$", section, re.M))
+    assert documented == exported

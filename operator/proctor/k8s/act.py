@@ -57,7 +57,7 @@ class Tracked:
     def reliability(self, results: list[RunResult]) -> Reliability | None:
         """The figures of these results, computed again only when they changed (a kept
         result never changes: its id and outcome say whether it is new). The bootstrap
-        takes about 10 ms for 500 tasks x 3 repeats, and the status is rebuilt every
+        takes 10 to 25 ms for 500 tasks x 3 repeats, and the status is rebuilt every
         second: most passes would compute the same figures again."""
         key = frozenset((r.item_id, r.outcome) for r in results)
         if key != self.figures_of[0]:
