@@ -545,6 +545,21 @@ def test_the_dashboard_plots_metrics_the_operator_exports(
     assert not figures - used, f"leaderboard figures left off the dashboard: {figures - used}"
 
 
+def test_the_dashboard_has_the_reliability_panels() -> None:
+    from proctor.k8s.figures import COUNTS, ESTIMATES, metric_name
+
+    dashboard = json.loads((ROOT / "charts/proctor/dashboards/leaderboard.json").read_text())
+    by_title = {panel["title"]: list(_queries(panel)) for panel in dashboard["panels"]}
+    table = " ".join(by_title["Reliability by agent"])
+    for field in (*COUNTS, *ESTIMATES):
+        assert f'{metric_name(field)}{{' in table, field
+    intervals = " ".join(by_title["Reliability: 95% intervals"])
+    for field in ESTIMATES:
+        for bound in ("low", "high"):
+            assert re.search(rf'{metric_name(field)}{{[^}}]*bound="{bound}"', intervals), field
+    assert any(metric_name("variance") in q for q in by_title["Most prompt-sensitive tasks"])
+
+
 # --- values.yaml, Chart.yaml, CRDs, NOTES ---------------------------------------------------
 
 FREE_FORM = {"labels", "annotations", "podAnnotations", "podLabels", "nodeSelector",

@@ -1,6 +1,7 @@
 """The import contracts of pyproject.toml ([tool.importlinter]), checked with lint-imports:
-the packages are layers that import only downwards (the engines, the analysis and the
-reference agents side by side, never importing each other), and no module outside
+the packages are layers that import only downwards (the engines and the reference agents
+side by side, never importing each other; under them the analysis, whose pure figures the
+operator's status carries), and no module outside
 proctor.k8s imports kopf or the Kubernetes client."""
 
 from __future__ import annotations
@@ -54,6 +55,9 @@ def test_kopf_imported_outside_k8s_breaks_the_contract(tmp_path: Path) -> None:
     # the cluster engine and the one-machine engine, side by side
     ("k8s/pull.py", "proctor.local.engine", "proctor.k8s.pull -> proctor.local.engine"),
     ("local/engine.py", "proctor.k8s.store", "proctor.local.engine -> proctor.k8s.store"),
+    # the analysis reaching up to the operator whose status carries its figures
+    ("analysis/reliability.py", "proctor.k8s.figures",
+     "proctor.analysis.reliability -> proctor.k8s.figures"),
 ])
 def test_an_import_against_the_layers_breaks_the_contract(
         tmp_path: Path, module: str, imported: str, shown: str) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -58,13 +59,20 @@ class AgentRun:
     recorded, or with no summary.json."""
 
 
-def _score(line: RunResult, score: Score) -> float | None:
+def item_score(line: RunResult, score: Score = "resolved") -> float | None:
+    """An item's score: 1 if resolved else 0 (or its FAIL_TO_PASS share); None in error."""
     if line.outcome == Outcome.ERROR:
         return None
     if score == "resolved":
         return 1.0 if line.outcome == Outcome.RESOLVED else 0.0
     ok, bad = len(line.FAIL_TO_PASS.success), len(line.FAIL_TO_PASS.failure)
     return ok / (ok + bad) if ok + bad else 0.0
+
+
+def score_rows(lines: Sequence[RunResult], score: Score = "resolved"
+               ) -> list[tuple[str, str, int, float | None]]:
+    """Each result as the (task, variant, repeat, score) row `scores_array` reads."""
+    return [(ln.instance_id, ln.variant_id, ln.repeat, item_score(ln, score)) for ln in lines]
 
 
 def _parse(path: Path, number: int, raw: bytes) -> RunResult:
@@ -196,7 +204,7 @@ def _similarities(stored: dict[tuple[str, str], dict]) -> dict[tuple[str, str], 
 def load_agent(folder: Path, score: Score = "resolved") -> AgentRun:
     """One results folder as an AgentRun."""
     lines = read_results(folder)
-    rows = [(ln.instance_id, ln.variant_id, ln.repeat, _score(ln, score)) for ln in lines]
+    rows = score_rows(lines, score)
     scores, tasks, variants = scores_array(rows)
     outcomes = {(r[0], r[1], r[2]): ln.outcome.value for r, ln in zip(rows, lines, strict=True)}
     try:

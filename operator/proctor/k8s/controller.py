@@ -326,13 +326,14 @@ class Controller:
         results = [v.result for v in views if v.result is not None]
         generation = p.body["metadata"].get("generation")
         old = (p.body.get("status") or {}).get("conditions") or []
+        figures = p.tracked.reliability(results)
         status = reconcile.build_status(
             p.evaluation, p.tracked.agent_label, views, results, reconcile.conditions_for(
                 old, views, decision, _now(), generation, p.evaluation.spec.suspend),
-            generation=generation, fingerprint=selection.fingerprint)
+            generation=generation, fingerprint=selection.fingerprint, reliability=figures)
         await write_status(self.kube, p.tracked, p.body, status)
         self.metrics.publish(p.evaluation.namespace, p.evaluation.name, p.tracked.agent_label,
-                             aggregate(results, selection.by_id), status["items"])
+                             aggregate(results, selection.by_id), status["items"], figures)
         # The agent's tasks are the slots its items hold (solve steps not ended), not the
         # items running: an item in its test step asks nothing of the agent.
         shown = (p.tracked.slot_agent, p.tracked.agent_tasks)

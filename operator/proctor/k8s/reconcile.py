@@ -41,6 +41,7 @@ from proctor.k8s.conditions import (
     set_condition,
     status_reason,
 )
+from proctor.k8s.figures import Reliability, status_of
 from proctor.k8s.manifests import LABEL_ATTEMPT, LABEL_ITEM, job_asks_agent, selector
 from proctor.k8s.podstatus import ItemState, Phase, parse_time, seconds_since
 from proctor.k8s.store import result_labels
@@ -342,10 +343,12 @@ def _times(views: Sequence[ItemView], results: Sequence[RunResult]) -> tuple[str
 
 def build_status(evaluation: Evaluation, agent_label: str, views: Sequence[ItemView],
                  results: Sequence[RunResult], conditions: Sequence[Obj], *,
-                 generation: int | None, fingerprint: str) -> dict[str, Any]:
+                 generation: int | None, fingerprint: str,
+                 reliability: Reliability | None = None) -> dict[str, Any]:
     """The whole status of this pass, rebuilt from what was observed: ``agent_label`` is
     what ``kubectl get`` shows as the agent, ``results`` the kept result of each finished
-    item, ``conditions`` already set (`conditions_for`)."""
+    item, ``conditions`` already set (`conditions_for`), ``reliability`` the figures of
+    those results (`figures.reliability`, computed by the caller only when they change)."""
     tally, table, (start, end) = counts(views), results_table(results), _times(views, results)
     status: dict[str, Any] = {
         "agent": agent_label,
@@ -365,7 +368,9 @@ def build_status(evaluation: Evaluation, agent_label: str, views: Sequence[ItemV
                        "labelSelector": selector(result_labels(evaluation))},
     }
     optional = {"observedGeneration": generation, "datasetFingerprint": fingerprint,
-                "startTime": start, "completionTime": end}
+                "startTime": start, "completionTime": end,
+                "reliability": status_of(reliability) if reliability is not None
+                else None}
     return status | {key: value for key, value in optional.items() if value not in (None, "")}
 
 

@@ -1,0 +1,150 @@
+"""The reliability figures of an Evaluation's status and metrics (pure).
+
+They are `proctor analyze`'s figures: the same functions (`proctor.analysis.reliability`)
+on the scores array built the same way (`proctor.analysis.load.score_rows`), with the same
+seed and resamples, so the status and `proctor analyze` of the pulled results agree.
+
+Bounded whatever the number of tasks: a fixed set of figures, each with its 95% interval,
+and at most TOP_TASKS tasks (the most prompt-sensitive). A figure the run cannot give is
+absent, never 0: C_out, pass@k and pass^k need 2 repeats or more; S_prompt (both readings)
+and R_prompt need prompt variants. `Reliability` is the one source of the names: the
+status keys (camelCase), and the metric names and help texts (`metric_name`, the field
+descriptions).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import get_args
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from proctor.analysis.load import score_rows
+from proctor.analysis.reliability import agent_figures, scores_array
+from proctor.core.model import Outcome, RunResult
+
+TOP_TASKS = 5
+DIGITS = 4
+"""Figures are rounded: the status stays small, and 1e-4 is far under any interval."""
+
+
+class _Camel(BaseModel):
+    model_config = ConfigDict(frozen=True, alias_generator=to_camel, populate_by_name=True)
+
+
+class Estimate(_Camel):
+    """A figure and its 95% interval (a seeded bootstrap over tasks)."""
+
+    value: float
+    low: float | None = None
+    """None where the interval is undefined (too few tasks for it)."""
+    high: float | None = None
+
+
+class SensitiveTask(_Camel):
+    """One of the tasks whose score moved most with the wording of its prompt."""
+
+    task: str
+    variance: float = Field(description="Variance of a task's mean score across its prompt "
+                            "variants (the original included): 0 when the wording never "
+                            "mattered")
+    min_max_gap: float
+    """Best variant's mean score minus the worst's."""
+
+
+class Reliability(_Camel):
+    """The reliability figures of one Evaluation, over its results so far."""
+
+    tasks: int = Field(description="Tasks with a scored result (items in error are left "
+                       "out of the reliability figures)")
+    variants: int = Field(description="Prompts per task in the results, the original "
+                          "included")
+    repeats: int = Field(description="Repeats per prompt in the results: the k of pass@k "
+                         "and pass^k")
+    s_prompt: Estimate | None = Field(None, description="Prompt sensitivity S_prompt, 1 - "
+                                      "mean over tasks of the variance of variant mean "
+                                      "scores (HAL's formula; rises with repeats)")
+    s_prompt_per_run: Estimate | None = Field(None, description="S_prompt read per run "
+                                              "(HAL's per-run reading, the headline: does "
+                                              "not move with the number of repeats)")
+    r_prompt: Estimate | None = Field(None, description="Prompt robustness R_prompt, "
+                                      "accuracy on variants over accuracy on originals, "
+                                      "capped at 1")
+    c_out: Estimate | None = Field(None, description="Outcome consistency C_out over "
+                                   "repeats of the original prompt: 1 when every task "
+                                   "always or never resolves")
+    pass_at_k: Estimate | None = Field(None, description="pass@k, k = repeats: chance that "
+                                       "at least one of k repeats resolves a task")
+    pass_hat_k: Estimate | None = Field(None, description="pass^k, k = repeats: chance that "
+                                        "all k repeats resolve a task")
+    most_sensitive_tasks: list[SensitiveTask] = Field(default_factory=list,
+                                                      max_length=TOP_TASKS)
+    """The TOP_TASKS tasks of highest variance across variants (empty without variants)."""
+
+
+ESTIMATES = tuple(name for name, info in Reliability.model_fields.items()
+                  if Estimate in get_args(info.annotation))
+"""The fields that are figures with an interval."""
+COUNTS = ("tasks", "variants", "repeats")
+
+
+def metric_name(field: str) -> str:
+    """`s_prompt` -> `proctor_reliability_s_prompt`; `variance` (of a sensitive task) ->
+    `proctor_reliability_task_variance`."""
+    return "proctor_reliability_" + ("task_variance" if field == "variance" else field)
+
+
+def _rounded(x: float | None) -> float | None:
+    return round(x, DIGITS) if x is not None and math.isfinite(x) else None
+
+
+def _estimate(value: float | None, interval: tuple[float, float] | None) -> Estimate | None:
+    if value is None or not math.isfinite(value):
+        return None
+    low, high = interval or (math.nan, math.nan)
+    return Estimate(value=_rounded(value), low=_rounded(low), high=_rounded(high))
+
+
+def _most_sensitive(per: dict[str, np.ndarray], tasks: list[str]) -> list[SensitiveTask]:
+    """Highest variance first, ties by task id; tasks with 2 scored variants or more."""
+    ok = [i for i in np.flatnonzero(per["sens_valid"]) if per["variance"][i] > 0]
+    ok.sort(key=lambda i: (-per["variance"][i], tasks[i]))
+    return [SensitiveTask(task=tasks[i], variance=_rounded(float(per["variance"][i])),
+                          min_max_gap=_rounded(float(per["min_max_gap"][i])))
+            for i in ok[:TOP_TASKS]]
+
+
+def reliability(agent: str, results: Sequence[RunResult]) -> Reliability | None:
+    """The figures over ``results`` (each item's kept result); None before any scored one."""
+    scores, tasks, _ = scores_array(score_rows(results))
+    if np.isnan(scores).all():
+        return None
+    errors = sum(r.outcome == Outcome.ERROR for r in results)
+    fig, per = agent_figures(agent, scores, errors=errors)
+    k = fig.repeats
+    has_variants = fig.variants > 1
+    values = {"s_prompt": fig.S_prompt if has_variants else None,
+              "s_prompt_per_run": fig.S_prompt_per_run if has_variants else None,
+              "r_prompt": fig.R_prompt if has_variants else None,
+              "c_out": fig.C_out if k >= 2 else None,
+              "pass_at_k": fig.pass_at_k.get(k) if k >= 2 else None,
+              "pass_hat_k": fig.pass_hat_k.get(k) if k >= 2 else None}
+    interval_of = {"s_prompt": "S_prompt", "s_prompt_per_run": "S_prompt_per_run",
+                   "r_prompt": "R_prompt", "c_out": "C_out", "pass_at_k": f"pass@{k}",
+                   "pass_hat_k": f"pass^{k}"}
+    scored = int(np.sum(~np.isnan(scores).all(axis=(1, 2))))
+    return Reliability(tasks=scored, variants=fig.variants, repeats=k,
+                       most_sensitive_tasks=_most_sensitive(per, tasks) if has_variants
+                       else [],
+                       **{name: _estimate(value, fig.intervals.get(interval_of[name]))
+                          for name, value in values.items()})
+
+
+def status_of(figures: Reliability) -> dict:
+    """The status's `reliability`: camelCase, absent figures (and no tasks) left out."""
+    return {key: value for key, value in figures.model_dump(by_alias=True,
+                                                            exclude_none=True).items()
+            if value != []}
