@@ -27,8 +27,8 @@ from pathlib import Path
 
 import orjson
 
-from proctor.analysis import compute, write
 from proctor.analysis.load import load_agents
+from proctor.analysis.run import compute, write
 from proctor.core.model import Outcome, PassFail, PatchInfo, RunResult, Timings, Usage
 
 VARIANTS = ("original", "formal", "terse", "steps")

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from proctor.analysis import IMAGES, compute, plots
+from proctor.analysis import plots
 from proctor.analysis.load import load_agents
+from proctor.analysis.run import IMAGES, compute
 from proctor.cli.main import main
 from proctor.core.model import Outcome, PassFail, PatchInfo, RunResult, Timings, Usage
 

@@ -65,3 +65,12 @@ def test_an_import_against_the_layers_breaks_the_contract(
     assert done.returncode != 0, done.stdout
     assert "Layers: each package imports only the ones below it BROKEN" in done.stdout
     assert shown in done.stdout, done.stdout
+
+
+def test_the_operator_imports_no_plotting_library() -> None:
+    """It takes the reliability figures of `proctor analyze` (`analysis.reliability`), not
+    its plots: matplotlib would cost every operator start time and memory."""
+    done = subprocess.run([sys.executable, "-c", "import sys, proctor.k8s.controller; "
+                           "print(sorted(m for m in sys.modules if m.startswith('matplotlib')))"],
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

@@ -27,7 +27,7 @@ from proctor.local.engine import run_evaluation
 from proctor.sandboxes.choose import SandboxOptions
 
 if TYPE_CHECKING:
-    from proctor.analysis import Analysis
+    from proctor.analysis.run import Analysis
 
 DEMO_KINDS = ("oracle", "noop", "editor", "mixed")
 RELIABILITY_KINDS = ("oracle", "sensitive")
@@ -75,7 +75,7 @@ def run_reliability_demo(output_dir: Path, max_concurrent_rows: int = 2,
                          progress: bool = True, seed: int = RELIABILITY_SEED,
                          sandbox: SandboxOptions | None = None) -> Analysis:
     """The oracle and the sensitive agent with variants and repeats, then their analysis."""
-    from proctor.analysis import analyze  # numpy and matplotlib: only when analysing
+    from proctor.analysis.run import analyze  # numpy and matplotlib: only when analysing
 
     run_demo(output_dir, RELIABILITY_KINDS, max_concurrent_rows, progress, RELIABILITY_SPEC,
              seed, sandbox)

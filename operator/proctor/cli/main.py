@@ -163,8 +163,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from proctor.analysis import AnalysisError, analyze
     from proctor.analysis.markdown import summary_table
+    from proctor.analysis.run import AnalysisError, analyze
 
     out = Path(args.output_dir)
     chosen = {k: v for k, v in (("seed", args.seed), ("resamples", args.resamples)) if v}
@@ -178,8 +178,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from proctor.analysis import AnalysisError, compare
     from proctor.analysis.compare import holm, table, warnings
+    from proctor.analysis.run import AnalysisError, compare
 
     out = Path(args.output_dir)
     chosen = {k: v for k, v in (("seed", args.seed), ("resamples", args.resamples)) if v}
