@@ -131,3 +131,20 @@ def test_proctor_eval_refuses_the_row_before_anything_runs(tmp_path, verified_ro
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and UNKNOWN_ID in lines[0] and "parse_log_widget" in lines[0], lines
     assert not list(out.rglob("results.jsonl")) and not list(out.rglob("report.json"))
+
+
+def test_an_alias_and_its_hub_id_plan_the_same_items(verified_rows):
+    from proctor.formats.manifest import parse_resource
+    from proctor.prepare import plan_items
+
+    def items(name: str) -> list[str]:
+        evaluation = parse_resource({
+            "apiVersion": "proctor.dev/v1alpha1", "kind": "Evaluation",
+            "metadata": {"name": "ev", "namespace": "default"},
+            "spec": {"predictions": {"source": "gold"}, "dataset": {"name": name}}})
+        rows = tuple(datasets.to_instance(r, i) for i, r in enumerate(verified_rows))
+        selection = datasets.Selection(rows, name, datasets.fingerprint(rows))
+        return [item.id for item in plan_items(evaluation, selection)]
+
+    assert items("lite") == items("SWE-bench/SWE-bench_Lite") == items("swe-bench_lite")
+    assert items("lite") != items("verified")
