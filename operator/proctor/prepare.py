@@ -97,8 +97,9 @@ def stored_variants(evaluation: Evaluation, selection: datasets.Selection, *,
     spec = evaluation.spec
     try:
         return store.ensure(store_path or variants_store(evaluation), selection.instances,
-                            spec.dataset.name, spec.dataset.revision or "",
-                            _source(evaluation), spec.prompt_sensitivity.num_variations,
+                            datasets.names.hub_id(spec.dataset.name),
+                            spec.dataset.revision or "", _source(evaluation),
+                            spec.prompt_sensitivity.num_variations,
                             retry_failed=retry_failed, progress=progress)
     except store.StoreError as exc:
         raise Refusal("VariantsFileUnusable", str(exc)) from exc
@@ -138,7 +139,9 @@ def plan_items(evaluation: Evaluation, selection: datasets.Selection,
     instanceIds) leave the ids of the rows already run as they were.
     """
     spec = evaluation.spec
-    inputs = PlanInputs(dataset=spec.dataset.name, revision=spec.dataset.revision,
-                        agent=agent_label(evaluation), repeats=spec.repeats,
+    # `lite` and `SWE-bench/SWE-bench_Lite` are one dataset: their items are the same items.
+    inputs = PlanInputs(dataset=datasets.names.hub_id(spec.dataset.name),
+                        revision=spec.dataset.revision, agent=agent_label(evaluation),
+                        repeats=spec.repeats,
                         include_hints=spec.dataset.include_hints)
     return plan(inputs, selection.instances, variants)

@@ -16,15 +16,8 @@ from urllib.parse import urlparse
 
 from proctor.core.exits import UsageError
 from proctor.core.spec import API_VERSION
+from proctor.datasets import names
 
-# swebench's own short names (its CLI's aliases, and lite, the harness's default dataset).
-DATASET_ALIASES = {
-    "full": "SWE-bench/SWE-bench",
-    "verified": "SWE-bench/SWE-bench_Verified",
-    "lite": "SWE-bench/SWE-bench_Lite",
-    "multilingual": "SWE-bench/SWE-bench_Multilingual",
-    "multimodal": "SWE-bench/SWE-bench_Multimodal",
-}
 SOURCES = ("gold", "empty")
 DEFAULT_RUN_ID = "run"
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
@@ -47,8 +40,8 @@ class EvalOptions:
 
 
 def dataset_name(name: str) -> str:
-    """A swebench alias expanded; any other name (hub id, local path) as given."""
-    return DATASET_ALIASES.get(name.strip().lower(), name)
+    """A known dataset's alias as its hub id; any other name (hub id, local path) as given."""
+    return names.hub_id(name)
 
 
 def k8s_name(text: str, fallback: str) -> str:

@@ -534,8 +534,8 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--agent", metavar="URL", help="an A2A agent already running there")
     what.add_argument("-f", "--file", metavar="AGENT.yaml", help="an AgentUnderTest manifest")
     ev.add_argument("-d", "--dataset", "--dataset_name", default="SWE-bench/SWE-bench_Verified",
-                    help="hub dataset id, swebench alias (verified, lite, ...), proctor-demo, "
-                         "or a local .json/.jsonl/.parquet")
+                    help="hub dataset id, short name or alias (verified, lite, full, "
+                         "multilingual, ...), proctor-demo, or a local .json/.jsonl/.parquet")
     ev.add_argument("-s", "--split", default="test")
     ev.add_argument("-i", "--instance_ids", "--instance-ids", nargs="+", action="extend",
                     metavar="ID", help="only these instances (default: all of the dataset's, "
@@ -679,8 +679,8 @@ def build_parser() -> argparse.ArgumentParser:
         "/testbed, pinned dependencies from PyPI), tagged with each row's image name; "
         "existing ones are kept")
     build.add_argument("-d", "--dataset", "--dataset_name", default="SWE-bench/SWE-bench_Verified",
-                       help="hub dataset id, swebench alias (verified, ...), or a "
-                            ".json/.jsonl/.parquet file")
+                       help="hub dataset id, short name or alias (verified, lite, full, "
+                            "multilingual, ...), or a .json/.jsonl/.parquet file")
     build.add_argument("-i", "--instance", "--instance_ids", nargs="+", action="extend",
                        metavar="ID", help="only these rows (default: every row, or with "
                                           "--source, every row whose repository it holds)")

@@ -23,7 +23,8 @@ class DatasetProvenance(BaseModel):
     model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
 
     name: str
-    """The spec's dataset.name: a hub id, a file's path, or a bundled dataset's name."""
+    """The spec's dataset.name: a hub id (a short name or alias recorded as its hub id),
+    a file's path, or a bundled dataset's name."""
     split: str = ""
     """The split read (hub datasets)."""
     revision: str = ""

@@ -140,7 +140,8 @@ class DatasetSpec(_Spec):
     """Which SWE-bench rows to run."""
 
     name: str = "SWE-bench/SWE-bench_Verified"
-    """Hugging Face dataset id, ``proctor-demo``, or a local .json/.jsonl/.parquet path."""
+    """Hugging Face dataset id or a SWE-bench dataset's short name or alias (``lite``...),
+    ``proctor-demo``, or a local .json/.jsonl/.parquet path."""
     split: str = "test"
     """Dataset split to read."""
     revision: str = ""

@@ -1,8 +1,11 @@
 """SWE-bench rows from the Hugging Face hub, local files, or a dataset bundled with Proctor.
 
+A dataset is named by its hub id, by a short name or alias (`verified`, `lite`, `full`,
+`multilingual`, ...: see `names`), by a local file's path, or as a bundled dataset.
 Rows must be in the swebench 5 format (they carry `image`, `eval_script`,
-`log_parser`): that is what tells Proctor how to run and read each task's tests.
-Older rows without those fields are refused with a message saying so.
+`log_parser`): that is what tells Proctor how to run and read each task's tests, in any
+language. Older rows without those fields are refused with a message saying so, and so is
+a row whose log parser the installed swebench lacks: its tests could run but not be graded.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from pydantic import ValidationError
 
 from proctor.core.exits import BadInput
 from proctor.core.model import Instance
-from proctor.datasets import demo
+from proctor.datasets import demo, names
 
 HUB_DEFAULT = "SWE-bench/SWE-bench_Verified"
 SWEBENCH5_FIELDS = ("image", "eval_script", "log_parser")
@@ -74,12 +77,14 @@ def is_local_file(name: str) -> bool:
 
 
 def read_rows(name: str, split: str = "test", revision: str = "") -> list[dict[str, Any]]:
-    """Raw rows of a dataset: `proctor-demo`, a local file, or a hub dataset id."""
+    """Raw rows of a dataset: `proctor-demo`, a local file, or a hub dataset (by id, or by
+    a known dataset's name or alias)."""
     if name in BUNDLED:
         return BUNDLED[name].load_rows()
-    if is_local_file(name):
+    # A known name is the dataset, never a file of that name in the current folder.
+    if is_local_file(name) and not names.known(name):
         return _read_file(Path(name).expanduser())
-    return _read_hub(name, split, revision)
+    return _read_hub(*names.resolve(name, split), revision)
 
 
 def dataset_file(name: str) -> Path | None:
@@ -87,7 +92,7 @@ def dataset_file(name: str) -> Path | None:
     None for a hub dataset, whose files the hub's cache keeps."""
     if name in BUNDLED:
         return BUNDLED[name].dataset_path()
-    if is_local_file(name):
+    if is_local_file(name) and not names.known(name):
         path = Path(name).expanduser()
         return path if path.is_file() else None
     return None
@@ -189,13 +194,40 @@ def _read_hub(name: str, split: str, revision: str) -> list[dict[str, Any]]:
     try:
         data = datasets.load_dataset(name, split=split, revision=revision or None)
     except Exception as exc:  # the hub raises many kinds; the user needs the name and cause
-        raise DatasetError(f"could not load {name} (split {split}) from the Hugging Face hub: "
-                           f"{type(exc).__name__}: {exc}") from exc
+        raise DatasetError(f"could not load {name} (split {split}{_splits_hint(name, split)}) "
+                           f"from the Hugging Face hub: {type(exc).__name__}: {exc}") from exc
     return data.to_list()
 
 
+def _splits_hint(name: str, split: str) -> str:
+    known = names.known(name)
+    if known is None or split in known.splits:
+        return ""
+    return f"; {known.hub_id} has {', '.join(known.splits)}"
+
+
+def unrunnable(instance: Instance, parsers: Iterable[str]) -> str | None:
+    """Why Proctor cannot run and grade a valid swebench 5 row, or None when it can.
+
+    The row itself says how to run its tests (`image`, `eval_script`); grading needs the
+    log parser it names, which swebench must have (`parsers`: its PARSER_REGISTRY).
+    """
+    if instance.log_parser not in parsers:
+        return (f"row {instance.instance_id} ({instance.repo}): swebench has no log parser "
+                f"{instance.log_parser!r}, so Proctor cannot grade its tests; leave the row "
+                f"out, or install a swebench that has the parser")
+    return None
+
+
+def swebench_parsers() -> frozenset[str]:
+    """The log parsers the installed swebench has, by name."""
+    from swebench.harness.log_parsers import PARSER_REGISTRY
+
+    return frozenset(PARSER_REGISTRY)
+
+
 def to_instance(row: dict[str, Any], index: int) -> Instance:
-    """Validate one row; errors name the row and the field."""
+    """Validate one row's fields; errors name the row and the field."""
     rid = row.get("instance_id", f"#{index}")
     missing = [f for f in SWEBENCH5_FIELDS if not row.get(f)]
     if missing:
@@ -238,6 +270,10 @@ def load(name: str, split: str = "test", revision: str = "", instance_ids: Itera
     every = read_rows(name, split, revision)
     rows = select(every, instance_ids, max_rows)
     instances = tuple(to_instance(row, i) for i, row in enumerate(rows))
+    parsers = swebench_parsers()
+    for instance in instances:  # all refused here, before any row runs
+        if why := unrunnable(instance, parsers):
+            raise DatasetError(why)
     counts = Counter(i.instance_id for i in instances)
     dupes = [iid for iid, n in counts.items() if n > 1]
     if dupes:

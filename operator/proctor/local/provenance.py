@@ -63,7 +63,7 @@ def dataset_provenance(evaluation: Evaluation, rows_sha256: str) -> DatasetProve
     spec = evaluation.spec.dataset
     path = datasets.dataset_file(spec.name)
     hub = path is None
-    return DatasetProvenance(name=spec.name, split=spec.split if hub else "",
+    return DatasetProvenance(name=datasets.names.hub_id(spec.name), split=spec.split if hub else "",
                              revision=spec.revision if hub else "",
                              file_sha256=None if hub else file_sha256(path),
                              rows_sha256=rows_sha256)
