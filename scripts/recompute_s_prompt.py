@@ -3,8 +3,8 @@
 
     python scripts/recompute_s_prompt.py RESULTS_DIR [--score resolved|f2p]
 
-Prints `S_prompt num_tasks`. It follows the definition in the README (section
-"Reliability"), written out again here on purpose, with the standard library only, so
+Prints `S_prompt num_tasks`. It follows the definition in docs/reliability.md
+(its figures' table), written out again here on purpose, with the standard library only, so
 that a mistake in Proctor's own module cannot hide itself: per item a score (1 if
 resolved else 0, or the share of FAIL_TO_PASS tests passed), errors left out; per
 (task, variant) the mean over repeats; per task with 2 or more scored variants the

@@ -1,5 +1,5 @@
 """checkov (a policy scanner platform teams run on manifests) on `proctor render`'s output:
-it fails only the checks the README documents, in the table under "Pod security".
+it fails only the checks docs/kubernetes.md documents, in the table under "Pod security".
 
 checkov is a large tool with dependencies of its own, so it lives in a venv of its own in
 pytest's cache folder, made on first use (`pip install checkov==CHECKOV`, about 2 minutes)
@@ -46,9 +46,9 @@ def checkov(request: pytest.FixtureRequest) -> Path:
 
 
 def documented() -> dict[str, str]:
-    """The checks the README says checkov fails, with why: its table's rows `| CKV... |`."""
+    """The checks the docs say checkov fails, with why: its table's rows `| CKV... |`."""
     rows = re.findall(r"^\| (CKV2?_K8S_\d+) \| [^|]+ \| ([^|]+) \|$",
-                      (ROOT / "README.md").read_text(), re.MULTILINE)
+                      (ROOT / "docs" / "kubernetes.md").read_text(), re.MULTILINE)
     return dict(rows)
 
 
@@ -84,4 +84,4 @@ def test_checkov_fails_only_what_the_readme_documents(checkov: Path, tmp_path: P
         assert undocumented == {}, (shape, undocumented)
         assert all(kinds <= {"Job", "Pod"} for kinds in failed.values()), failed
         seen |= set(failed)
-    assert seen == set(reasons), "a row of the README's table no longer fails: remove it"
+    assert seen == set(reasons), "a row of the docs' table no longer fails: remove it"

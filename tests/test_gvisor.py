@@ -7,7 +7,7 @@ under `runsc do` in the task image's root filesystem with the pod's work folder 
 exactly as the pod's test container runs it (manifests.TEST_SCRIPT), and the grade step
 grades the folder. What this does not show: a pod under a `gvisor` RuntimeClass on the
 cluster, which needs containerd-shim-runsc-v1 and a runsc handler in the node's containerd
-configuration (the README's "Isolation" shows both).
+configuration (docs/kubernetes.md's "Isolation" shows both).
 
 Opt-in with the real-cluster tests (PROCTOR_CLUSTER_TESTS=1; PROCTOR_REQUIRE_CLUSTER=1 makes
 a missing requirement a failure): it needs root, Go and Docker.

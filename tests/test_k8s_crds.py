@@ -217,7 +217,8 @@ BUILT_IN: dict[str, list[tuple[str, ...]]] = {
 BUILT_IN_NAMES = {name for resources in BUILT_IN.values() for names in resources
                   for name in names}
 
-DOCS = [ROOT / "README.md", ROOT / "charts" / "proctor" / "templates" / "NOTES.txt",
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+        ROOT / "charts" / "proctor" / "templates" / "NOTES.txt",
         *sorted((ROOT / "examples").glob("*.yaml"))]
 
 

@@ -778,7 +778,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; its exit status follows `proctor.core.exits` (the README lists it)."""
+    """Run one command; its exit status follows `proctor.core.exits` (docs/commands.md lists it)."""
     args = build_parser().parse_args(argv)
     try:
         code = args.func(args)

@@ -32,7 +32,7 @@ from proctor.core.patches import header_paths, is_symlink_mode
 
 
 class Threat(StrEnum):
-    """The classes of the threat model (README, "Verdicts that cannot be gamed")."""
+    """The classes of the threat model (docs/threat-model.md)."""
 
     HOOK = "hook"
     """conftest.py: pytest hooks and fixtures that rewrite outcomes."""
