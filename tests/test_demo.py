@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+from pathlib import Path
 
 from proctor.cli.main import main
 from proctor.core.model import Outcome
@@ -12,6 +13,27 @@ from proctor.datasets import demo
 from proctor.results import ResultsFolder
 
 NON_ERROR = set(Outcome) - {Outcome.ERROR}
+README = Path(__file__).resolve().parents[1] / "README.md"
+LATENCY = re.compile(r"\s\d+\.\d s\s")
+
+
+def readme_leaderboard() -> dict[str, list[str]]:
+    """The demo's leaderboard as the README's Quick start shows it, each agent's columns
+    but its latency (which varies from run to run)."""
+    rows = re.findall(r"^((?:oracle|editor|mixed|noop) +\d.*%.*)$", README.read_text(), re.M)
+    return {row.split()[0]: LATENCY.sub(" ", row).split() for row in rows}
+
+
+def tables(text: str) -> dict[str, dict[str, str]]:
+    """Each agent's cells, header -> cell, over the tables of a text whose header starts
+    with `| Agent |`."""
+    found: dict[str, dict[str, str]] = {}
+    for table in re.findall(r"^(\| Agent \|.*\n\|[-|]+\|\n(?:\|.*\n)+)", text, re.M):
+        header, _, *rows = [[c.strip() for c in line.strip("|").split("|")]
+                            for line in table.splitlines()]
+        for row in rows:
+            found.setdefault(row[0], {}).update(zip(header, row, strict=True))
+    return found
 
 
 def test_demo_leaderboard_and_results(tmp_path, capsys):
@@ -33,6 +55,8 @@ def test_demo_leaderboard_and_results(tmp_path, capsys):
     assert sorted(r.split()[0] for r in rows) == sorted(outcomes)
     assert rows[-1].split()[0] == "noop"
     assert max(len(line) for line in rows) <= 100
+    # the README shows this leaderboard: it must be what the demo prints
+    assert {r.split()[0]: LATENCY.sub(" ", r).split() for r in rows} == readme_leaderboard()
 
 
 def test_reliability_demo_gives_the_expected_figures(tmp_path, capsys):
@@ -59,6 +83,11 @@ def test_reliability_demo_gives_the_expected_figures(tmp_path, capsys):
     report = (tmp_path / "analysis" / "sensitivity_report.md").read_text()
     assert "## Predictability: calibration and abstention" in report
     assert "| oracle | 0.000" in report and "0 (none reported)" in report
+    # the README's excerpt of this report is what the report says
+    shown, real = tables(README.read_text()), tables(report)
+    assert set(shown) == {"oracle", "sensitive"}
+    for agent, cells in shown.items():
+        assert cells.items() <= real[agent].items(), agent
     assert (tmp_path / "analysis" / "calibration.png").stat().st_size > 0
     # how far each variant is from the original: per text in variants.csv, per style here
     with open(tmp_path / "analysis" / "variants.csv", newline="") as fh:
