@@ -12,9 +12,14 @@ from typing import Any
 
 import pytest
 
-import real_cluster
 from proctor.core.model import Instance, WorkItem
 from proctor.runner.workdir import WorkDir, write_patch, write_task, write_test_step
+
+# Before any test module imports them (conftest is read first), so that their asserts say
+# what they compared, as a test's own do.
+pytest.register_assert_rewrite("real_cluster", "real_cluster_fixtures")
+
+import real_cluster  # noqa: E402
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 

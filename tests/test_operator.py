@@ -36,21 +36,19 @@ from kopf.testing import KopfRunner
 from prometheus_client import REGISTRY, start_http_server
 from prometheus_client.parser import text_string_to_metric_families
 
-pytest.register_assert_rewrite("real_cluster_fixtures")
-
-from ports import free_port  # noqa: E402
-from proctor.agents.answers import TaskRequest  # noqa: E402
-from proctor.agents.kinds import Tasks, solver_for  # noqa: E402
-from proctor.agents.server import SolverExecutor, agent_card, build_app, start_in_thread  # noqa: E402
-from proctor.datasets import demo  # noqa: E402
-from proctor.formats.manifest import parse_resource  # noqa: E402
-from proctor.k8s.api import Kube  # noqa: E402
-from proctor.k8s.names import label_value  # noqa: E402
-from proctor.k8s.pull import pull  # noqa: E402
-from proctor.k8s.store import RESULT_KEY  # noqa: E402
-from proctor.local.engine import run_evaluation  # noqa: E402
-from proctor.results import ResultsFolder  # noqa: E402
-from real_cluster_fixtures import (  # noqa: E402
+from ports import free_port
+from proctor.agents.answers import TaskRequest
+from proctor.agents.kinds import Tasks, solver_for
+from proctor.agents.server import SolverExecutor, agent_card, build_app, start_in_thread
+from proctor.datasets import demo
+from proctor.formats.manifest import parse_resource
+from proctor.k8s.api import Kube
+from proctor.k8s.names import label_value
+from proctor.k8s.pull import pull
+from proctor.k8s.store import RESULT_KEY
+from proctor.local.engine import run_evaluation
+from proctor.results import ResultsFolder
+from real_cluster_fixtures import (
     IMAGE_PREFIX,
     AdmissionWebhook,
     Answer,
