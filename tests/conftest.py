@@ -22,6 +22,7 @@ pytest.register_assert_rewrite("real_cluster", "real_cluster_fixtures")
 import real_cluster  # noqa: E402
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+VERIFIED_PARQUET = SHARED_DATA / "swebench-verified" / "SWE-bench_Verified_test.parquet"
 
 SOURCE = "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n"
 FIXED = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
@@ -54,6 +55,15 @@ def docker_unavailable(why: str) -> None:
     if os.environ.get("PROCTOR_REQUIRE_DOCKER") == "1":
         pytest.fail(f"PROCTOR_REQUIRE_DOCKER=1 but {why}")
     pytest.skip(why)
+
+
+def shared(path: Path) -> Path:
+    """``path`` (under SHARED_DATA), or a skip naming it where it is absent: a fresh clone
+    has no ../shared. Called at a module's top level the skip covers the module; in a test
+    or fixture, only what uses it."""
+    if not path.exists():
+        pytest.skip(f"shared data missing: {path}", allow_module_level=True)
+    return path
 
 
 def git(cwd: Path, *args: str) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import SHARED_DATA
+from conftest import SHARED_DATA, shared
 from proctor.cli.demo import run_demo
 from proctor.cli.main import main
 from proctor.core.plan import shard
@@ -38,6 +38,7 @@ def shape(value: Any, key: str = "") -> Any:
 
 
 def test_the_real_files_are_here() -> None:
+    shared(AGENTBEATS)
     assert len(REAL_RESULTS) >= 5 and len(REAL_SCENARIOS) >= 7
 
 
@@ -79,6 +80,7 @@ def test_predictions_run_is_named_after_the_model(tmp_path: Path, capsys) -> Non
     ours = json.loads((results_dir(out, "run") / RESULTS_FILE).read_text())
     assert ours["participants"] == {"acme/coder-7b": "preds.jsonl"}
     assert ours["results"][0]["resolved_pct"] == 1.0
+    shared(AGENTBEATS / "results")
     assert shape(ours) == shape(json.loads(REAL_RESULTS[0].read_text()))
 
 
@@ -107,7 +109,7 @@ def test_every_real_scenario_imports(scenario: Path, tmp_path: Path, capsys) -> 
 
 
 def test_image_participant_reads_its_secrets(tmp_path: Path, capsys) -> None:
-    scenario = AGENTBEATS / "scenario.toml"
+    scenario = shared(AGENTBEATS / "scenario.toml")
     assert main(["scenario", "import", str(scenario), "--output-dir", str(tmp_path),
                  "--image", "dummy-gemini-2.5-flash-lite=ghcr.io/acme/agent:1"]) == 0
     out = capsys.readouterr().out
@@ -149,7 +151,7 @@ def load_manifests_text(text: str, tmp_path: Path) -> list:
     ["--endpoint", "nobody=http://x/"], ["--endpoint", "no-equals-sign"],
 ])
 def test_bad_import_arguments_are_one_line_errors(argv: list[str], capsys) -> None:
-    assert main(["scenario", "import", str(AGENTBEATS / "scenario.toml"), *argv]) == 2
+    assert main(["scenario", "import", str(shared(AGENTBEATS / "scenario.toml")), *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith("proctor: error:") and len(err.strip().splitlines()) == 1
 

@@ -374,23 +374,40 @@ def _api_rules() -> set[Rule]:
     return rules
 
 
+# kopf's decorators, by what each needs of the resource it names: handlers that watch
+# (indexes, events, daemons, timers) list and watch it; handlers of changes also patch it
+# (finalizers, progress annotations); operator-wide ones name no resource.
+KOPF_WATCHES = {"index", "on.event", "daemon", "timer"}
+KOPF_CHANGES = {"on.create", "on.update", "on.resume", "on.delete", "on.field"}
+KOPF_NO_RESOURCE = {"on.startup", "on.cleanup", "on.probe", "on.login"}
+
+
+def _kopf_decorators() -> Iterator[tuple[str, tuple[str, str]]]:
+    """(kind, (group, plural)) of every @kopf... decorator in the operator's code, read from
+    its source: kopf keeps its registry in private fields, so it is not asked."""
+    for node in ast.walk(ast.parse(_operator_source())):
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for call in node.decorator_list:
+            name = ast.unparse(call.func if isinstance(call, ast.Call) else call)
+            if not name.startswith("kopf."):
+                continue
+            kind = name.removeprefix("kopf.")
+            assert kind in KOPF_WATCHES | KOPF_CHANGES | KOPF_NO_RESOURCE, (
+                f"@{name}: say in tests/test_chart.py what rights it needs")
+            if kind in KOPF_NO_RESOURCE:
+                continue
+            assert isinstance(call, ast.Call)
+            group, _version, plural = (ast.literal_eval(a) for a in call.args)
+            yield kind, (group, plural)
+
+
 def _kopf_rules() -> set[Rule]:
     """What kopf needs for the handlers proctor.k8s.controller registers."""
-    import kopf
-
-    import proctor.k8s.controller  # noqa: F401 - registers the handlers
-
-    registry = kopf.get_default_registry()
-    assert not registry._webhooks.get_all_handlers(), "webhooks need more rights: add them"
     rules = set(KOPF_ALWAYS)
-    watched = [*registry._watching.get_all_handlers(), *registry._indexing.get_all_handlers(),
-               *registry._spawning.get_all_handlers(), *registry._changing.get_all_handlers()]
-    for handler in watched:
-        group, plural = handler.selector.group or "", handler.selector.plural or \
-            handler.selector.any_name
+    for kind, (group, plural) in _kopf_decorators():
         rules |= {(group, plural, "list"), (group, plural, "watch")}
-        if handler in registry._changing.get_all_handlers() or \
-                getattr(handler, "requires_finalizer", False):
+        if kind in KOPF_CHANGES:
             rules.add((group, plural, "patch"))  # finalizers, progress annotations
     if "kopf.adopt(" in _operator_source():
         rules |= KOPF_ADOPT

@@ -6,16 +6,16 @@ import json
 
 import pytest
 
-from conftest import SHARED_DATA
+from conftest import VERIFIED_PARQUET, shared
 from proctor import datasets
 from proctor.datasets import DatasetError, demo
 
-PARQUET = SHARED_DATA / "swebench-verified" / "SWE-bench_Verified_test.parquet"
+PARQUET = VERIFIED_PARQUET
 
 
 @pytest.fixture(scope="module")
 def verified_rows():
-    return datasets.read_rows(str(PARQUET))
+    return datasets.read_rows(str(shared(PARQUET)))
 
 
 def test_the_real_verified_split_loads_whole(verified_rows):

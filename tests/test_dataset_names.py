@@ -16,18 +16,18 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SHARED_DATA
+from conftest import VERIFIED_PARQUET, shared
 from proctor import datasets
 from proctor.cli.eval_options import EvalOptions, evaluation_manifest
 from proctor.datasets import DatasetError, names
 
-PARQUET = SHARED_DATA / "swebench-verified" / "SWE-bench_Verified_test.parquet"
+PARQUET = VERIFIED_PARQUET
 UNKNOWN_ID = "acme__widget-7"
 
 
 @pytest.fixture(scope="module")
 def verified_rows() -> list[dict]:
-    return datasets.read_rows(str(PARQUET))[:3]
+    return datasets.read_rows(str(shared(PARQUET)))[:3]
 
 
 def as_repo(row: dict, repo: str, number: int, version: str, log_parser: str) -> dict:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SHARED_DATA
+from conftest import VERIFIED_PARQUET, shared
 from proctor.cli.main import main
 from proctor.core.model import Outcome, PassFail, RunResult
 from proctor.datasets import demo
@@ -165,7 +165,7 @@ def test_a_different_spec_on_the_same_folder_is_refused(tmp_path):
 def test_real_verified_rows_are_refused_with_what_runs_them(tmp_path, capsys, monkeypatch,
                                                             sandbox, says):
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-daemon.sock")
-    parquet = SHARED_DATA / "swebench-verified" / "SWE-bench_Verified_test.parquet"
+    parquet = shared(VERIFIED_PARQUET)
     manifest = tmp_path / "ev.yaml"
     manifest.write_text(f"""apiVersion: proctor.dev/v1alpha1
 kind: Evaluation

@@ -8,20 +8,21 @@ from pathlib import Path
 import pytest
 from swebench.harness.log_parsers import PARSER_REGISTRY
 
-from conftest import SHARED_DATA
+from conftest import SHARED_DATA, shared
 from proctor.runner.grade import STATUS_GATED_PARSERS, _status_lines_only
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from grading import make_log
 
-LOGS = sorted((SHARED_DATA / "swebench-verified" / "logs").glob("*/test_output.txt"))
+LOGS_DIR = SHARED_DATA / "swebench-verified" / "logs"
 
 
 @pytest.mark.parametrize("name", STATUS_GATED_PARSERS)
 def test_prefiltered_parser_equals_swebench_on_real_logs(name):
     fast = PARSER_REGISTRY[_status_lines_only(name)]
-    assert len(LOGS) == 177
-    for log_path in LOGS:
+    logs = sorted(shared(LOGS_DIR).glob("*/test_output.txt"))
+    assert len(logs) == 177
+    for log_path in logs:
         log = log_path.read_text(errors="replace")
         assert fast(log, None) == PARSER_REGISTRY[name](log, None), log_path.parent.name
 

@@ -19,7 +19,7 @@ from a2a.helpers import new_text_part
 from a2a.types import Message, Role, SendMessageRequest, TaskState
 from google.protobuf.json_format import MessageToDict
 
-from conftest import SHARED_DATA
+from conftest import SHARED_DATA, shared
 from proctor.agents.server import RunningServer, start_in_thread, start_reference_agent
 from proctor.cli.demo import demo_manifests
 from proctor.green.server import green_app
@@ -28,8 +28,7 @@ from proctor.results import ResultsFolder
 from proctor.sandboxes.choose import SandboxOptions
 from test_agentbeats import shape
 
-REAL_RESULT = json.loads(next((SHARED_DATA / "agentbeats" / "results").glob("*.json"))
-                         .read_text())
+REAL_RESULTS = SHARED_DATA / "agentbeats" / "results"
 PROCESS = SandboxOptions(mode="process")
 
 
@@ -111,7 +110,8 @@ async def test_an_assessment_equals_proctor_run(servers, tmp_path: Path) -> None
     assert reply.state == TaskState.TASK_STATE_COMPLETED, reply.progress
     assert any(" done: " in line for line in reply.progress), reply.progress
     (result,) = reply.results
-    assert shape(result) == shape(REAL_RESULT["results"][0])
+    real = json.loads(next(shared(REAL_RESULTS).glob("*.json")).read_text())
+    assert shape(result) == shape(real["results"][0])
     # proctor run on the same inputs (the same agent, dataset and rows)
     evaluation, agent_manifest = demo_manifests("mixed", agent.url, 2)
     summary = await asyncio.to_thread(run_evaluation, evaluation, tmp_path / "run",

@@ -10,7 +10,7 @@ from functools import cache
 
 import pytest
 
-from conftest import SHARED_DATA
+from conftest import VERIFIED_PARQUET, shared
 from proctor.cli.main import main
 from proctor.core.model import Instance
 from proctor.datasets import load
@@ -18,12 +18,12 @@ from proctor.sandboxes.images import specs
 from proctor.sandboxes.images.debian import ImageBuildError, Rootfs, mmdebstrap_command
 from proctor.sandboxes.images.plan import failure_line, plan_image
 
-PARQUET = SHARED_DATA / "swebench-verified" / "SWE-bench_Verified_test.parquet"
+PARQUET = VERIFIED_PARQUET
 
 
 @cache
 def verified() -> dict[str, Instance]:
-    return load(str(PARQUET), max_rows=-1).by_id
+    return load(str(shared(PARQUET)), max_rows=-1).by_id
 
 
 def test_the_specs_name_their_source_and_cover_every_verified_row():
@@ -116,6 +116,6 @@ def test_the_rootfs_is_one_mmdebstrap_call():
     (["-i", "nobody__nothing-1"], "instance ids not in the dataset: nobody__nothing-1"),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, extra, message):
-    assert main(["images", "build", "-d", str(PARQUET), *extra]) == 2
+    assert main(["images", "build", "-d", str(shared(PARQUET)), *extra]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1

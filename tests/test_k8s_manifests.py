@@ -10,7 +10,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from conftest import SHARED_DATA, git, task_files
+from conftest import VERIFIED_PARQUET, git, shared, task_files
 from proctor import datasets
 from proctor.cli.main import build_parser
 from proctor.cli.main import main as cli_main
@@ -22,13 +22,13 @@ from proctor.k8s.names import is_dns_label, is_label_value
 from proctor.runner.solve import init_from_task
 from proctor.runner.workdir import WorkDir, eval_script_of
 
-PARQUET = SHARED_DATA / "swebench-verified" / "SWE-bench_Verified_test.parquet"
+PARQUET = VERIFIED_PARQUET
 VERSIONS = ("1.29", "1.35")
 
 
 @pytest.fixture(scope="module")
 def verified() -> list[Instance]:
-    return list(datasets.load(str(PARQUET), max_rows=-1).instances)
+    return list(datasets.load(str(shared(PARQUET)), max_rows=-1).instances)
 
 
 @pytest.fixture(scope="module")

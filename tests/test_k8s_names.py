@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from conftest import SHARED_DATA
+from conftest import VERIFIED_PARQUET, shared
 from proctor import datasets
 from proctor.core.plan import PlanInputs, Variant, plan
 from proctor.k8s.names import (
@@ -20,7 +20,7 @@ from proctor.k8s.names import (
     owner_part,
 )
 
-PARQUET = SHARED_DATA / "swebench-verified" / "SWE-bench_Verified_test.parquet"
+PARQUET = VERIFIED_PARQUET
 LONGEST = "a" * 253  # the longest name an Evaluation can have (a DNS subdomain)
 
 
@@ -31,7 +31,7 @@ def fake_item_id(n: int) -> str:
 @pytest.fixture(scope="module")
 def verified_plan():
     """The real split x (original + 3 variants): 2,000 work items."""
-    instances = datasets.load(str(PARQUET), max_rows=-1).instances
+    instances = datasets.load(str(shared(PARQUET)), max_rows=-1).instances
     variants = {i.instance_id: [Variant(f"v{k}", f"rephrased {k}: {i.problem_statement}")
                                 for k in (1, 2, 3)] for i in instances}
     inputs = PlanInputs(dataset="SWE-bench/SWE-bench_Verified", revision="r", agent="a")

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import SHARED_DATA
+from conftest import SHARED_DATA, shared
 from proctor.core.model import (
     ErrorKind,
     Instance,
@@ -32,7 +32,7 @@ from proctor.k8s.podstatus import (
 )
 from proctor.runner.grade import compact_result
 
-K8S = SHARED_DATA / "k8s-status"
+K8S = shared(SHARED_DATA / "k8s-status")  # every test reads these real objects
 REAL_FILES = sorted(p.name for p in K8S.iterdir() if p.suffix in (".json", ".yaml"))
 
 

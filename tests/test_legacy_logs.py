@@ -15,13 +15,13 @@ from swebench.harness.constants import EvalType
 from swebench.harness.grading import get_eval_tests_report, get_resolution_status
 from swebench.harness.log_parsers import PARSER_REGISTRY
 
-from conftest import SHARED_DATA
+from conftest import SHARED_DATA, shared
 from proctor.core.model import ErrorKind, Instance, Outcome, WorkItem
 from proctor.datasets import load
 from proctor.runner.grade import grade_work_dir
 from proctor.runner.workdir import WorkDir, write_task
 
-DATA = SHARED_DATA / "swebench-verified"
+DATA = shared(SHARED_DATA / "swebench-verified")  # every test reads the old logs
 EXPECTED = json.loads((Path(__file__).parent / "data" / "legacy_log_disagreements.json")
                       .read_text())
 

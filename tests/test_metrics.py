@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import SHARED_DATA
+from conftest import SHARED_DATA, shared
 from proctor.core.metrics import aggregate, eval_result
 from proctor.core.model import (
     ErrorKind,
@@ -97,7 +97,7 @@ def test_nothing_to_aggregate_gives_zeros_not_a_crash():
 
 
 def test_eval_result_field_names_are_agentbeats():
-    for path in (SHARED_DATA / "agentbeats" / "results").glob("*.json"):
+    for path in shared(SHARED_DATA / "agentbeats" / "results").glob("*.json"):
         for real in json.loads(path.read_text())["results"]:
             real.pop("green_agent_model")
             assert set(real) == set(EvalResult.model_fields), path.name

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from conftest import SHARED_DATA
+from conftest import SHARED_DATA, shared
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from operator_sim import ROWS, Record, check, task_seconds, utilisation
@@ -30,7 +30,7 @@ def test_recorded_tasks_keep_their_time_and_others_borrow_their_repositorys() ->
 def test_the_real_split_gets_a_time_for_each_of_its_500_tasks() -> None:
     import pyarrow.parquet as pq
 
-    data = SHARED_DATA / "swebench-verified"
+    data = shared(SHARED_DATA / "swebench-verified")
     tasks = pq.read_table(data / "SWE-bench_Verified_test.parquet",
                           columns=["instance_id"]).column(0).to_pylist()
     runs = json.loads((data / "eval_durations.json").read_text())

@@ -9,7 +9,7 @@ import json
 import pytest
 import yaml
 
-from conftest import SHARED_DATA
+from conftest import SHARED_DATA, shared
 from real_cluster import unwell_pods
 from real_cluster_fixtures import not_built_here
 
@@ -41,7 +41,7 @@ def test_any_other_server_is_refused(change, words):
 
 def test_a_failed_runs_report_names_the_pods_that_never_got_ready_and_why():
     """real_cluster.unwell_pods, what a failed run prints of the cluster, on real objects."""
-    k8s = SHARED_DATA / "k8s-status"
+    k8s = shared(SHARED_DATA / "k8s-status")
     pods = [*json.loads((k8s / "podlist-errimagepull-pending_troubleshoot.json").read_text())[
         "items"], *json.loads((k8s / "kubelet-podlist-succeeded-and-running-job-pod_nvsentinel"
                                      ".json").read_text())["items"],

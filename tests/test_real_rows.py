@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SHARED_DATA, docker_unavailable, git
+from conftest import SHARED_DATA, docker_unavailable, git, shared
 from proctor.datasets import hostile
 from proctor.formats.harness_logs import results_dir
 from proctor.sandboxes import docker as ds
@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import real_rows
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
-DATA = SHARED_DATA / "swebench-verified"
+DATA = shared(SHARED_DATA / "swebench-verified")  # every test runs real rows
 PARQUET = DATA / "SWE-bench_Verified_test.parquet"
 REPOS = DATA / "repos"
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import socket
 import subprocess
-import threading
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from conftest import GOLD, git, make_instance, prepare_work
 from proctor.core.model import ErrorKind, Outcome
 from proctor.runner.grade import grade_work_dir
 from proctor.sandboxes import process, testuser
+from trust_support import processes_naming, wait_for
 
 
 def run_and_grade(tmp_path, instance, patch, **kw):
@@ -90,14 +90,16 @@ def test_eval_script_past_its_limit_is_error_timeout(tmp_path, mirror):
     git(repo, "add", ".")
     git(repo, "commit", "-qm", "x")
     marker = tmp_path / "still-running"
-    # The script's child would touch the marker after 4 s unless its group is killed.
+    # The script's child sleeps (its command line names it), then would touch the marker:
+    # unless its group is killed at the limit it is still there when the step returns.
+    child = "sleep 41.3"
     instance = make_instance(git(repo, "rev-parse", "HEAD"),
-                             pre=f"(sleep 4; touch {marker}) & sleep 30")
-    _work, run, result = run_and_grade(tmp_path, instance, "", time_limit=1,
-                                      without_patch=True)
+                             pre=f"({child}; touch {marker}) & sleep 60")
+    _work, _run, result = run_and_grade(tmp_path, instance, "", time_limit=1,
+                                       without_patch=True)
     assert result.outcome == Outcome.ERROR and result.error_kind == ErrorKind.TIMEOUT
-    assert run.seconds < 10
-    threading.Event().wait(4.5)
+    wait_for(lambda: processes_naming(child) == [], "the eval script's child to be killed",
+             timeout=10)
     assert not marker.exists(), "the eval script's children outlived the limit"
 
 

