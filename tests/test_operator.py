@@ -756,8 +756,8 @@ def test_a_gold_run_is_retried_after_an_infra_failure_with_the_given_patch(
     assert first.spec.template.spec.affinity is None
     (preferred,) = retry.spec.template.spec.affinity.node_affinity \
         .preferred_during_scheduling_ignored_during_execution
-    (term,) = preferred.preference.match_expressions
-    assert (term.key, term.values) == ("kubernetes.io/hostname", ["proctor-node"])
+    (term,) = preferred.preference.match_fields
+    assert (term.key, term.operator, term.values) == ("metadata.name", "In", ["proctor-node"])
 
 
 def test_a_step_that_fails_saying_why_is_an_error_naming_its_logs_last_words(
