@@ -152,6 +152,10 @@ gvisor_build() {
   if ! command -v go >/dev/null; then
     echo "absent: no Go toolchain to build runsc with" >"$STATE/gvisor"; return 0
   fi
+  local why
+  if why=$(gvisor_unsupported); then
+    echo "absent: $why" >"$STATE/gvisor"; return 0
+  fi
   key=$( { go version; declare -f gvisor_build; echo "$GVISOR_VERSION"; } | sha256sum | cut -c1-12)
   cache=${XDG_CACHE_HOME:-$HOME/.cache}/proctor-gvisor/$key
   if [ ! -e "$cache/complete" ]; then
@@ -184,6 +188,27 @@ gvisor_build() {
   fi
   GVISOR_BIN=$cache/bin
   echo "present: RuntimeClass gvisor (handler runsc, platform $GVISOR_PLATFORM, gvisor.dev/gvisor $GVISOR_VERSION)" >"$STATE/gvisor"
+}
+
+# Why gVisor's containerd shim cannot run pods on this host (nothing where it may): checked
+# before the build, which a host that cannot use it should not pay for. Both were seen here
+# (containerd 1.6.20, CAP_SYS_RESOURCE withheld from root; runsc itself runs).
+gvisor_unsupported() {
+  local version capeff
+  version=$(containerd --version | awk '{print $3}')
+  # The shim is built on containerd 2's shim library: its `start` prints its bootstrap
+  # parameters as JSON, where containerd 1.6 reads a bare address ("dial unix {...}").
+  case $version in
+    1.[0-6].*) echo "containerd $version is too old for gVisor's shim (it speaks containerd 2's shim protocol)"; return 0 ;;
+  esac
+  # The shim lowers its own OOM score to -999 and fails where it may not ("failed to set
+  # OOM Score on shim: permission denied"); containerd's restrict_oom_score_adj, which
+  # covers runc (see configs), does not reach it.
+  capeff=$(awk '$1 == "CapEff:" {print $2}' /proc/self/status)
+  if [ $(( 0x$capeff >> 24 & 1 )) = 0 ]; then
+    echo "this host withholds CAP_SYS_RESOURCE from root, which gVisor's shim needs to lower its OOM score"; return 0
+  fi
+  return 1
 }
 
 # kwok_manifests DIR OUT: from the KWOK module's source in DIR, its CRDs (OUT/kwok-crds.yaml)
