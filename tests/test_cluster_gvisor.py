@@ -45,7 +45,17 @@ PODS_CREATE = [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE
 RESOURCES = {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "768Mi"}}
 
 
-def gvisor_absent(cluster: RealCluster, client: Any) -> str | None:
+@pytest.fixture(scope="session")
+def gvisor(real_cluster: RealCluster) -> None:
+    """Skips, saying why, where the cluster offers no `gvisor` RuntimeClass. Session-scoped
+    and named first, so that it runs before the images are built."""
+    with real_cluster.api_client() as client:
+        why = gvisor_absent(client)
+    if why is not None:
+        pytest.skip(why)
+
+
+def gvisor_absent(client: Any) -> str | None:
     """Why the cluster offers no `gvisor` RuntimeClass, or None."""
     try:
         kubernetes.client.NodeV1Api(client).read_runtime_class(RUNTIME_CLASS)
@@ -73,13 +83,11 @@ def kernel_step(image: str) -> Any:
     return handler
 
 
-def test_a_demo_item_runs_under_gvisor(real_cluster: RealCluster, cluster_images: ClusterImages,
-                                       cluster_namespace: str, cluster_api_client: Any,
+def test_a_demo_item_runs_under_gvisor(gvisor: None, real_cluster: RealCluster,
+                                       cluster_images: ClusterImages, cluster_namespace: str,
+                                       cluster_api_client: Any,
                                        admission_webhook: AdmissionWebhook,
                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    why = gvisor_absent(real_cluster, cluster_api_client)
-    if why is not None:
-        pytest.skip(why)
     ns = cluster_namespace
     custom = kubernetes.client.CustomObjectsApi(cluster_api_client)
     core = kubernetes.client.CoreV1Api(cluster_api_client)
