@@ -5,7 +5,7 @@
 #                              (on a running cluster: import its pause and CoreDNS images
 #                              again, which the kubelet's image GC removes on a full disk)
 #   scripts/cluster.sh down    stop everything `up` started, pods included
-#   scripts/cluster.sh status  say what runs
+#   scripts/cluster.sh status  say what runs, and whether pods can ask for gVisor
 #   scripts/cluster.sh import ARCHIVE...  load images (`docker save` or OCI archives; - for
 #                              stdin) into the node's containerd: nothing can be pulled here
 #   scripts/cluster.sh images  list the images the node's containerd holds, one name a line
@@ -15,7 +15,10 @@
 # `up` builds every binary in one `go build` (shared packages compile once), cached per
 # version and inputs, so a second `up` builds nothing. Pods run in containerd + runc
 # from Debian's packages on a bridge CNI network; their sandbox ("pause") image is built
-# here and imported.
+# here and imported. gVisor (runsc and its containerd shim, from the Go module
+# gvisor.dev/gvisor) is built and cached likewise, and offered as the RuntimeClass `gvisor`;
+# it is optional: where it does not build or run, the cluster comes up without it and
+# `status` says why (PROCTOR_CLUSTER_GVISOR=0 skips it).
 #
 # Only as root (the kubelet, containerd and CNI need it). Nothing here needs systemd: every
 # daemon runs in the background with its log and pid under the state folder (.cluster/, or
@@ -52,6 +55,9 @@ PAUSE_IMAGE=proctor.local/pause:3.10
 COREDNS_IMAGE=proctor.local/coredns:$(awk '{for (i = 1; i < NF; i++) if ($i == "github.com/coredns/coredns") print $(i + 1)}' "$MODULE/coredns/go.mod")
 BRIDGE=proctor0
 KWOK_NODES=${PROCTOR_CLUSTER_KWOK_NODES:-0}
+# gvisor.dev/gvisor's `go` branch (the Go-buildable one), as the Go module proxy serves it.
+GVISOR_VERSION=v0.0.0-20260905035102-160fafc42237
+GVISOR_PLATFORM=systrap      # no hardware virtualisation needed (KVM is not there on most VMs)
 PORT_OFFSET=${PROCTOR_CLUSTER_PORT_OFFSET:-0}
 # `up` keeps the mode and port offset it started with, for `down` and `status`.
 if [ "${1:-}" != up ] && [ -e "$STATE/mode" ]; then
@@ -64,6 +70,7 @@ SCHEDULER_PORT=$((10259 + PORT_OFFSET))
 KWOK_PORT=$((10247 + PORT_OFFSET))   # the simulated nodes' kubelet endpoint (logs)
 
 BIN=""      # set by build
+GVISOR_BIN=""  # set by gvisor_build where runsc builds and runs here
 PKI=$STATE/pki
 LOGS=$STATE/logs
 PIDS=$STATE/pids
@@ -131,6 +138,77 @@ build() {
   say "built in ${SECONDS}s"
   # Earlier builds (other versions or inputs) take 600 MB each.
   find "$(dirname "$cache")" -mindepth 1 -maxdepth 1 ! -path "$cache" -exec rm -rf {} +
+}
+
+# gVisor, built apart from build(): its own cache (so that a gVisor change rebuilds neither
+# Kubernetes nor gVisor's cache when Kubernetes changes) and optional. Sets GVISOR_BIN, or
+# leaves it empty and writes why to $STATE/gvisor; either way the cluster comes up.
+gvisor_build() {
+  local key cache tmp
+  GVISOR_BIN=""
+  if [ "${PROCTOR_CLUSTER_GVISOR:-1}" = 0 ]; then
+    echo "absent: PROCTOR_CLUSTER_GVISOR=0" >"$STATE/gvisor"; return 0
+  fi
+  if ! command -v go >/dev/null; then
+    echo "absent: no Go toolchain to build runsc with" >"$STATE/gvisor"; return 0
+  fi
+  local why
+  if why=$(gvisor_unsupported); then
+    echo "absent: $why" >"$STATE/gvisor"; return 0
+  fi
+  key=$( { go version; declare -f gvisor_build; echo "$GVISOR_VERSION"; } | sha256sum | cut -c1-12)
+  cache=${XDG_CACHE_HOME:-$HOME/.cache}/proctor-gvisor/$key
+  if [ ! -e "$cache/complete" ]; then
+    say "building gVisor's runsc and containerd-shim-runsc-v1 $GVISOR_VERSION into $cache (about 2 minutes on 2 cores the first time) ..."
+    rm -rf "$cache"; mkdir -p "$cache"
+    tmp=$cache/bin.partial; mkdir -p "$tmp"
+    SECONDS=0
+    if ! GOBIN=$tmp CGO_ENABLED=0 GOFLAGS=-modcacherw go install -trimpath -ldflags "-s -w" \
+         "gvisor.dev/gvisor/runsc@$GVISOR_VERSION" "gvisor.dev/gvisor/shim@$GVISOR_VERSION" \
+         >"$cache/build.log" 2>&1; then
+      say "gVisor did not build (the cluster comes up without it): $(tail -n 3 "$cache/build.log")"
+      echo "absent: go install gvisor.dev/gvisor/runsc@$GVISOR_VERSION failed: $(tail -n 1 "$cache/build.log")" >"$STATE/gvisor"
+      return 0
+    fi
+    mv "$tmp/shim" "$tmp/containerd-shim-runsc-v1"  # the name containerd gives the shim
+    mv "$tmp" "$cache/bin"
+    touch "$cache/complete"
+    say "gVisor built in ${SECONDS}s"
+    # Earlier builds (other versions or toolchains) take 100 MB each.
+    find "$(dirname "$cache")" -mindepth 1 -maxdepth 1 ! -path "$cache" -exec rm -rf {} +
+  fi
+  # It builds everywhere; it runs where the kernel lets its platform trace or trap a
+  # sandbox's system calls (a seccomp or ptrace restriction of a container host may not).
+  local tried
+  if ! tried=$("$cache/bin/runsc" --platform="$GVISOR_PLATFORM" --network=none \
+                 --root "$RUN/runsc-check" "do" true 2>&1); then
+    say "gVisor's runsc does not run here (the cluster comes up without it): $tried"
+    echo "absent: runsc --platform=$GVISOR_PLATFORM do true failed: $(echo "$tried" | tail -n 1)" >"$STATE/gvisor"
+    return 0
+  fi
+  GVISOR_BIN=$cache/bin
+  echo "present: RuntimeClass gvisor (handler runsc, platform $GVISOR_PLATFORM, gvisor.dev/gvisor $GVISOR_VERSION)" >"$STATE/gvisor"
+}
+
+# Why gVisor's containerd shim cannot run pods on this host (nothing where it may): checked
+# before the build, which a host that cannot use it should not pay for. Both were seen here
+# (containerd 1.6.20, CAP_SYS_RESOURCE withheld from root; runsc itself runs).
+gvisor_unsupported() {
+  local version capeff
+  version=$(containerd --version | awk '{print $3}')
+  # The shim is built on containerd 2's shim library: its `start` prints its bootstrap
+  # parameters as JSON, where containerd 1.6 reads a bare address ("dial unix {...}").
+  case $version in
+    1.[0-6].*) echo "containerd $version is too old for gVisor's shim (it speaks containerd 2's shim protocol)"; return 0 ;;
+  esac
+  # The shim lowers its own OOM score to -999 and fails where it may not ("failed to set
+  # OOM Score on shim: permission denied"); containerd's restrict_oom_score_adj, which
+  # covers runc (see configs), does not reach it.
+  capeff=$(awk '$1 == "CapEff:" {print $2}' /proc/self/status)
+  if [ $(( 0x$capeff >> 24 & 1 )) = 0 ]; then
+    echo "this host withholds CAP_SYS_RESOURCE from root, which gVisor's shim needs to lower its OOM score"; return 0
+  fi
+  return 1
 }
 
 # kwok_manifests DIR OUT: from the KWOK module's source in DIR, its CRDs (OUT/kwok-crds.yaml)
@@ -318,6 +396,7 @@ state = "$RUN/containerd-state"
     bin_dir = "/usr/lib/cni"
     conf_dir = "$STATE/cni/net.d"
 EOF
+  [ -z "$GVISOR_BIN" ] || gvisor_configs
   cat >"$STATE/cni/net.d/10-proctor.conflist" <<EOF
 {
   "cniVersion": "1.0.0",
@@ -379,6 +458,25 @@ conntrack: {maxPerCore: 0}
 # NodePorts on the node's own address only, not on every interface of the host.
 nodePortAddresses: [primary]
 oomScoreAdj: 0
+EOF
+}
+
+# The runtime handler `runsc` (gvisor.dev/docs/user_guide/containerd/): containerd starts
+# gVisor's shim from the cache (runtime_path), which runs runsc with the options file.
+gvisor_configs() {
+  cat >>"$STATE/containerd/config.toml" <<EOF
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runsc]
+  runtime_type = "io.containerd.runsc.v1"
+  runtime_path = "$GVISOR_BIN/containerd-shim-runsc-v1"
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runsc.options]
+    TypeUrl = "io.containerd.runsc.v1.options"
+    ConfigPath = "$STATE/containerd/runsc.toml"
+EOF
+  cat >"$STATE/containerd/runsc.toml" <<EOF
+binary_name = "$GVISOR_BIN/runsc"
+root = "$RUN/runsc"
+[runsc_config]
+  platform = "$GVISOR_PLATFORM"
 EOF
 }
 
@@ -480,10 +578,11 @@ up() {
 
 # The host's side of the real node: its configuration, a fresh pod network, the sysctls.
 real_node_prepare() {
-  configs
   [ "${#CRI_SOCKET}" -lt 100 ] || die "the state folder's path is too long for a unix socket: $CRI_SOCKET"
-  rm -rf "$STATE/cni/ipam"
   mkdir -p "$RUN"
+  gvisor_build
+  configs
+  rm -rf "$STATE/cni/ipam"
   # Pods reach services through the bridge: bridged traffic must pass iptables, and the
   # host must route between the bridge and its other interfaces.
   sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1 ||
@@ -559,6 +658,12 @@ real_node() {
   wait_for kubelet 120 node_ready
   wait_for kube-proxy 60 curl -sf http://127.0.0.1:10256/healthz
   dns
+  [ -z "$GVISOR_BIN" ] || kubectl apply -f - >/dev/null <<EOF
+apiVersion: node.k8s.io/v1
+kind: RuntimeClass
+metadata: {name: gvisor}
+handler: runsc
+EOF
 }
 
 # KWOK_NODES simulated nodes, kwok-node-0, 1, ...: KWOK's CRDs and Stages first (it reads
@@ -801,6 +906,9 @@ status() {
       echo "$name: stopped"
     fi
   done
+  if [ "$KWOK_NODES" = 0 ] && [ -e "$STATE/gvisor" ]; then
+    echo "gvisor: $(cat "$STATE/gvisor")"
+  fi
   [ "$any" = 0 ] && echo "KUBECONFIG=$KUBECONFIG_PATH"
   return 0
 }

@@ -5,9 +5,8 @@ runsc is built with `go install gvisor.dev/gvisor/runsc@RUNSC` (about a minute a
 on a quiet 2-core machine; cached in Go's module and build caches). The test step runs
 under `runsc do` in the task image's root filesystem with the pod's work folder mounted,
 exactly as the pod's test container runs it (manifests.TEST_SCRIPT), and the grade step
-grades the folder. What this does not show: a pod under a `gvisor` RuntimeClass on the
-cluster, which needs containerd-shim-runsc-v1 and a runsc handler in the node's containerd
-configuration (docs/kubernetes.md's "Isolation" shows both).
+grades the folder. A pod under the cluster's `gvisor` RuntimeClass (scripts/cluster.sh
+registers runsc with the node's containerd) is tests/test_cluster_gvisor.py's.
 
 Opt-in with the real-cluster tests (PROCTOR_CLUSTER_TESTS=1; PROCTOR_REQUIRE_CLUSTER=1 makes
 a missing requirement a failure): it needs root, Go and Docker.
