@@ -33,6 +33,7 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
+from functools import partial
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -374,7 +375,8 @@ def _describe(reply: _Reply, card: AgentCard | None, streaming: bool, where: str
 
 
 def _status_text(reply: _Reply) -> str:
-    message = reply.message or reply.status_message or (reply.history or [None])[-1]
+    message = reply.message or reply.status_message or (reply.history[-1] if reply.history
+                                                        else None)
     if message is None:
         return ""
     text = " ".join(p.text for p in message.parts if p.WhichOneof("content") == "text")
@@ -404,21 +406,22 @@ def _outcome(reply: _Reply, card: AgentCard | None, streaming: bool,
     """Map how the task ended onto the result (the architecture note's failure table)."""
     usage = reply_usage(reply)
     state = "completed" if reply.message is not None else state_name(reply.state)
-    base = dict(usage=usage, confidence=extract_confidence(*reversed(reply.metadata)),
-                latency_s=latency, state=state, task_id=reply.task_id,
-                transcript=transcript_of(reply))
+    result = partial(SolveResult, usage=usage,
+                     confidence=extract_confidence(*reversed(reply.metadata)),
+                     latency_s=latency, state=state, task_id=reply.task_id,
+                     transcript=transcript_of(reply))
     if reply.state in _ERROR_STATES and reply.message is None:
         why = _status_text(reply) or "no reason given"
-        return SolveResult(error_kind=ErrorKind.AGENT, error=f"the agent's task {state}: {why}",
-                           summary=_describe(reply, card, streaming, None, ""), **base)
+        return result(error_kind=ErrorKind.AGENT, error=f"the agent's task {state}: {why}",
+                      summary=_describe(reply, card, streaming, None, ""))
     if reply.message is None and reply.state in _NO_PATCH_STATES:
         why = _status_text(reply) or "no reason given"
-        return SolveResult(detail=f"the agent ended in {state}: {why}",
-                           summary=_describe(reply, card, streaming, None, ""), **base)
+        return result(detail=f"the agent ended in {state}: {why}",
+                      summary=_describe(reply, card, streaming, None, ""))
     patch, where = find_patch(reply.artifacts.values(), reply.message, reply.status_message,
                               reply.history)
-    return SolveResult(patch=patch, detail=None if patch else "the agent answered without a patch",
-                       summary=_describe(reply, card, streaming, where, patch), **base)
+    return result(patch=patch, detail=None if patch else "the agent answered without a patch",
+                  summary=_describe(reply, card, streaming, where, patch))
 
 
 def _failure(reply: _Reply, card: AgentCard | None, streaming: bool, latency: float,

@@ -22,7 +22,7 @@ from proctor.agents.server import start_reference_agent
 from proctor.core.model import Summary
 from proctor.core.spec import AgentUnderTest, Evaluation
 from proctor.datasets import demo
-from proctor.formats.manifest import parse_resource
+from proctor.formats.manifest import parse_kind
 from proctor.local.engine import run_evaluation
 from proctor.sandboxes.choose import SandboxOptions
 
@@ -41,18 +41,18 @@ def demo_manifests(kind: str, endpoint: str, max_concurrent_rows: int,
                    extra_spec: dict[str, Any] | None = None
                    ) -> tuple[Evaluation, AgentUnderTest]:
     """The Evaluation and AgentUnderTest of one demo agent, read through the CRDs."""
-    evaluation = parse_resource({
+    evaluation = parse_kind({
         "apiVersion": "proctor.dev/v1alpha1", "kind": "Evaluation",
         "metadata": {"name": f"demo-{kind}"},
         "spec": {"agentRef": {"name": kind},
                  "dataset": {"name": demo.DATASET_NAME, "maxRows": -1},
                  "maxConcurrentRows": max_concurrent_rows,
-                 "timeouts": {"testSeconds": 300}, **(extra_spec or {})}})
-    agent = parse_resource({
+                 "timeouts": {"testSeconds": 300}, **(extra_spec or {})}}, Evaluation)
+    agent = parse_kind({
         "apiVersion": "proctor.dev/v1alpha1", "kind": "AgentUnderTest",
         "metadata": {"name": kind},
         "spec": {"endpoint": endpoint, "requestTimeoutSeconds": 120,
-                 "taskData": kind in LOOKS_UP}})
+                 "taskData": kind in LOOKS_UP}}, AgentUnderTest)
     return evaluation, agent
 
 

@@ -106,8 +106,9 @@ def _dataset_ids(evaluation) -> set[str]:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from proctor.cli.eval_options import SOURCES, EvalOptions, evaluation_manifest
+    from proctor.core.spec import Evaluation
     from proctor.formats.harness_logs import results_dir, write_run_logs
-    from proctor.formats.manifest import parse_resource
+    from proctor.formats.manifest import parse_kind
     from proctor.formats.predictions import load_predictions
     from proctor.local.engine import run_evaluation
     from proctor.prepare import Refusal, load_selection
@@ -122,8 +123,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
                           dataset=args.dataset, split=args.split,
                           instance_ids=tuple(args.instance_ids or ()),
                           max_workers=args.max_workers, run_id=args.run_id, timeout=args.timeout)
-    evaluation = parse_resource(evaluation_manifest(options, preds.patches if preds else None),
-                                "proctor eval's options")
+    evaluation = parse_kind(evaluation_manifest(options, preds.patches if preds else None),
+                            Evaluation, "proctor eval's options")
     out = Path(args.output_dir)
     run_dir = results_dir(out, options.run_id)
     try:

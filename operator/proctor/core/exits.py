@@ -103,7 +103,8 @@ def error_items(summary: Summary) -> int:
 def message_for(exc: BaseException) -> str:
     """The one line a person reads for an exception `for_exception` knows."""
     if is_disk_full(exc):
-        where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+        filename = getattr(exc, "filename", None)
+        where = f" ({filename})" if filename else ""
         return (f"the disk is full{where}: finished items are kept; free some space and "
                 f"run again to resume")
     if isinstance(exc, OSError) and exc.filename:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import (
     BaseModel,
@@ -22,7 +22,7 @@ from pydantic import (
 
 from proctor.core.provenance import Provenance
 
-RESULT_SCHEMA_VERSION = 2
+RESULT_SCHEMA_VERSION: Final = 2  # Final: its type is Literal[2], a valid schema_version
 """2 added `tampered` and `tampering` (later `set_aside`) to RunResult and `tampered_pct` to
 Summary; version 1 lines and files still read (the new fields take their defaults)."""
 ORIGINAL_VARIANT = "original"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import PurePosixPath
 
 _DIFF_GIT = re.compile(r"^diff --git (?P<a>\S+) (?P<b>\S+)$")
@@ -89,16 +90,15 @@ def check_patch(text: str) -> PatchCheck:
     digest = hashlib.sha256(data).hexdigest()
     lines = text.splitlines()
     paths = _paths_of(lines)
-    base = {"sha256": digest, "size_bytes": len(data)}
+    checked = partial(PatchCheck, sha256=digest, size_bytes=len(data))
     has_hunks = any(_HUNK.match(line) or _BINARY.match(line) for line in lines)
     is_git_only = any(_DIFF_GIT.match(line) for line in lines)  # renames, mode changes
     if not paths or not (has_hunks or is_git_only):
-        return PatchCheck(refused="not a unified diff", **base)
+        return checked(refused="not a unified diff")
     for path in paths:
         reason = unsafe_reason(path)
         if reason:
-            return PatchCheck(paths=tuple(paths), refused=f"patch touches {reason}", **base)
+            return checked(paths=tuple(paths), refused=f"patch touches {reason}")
     if any(is_symlink_mode(line) for line in lines):
-        return PatchCheck(paths=tuple(paths), refused="patch creates or changes a symbolic link",
-                          **base)
-    return PatchCheck(paths=tuple(paths), **base)
+        return checked(paths=tuple(paths), refused="patch creates or changes a symbolic link")
+    return checked(paths=tuple(paths))

@@ -42,7 +42,7 @@ import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
 
 import celpy
 import jsonschema
@@ -52,7 +52,7 @@ from celpy import celtypes
 from jsonschema.protocols import Validator
 
 from proctor.core.exits import BadInput
-from proctor.core.spec import API_VERSION, RESOURCE_TYPES, Resource
+from proctor.core.spec import API_VERSION, RESOURCE_TYPES, AgentUnderTest, Evaluation, Resource
 
 KINDS: dict[str, type[Resource]] = {cls.KIND: cls for cls in RESOURCE_TYPES}
 """Model class of each kind this module reads."""
@@ -378,6 +378,18 @@ def parse_resource(document: Mapping[str, Any], source: str = "<resource>") -> R
     resource, problems = _check(dict(document), source)
     if resource is None:
         raise ManifestError(problems)
+    return resource
+
+
+_Kind = TypeVar("_Kind", Evaluation, AgentUnderTest)
+
+
+def parse_kind(document: Mapping[str, Any], kind: type[_Kind], source: str = "<resource>"
+               ) -> _Kind:
+    """`parse_resource` where only one kind will do: a resource of the other is refused."""
+    resource = parse_resource(document, source)
+    if not isinstance(resource, kind):
+        raise ManifestError([f"{source}: a {resource.KIND}, where a {kind.KIND} was expected"])
     return resource
 
 

@@ -100,8 +100,8 @@ class Kube:
         if not 200 <= response.status <= 299:
             # The body is the API server's Status: its message says what was refused (a
             # 403 names the verb, the resource and the user).
-            body = data.decode("utf-8", "replace") if data else None
-            raise ApiException.from_response(http_resp=response, body=body, data=None)
+            text = data.decode("utf-8", "replace") if data else None
+            raise ApiException.from_response(http_resp=response, body=text, data=None)
 
     def create(self, obj: Obj) -> bool:
         """Create a ConfigMap or Job; False if it was already there (409)."""

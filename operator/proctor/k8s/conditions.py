@@ -63,7 +63,7 @@ def set_condition(conditions: Sequence[Mapping[str, Any]], type_: str, status: b
     changed = old is None or old.get("status") != word
     new: dict[str, Any] = {
         "type": type_, "status": word, "reason": reason, "message": message[:MESSAGE_MAX],
-        "lastTransitionTime": now if changed else old.get("lastTransitionTime", now),
+        "lastTransitionTime": now if changed or old is None else old.get("lastTransitionTime", now),
     }
     if observed_generation is not None:
         new["observedGeneration"] = observed_generation

@@ -41,12 +41,13 @@ class Metrics:
                          registry=registry)
             for field, info in EvalResult.model_fields.items()}
         self.reliability = {
-            field: Gauge(metric_name(field), Reliability.model_fields[field].description,
+            field: Gauge(metric_name(field), Reliability.model_fields[field].description or field,
                          (*EVAL_LABELS, "bound") if field in ESTIMATES else EVAL_LABELS,
                          registry=registry)
             for field in (*COUNTS, *ESTIMATES)}
         self.sensitive = Gauge(metric_name("variance"),
-                               SensitiveTask.model_fields["variance"].description + "; the "
+                               (SensitiveTask.model_fields["variance"].description or "variance")
+                               + "; the "
                                "most prompt-sensitive tasks only", (*EVAL_LABELS, "task"),
                                registry=registry)
         self._sensitive_shown: dict[tuple[str, ...], set[str]] = {}
@@ -107,7 +108,8 @@ class Metrics:
         labels = (namespace, evaluation, agent)
         self._publish_reliability(labels, None)
         self._sensitive_shown.pop(labels, None)
-        series = [(g, labels) for g in (*self.figures.values(), self.tampered)]
+        series: list[tuple[Gauge, tuple[str, ...]]] = [
+            (g, labels) for g in (*self.figures.values(), self.tampered)]
         series += [(self.items, (*labels, s)) for s in STATES]
         series += [(self.outcomes, (*labels, o.value)) for o in Outcome]
         for metric, values in series:

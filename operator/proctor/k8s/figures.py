@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import get_args
+from typing import Any, get_args
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -143,7 +143,7 @@ def reliability(agent: str, results: Sequence[RunResult]) -> Reliability | None:
                           for name, value in values.items()})
 
 
-def status_of(figures: Reliability) -> dict:
+def status_of(figures: Reliability) -> dict[str, Any]:
     """The status's `reliability`: camelCase, absent figures (and no tasks) left out."""
     return {key: value for key, value in figures.model_dump(by_alias=True,
                                                             exclude_none=True).items()

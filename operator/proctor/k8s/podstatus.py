@@ -340,8 +340,9 @@ def _live(pod: Obj, events: Sequence[Obj], common: dict[str, Any]) -> ItemState:
         step = current or started[-1]
         return ItemState(phase=Phase.RUNNING, reason="Running",
                          since=step.started_at or started[-1].finished_at, **common)
-    scheduled = next((c for c in (pod.get("status") or {}).get("conditions") or []
-                      if c.get("type") == "PodScheduled"), {})
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    scheduled: Mapping[str, Any] = next((c for c in conditions
+                                         if c.get("type") == "PodScheduled"), {})
     if scheduled.get("status") == "False":
         return ItemState(phase=Phase.PENDING, reason=scheduled.get("reason") or "Unschedulable",
                          message=scheduled.get("message") or "",

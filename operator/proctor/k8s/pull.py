@@ -22,7 +22,7 @@ from proctor.core.exits import BadInput, NotRun
 from proctor.core.model import RESULT_SCHEMA_VERSION, WorkItem
 from proctor.core.spec import Evaluation
 from proctor.formats import agentbeats
-from proctor.formats.manifest import parse_resource
+from proctor.formats.manifest import parse_kind
 from proctor.formats.report_json import report_json
 from proctor.k8s.api import Kube, load_config
 from proctor.k8s.store import newer_schema, read_result, result_labels
@@ -75,7 +75,7 @@ def pull(kube: Kube, namespace: str, name: str, out: Path) -> int:
     body = kube.get_custom("evaluations", namespace, name)
     if body is None:
         raise PullError(f"Evaluation {name!r} not found in namespace {namespace}")
-    evaluation = parse_resource(body)
+    evaluation = parse_kind(body, Evaluation)
     configmaps = kube.list_configmaps(namespace, result_labels(evaluation))["items"]
     newer = [v for cm in configmaps if (v := newer_schema(cm)) is not None]
     if newer:  # before the folder is touched: what it holds stays as it was

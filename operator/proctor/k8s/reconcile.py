@@ -104,7 +104,7 @@ class Decision:
 
 def item_of(job: Obj) -> str:
     """The id of the item a Job runs (its label; "" on a Job that is not an item's)."""
-    return (job.get("metadata", {}).get("labels") or {}).get(LABEL_ITEM, "")
+    return str((job.get("metadata", {}).get("labels") or {}).get(LABEL_ITEM, ""))
 
 
 def attempt_of(job: Obj) -> int:
@@ -191,7 +191,7 @@ def decide(evaluation: Evaluation, views: Sequence[ItemView], now: datetime,
         elif state.phase == Phase.SUCCEEDED:
             decision.harvest.append(view)
         elif state.phase == Phase.FAILED or _stuck_too_long(state, now, settings):
-            if state.phase != Phase.FAILED:
+            if state.phase != Phase.FAILED and view.latest is not None:
                 decision.stop.append(view.latest)
             if state.retryable and view.attempt < spec.runner.infra_retries:
                 decision.retry.append(view)
@@ -240,7 +240,8 @@ def failure_result(evaluation: Evaluation, view: ItemView) -> RunResult:
                        error_kind=state.error_kind or ErrorKind.INFRA)
 
 
-def harvested_result(evaluation: Evaluation, view: ItemView, full: dict | None) -> RunResult:
+def harvested_result(evaluation: Evaluation, view: ItemView, full: dict[str, Any] | None
+                     ) -> RunResult:
     """The kept result of a succeeded attempt: the grade log's, else the compact one."""
     state = view.state
     assert state is not None
@@ -309,7 +310,7 @@ def conditions_for(old: Sequence[Obj], views: Sequence[ItemView], decision: Deci
     running = "Suspended" if suspended else "ItemsInFlight" if in_flight else "Idle"
     suffix = "; suspended: no item starts" if suspended else ""
     degraded = decision.degraded or ("AsExpected", "")
-    conditions = list(old)
+    conditions = [dict(c) for c in old]
     for change in (
             ("Ready", True, "Valid", "the spec, agent and dataset are usable"),
             ("Running", in_flight > 0, running,

@@ -21,7 +21,7 @@ class WorkQueue:
         self._queue: asyncio.Queue[Hashable] = asyncio.Queue()
         self._dirty: set[Hashable] = set()
         self._processing: set[Hashable] = set()
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[asyncio.Task[None]] = []
 
     def add(self, key: Hashable) -> None:
         """Process ``key`` soon (once, however often added before it is)."""

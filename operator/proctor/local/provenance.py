@@ -65,7 +65,7 @@ def dataset_provenance(evaluation: Evaluation, rows_sha256: str) -> DatasetProve
     hub = path is None
     return DatasetProvenance(name=datasets.names.hub_id(spec.name), split=spec.split if hub else "",
                              revision=spec.revision if hub else "",
-                             file_sha256=None if hub else file_sha256(path),
+                             file_sha256=None if path is None else file_sha256(path),
                              rows_sha256=rows_sha256)
 
 
