@@ -31,13 +31,13 @@ import socket
 import threading
 from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
 from proctor.core.exits import BadInput, NotRun, is_disk_full
 from proctor.core.metrics import aggregate
-from proctor.core.model import ORIGINAL_VARIANT, Instance, RunResult, Summary, WorkItem
+from proctor.core.model import ORIGINAL_VARIANT, Instance, RunResult, Summary
 from proctor.core.provenance import Provenance
 from proctor.core.report import render
 from proctor.core.spec import Evaluation
@@ -56,6 +56,17 @@ FOLDER_ADVICE = "use another --output-dir, or remove the folder to start again"
 """What to do when a folder holds another evaluation's results."""
 
 
+class ItemKey(Protocol):
+    """What names an item's folder: a WorkItem, or the RunResult of one."""
+
+    @property
+    def instance_id(self) -> str: ...
+    @property
+    def variant_id(self) -> str: ...
+    @property
+    def repeat(self) -> int: ...
+
+
 class ResultsFolderError(BadInput):
     """The folder belongs to another evaluation, or is damaged beyond repair."""
 
@@ -72,7 +83,7 @@ class ResultsFolder:
         self.results_path = root / "results.jsonl"
         self._lock = threading.Lock()
 
-    def work_dir(self, item: WorkItem) -> WorkDir:
+    def work_dir(self, item: ItemKey) -> WorkDir:
         return WorkDir(self.root / "items" / item.instance_id / item.variant_id /
                        str(item.repeat))
 

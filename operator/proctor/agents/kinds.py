@@ -123,7 +123,7 @@ def mixed(tasks: Tasks) -> Solver:
     def solve(request: TaskRequest) -> Answer:
         row = tasks.find(request)
         recipe = recipes.get(str(row["instance_id"])) if row else None
-        if recipe is None:
+        if recipe is None or row is None:
             return Answer(text="This task is not one I have an answer for.")
         patch = str(row.get("patch") or "") if recipe.get("patch") == "gold" else \
             str(recipe.get("patch") or "")

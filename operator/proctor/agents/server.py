@@ -24,7 +24,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from a2a.helpers import new_text_part
@@ -163,7 +163,7 @@ async def report(updater: TaskUpdater, answer: Answer) -> None:
 
 def _metadata(answer: Answer) -> dict | None:
     """The status message's metadata: usage and confidence, in Proctor's own keys."""
-    metadata = {"usage": answer.usage} if answer.usage else {}
+    metadata: dict[str, Any] = {"usage": answer.usage} if answer.usage else {}
     if answer.confidence is not None:
         metadata[CONFIDENCE_KEY] = answer.confidence
     return metadata or None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 from proctor.analysis.calibration import BINS, MIN_CLASS, MIN_ITEMS
 from proctor.analysis.compare import PairComparison, holm, table
@@ -204,7 +205,7 @@ def similarity_table(runs: Sequence[AgentRun]) -> list[str]:
     return [*lines, ""]
 
 
-def _most_sensitive(runs: Sequence[AgentRun], task_rows: Sequence[Sequence[object]],
+def _most_sensitive(runs: Sequence[AgentRun], task_rows: Sequence[Sequence[Any]],
                     top: int) -> list[str]:
     ranked = [r for r in sorted(task_rows, key=lambda r: (-float(r[1]), str(r[5]), str(r[0])))
               if float(r[1]) > 0][:top]
@@ -247,7 +248,7 @@ def _ranking(figs: Sequence[AgentFigures]) -> list[str]:
 
 
 def render(runs: Sequence[AgentRun], figs: Sequence[AgentFigures],
-           task_rows: Sequence[Sequence[object]], comparisons: Sequence[PairComparison],
+           task_rows: Sequence[Sequence[Any]], comparisons: Sequence[PairComparison],
            images: Sequence[tuple[str, str, str]], top: int = 10) -> str:
     """The report; `images` are (title, relative path, caption) triples."""
     sens = any(f.variants > 1 for f in figs)

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 from matplotlib.figure import Figure
 
 from proctor.analysis.reliability import AgentFigures
 
-TaskRow = Sequence[object]  # a task_level_sensitivity.csv row (see tables.task_rows)
+TaskRow = Sequence[Any]  # a task_level_sensitivity.csv row, str and float cells (tables.task_rows)
 OUTSIDE = {"loc": "upper left", "bbox_to_anchor": (1.02, 1.0), "borderaxespad": 0.0}
 
 

@@ -164,7 +164,7 @@ def _components(scores: np.ndarray, n_tv: np.ndarray, m_tv: np.ndarray,
     s2_tv = np.full(n_tv.shape, np.nan)
     if run_ok.any():
         s2_tv[run_ok] = np.nanvar(scores[run_ok], axis=1, ddof=1)
-    has_run = run_ok.any(axis=1)
+    has_run = np.asarray(run_ok.any(axis=1))  # an array, as numpy's types cannot tell
     s2_run = _nan_stat(np.nanmean, s2_tv, has_run)
     with np.errstate(invalid="ignore", divide="ignore"):
         k_t = n_tv.sum(axis=1) / (n_tv > 0).sum(axis=1)  # repeats per scored variant

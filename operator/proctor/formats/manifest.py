@@ -277,7 +277,7 @@ _Validator = jsonschema.validators.extend(
 @functools.cache
 def _document_validator(kind: str | None) -> Validator:
     """Validator of a whole document of ``kind``, or of its envelope if the kind is unknown."""
-    root = to_json_schema(_openapi_schema(kind)) if kind else {"type": "object"}
+    root: dict[str, Any] = to_json_schema(_openapi_schema(kind)) if kind else {"type": "object"}
     root["properties"] = {**root.get("properties", {}), **_ENVELOPE}
     root["required"] = [*root.get("required", []), "apiVersion", "kind", "metadata"]
     return _Validator(root)

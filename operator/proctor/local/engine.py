@@ -62,7 +62,7 @@ from proctor.results import FOLDER_ADVICE, ResultsFolder, write_outputs
 from proctor.runner.grade import grade_work_dir
 from proctor.runner.solve import AgentTarget, read_solve, solve_error, solve_step, write_prompt
 from proctor.runner.workdir import WorkDir, write_json, write_patch, write_task, write_test_step
-from proctor.sandboxes.choose import Sandboxes, SandboxOptions, assign
+from proctor.sandboxes.choose import Sandbox, Sandboxes, SandboxOptions, assign
 from proctor.variants import write_variants
 
 _LOOPBACK = ("localhost", "127.0.0.1", "::1")
@@ -115,6 +115,12 @@ class RunContext:
     """The sandbox that runs each row's tests."""
     variants: Mapping[str, Sequence[Variant]] = field(default_factory=dict)
     """Each task's reworded problem statements, by instance id (promptSensitivity)."""
+
+    def sandbox_of(self, instance: Instance) -> Sandbox:
+        """The sandbox of a row: `run_evaluation` chose them all before any row runs."""
+        if self.sandboxes is None:
+            raise RuntimeError("no sandboxes were chosen before the rows ran")
+        return self.sandboxes.of(instance)
 
     def problem_text(self, item: WorkItem) -> str:
         """The problem text the item asks: the original, or its variant's rewording."""
@@ -256,7 +262,7 @@ def _obtain_patch(ctx: RunContext, instance: Instance, work: WorkDir, problem_te
         repo_dir = None
         if ctx.shares_filesystem:
             tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="proctor-agent-")))
-            ctx.sandboxes.of(instance).checkout(instance, tmp / "repo")
+            ctx.sandbox_of(instance).checkout(instance, tmp / "repo")
             repo_dir = str(tmp / "repo")
         if ctx.agent_slots:
             stack.enter_context(ctx.agent_slots)
@@ -286,7 +292,7 @@ def execute_item(ctx: RunContext, item: WorkItem, work: WorkDir,
     write_test_step(work, instance, limit, test_without_patch=ctx.source == "empty")
     # When the agent failed there is nothing to test: the item is an agent error.
     agent_failed = solve_error(read_solve(work)) is not None
-    run = None if agent_failed else ctx.sandboxes.of(instance).run_test_step(
+    run = None if agent_failed else ctx.sandbox_of(instance).run_test_step(
         work, instance, limit, ctx.stop)
     graded_at = time.perf_counter()
     result = grade_work_dir(work, include_hints=ctx.evaluation.spec.dataset.include_hints,

@@ -124,9 +124,11 @@ def assign(options: SandboxOptions, evaluation: Evaluation, instances: Sequence[
     for instance in instances:
         image = docker.image_of(instance) if docker else instance.image
         pick = choose(options.mode, process.needs_image(instance) is None, docker is not None,
-                      bool(docker) and docker.has_image(image), options.pull == "missing")
+                      docker is not None and docker.has_image(image), options.pull == "missing")
         if pick is None:
             refused.append(refusal(instance, image, options.mode, daemon_problem))
         else:
-            chosen.by_instance[instance.instance_id] = docker if pick == "docker" else _PROCESS
+            # `choose` picks docker only where there is a daemon (docker is not None)
+            chosen.by_instance[instance.instance_id] = (
+                docker if pick == "docker" and docker is not None else _PROCESS)
     return chosen, refused

@@ -84,7 +84,9 @@ def _keep_case(old: str, new: str) -> str:
 
 def _substitute(rules: list[tuple[str, str]], text: str) -> str:
     for pattern, repl in rules:
-        text = _ci(pattern).sub(lambda m, r=repl: _keep_case(m.group(0), m.expand(r)), text)
+        def keep_case(m: re.Match[str], r: str = repl) -> str:
+            return _keep_case(m.group(0), m.expand(r))
+        text = _ci(pattern).sub(keep_case, text)
     return text
 
 
