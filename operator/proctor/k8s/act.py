@@ -13,7 +13,7 @@ import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import kopf
 
@@ -33,6 +33,12 @@ from proctor.runner.solve import patch_from_log
 
 log = logging.getLogger("proctor.controller")
 Obj = dict[str, Any]
+
+
+def _body(obj: Obj) -> kopf.Body:
+    """The object as kopf's `adopt`, `warn` and `info` type it: they read a plain dict (an
+    owner's metadata, an Event's involved object) as well as a `kopf.Body`."""
+    return cast(kopf.Body, obj)
 
 
 @dataclass
@@ -90,7 +96,7 @@ class Pass:
 
     async def act(self, decision: Decision) -> list[BaseException]:
         """Carry out the decision, each item's calls beside the others'; what failed."""
-        stops: dict[str, list[Obj]] = {}
+        stops: dict[str, list[Mapping[str, Any]]] = {}
         for job in decision.stop:
             stops.setdefault(reconcile.item_of(job), []).append(job)
         deleting = {v.item.id for v in (*decision.harvest, *decision.retry)} | {
@@ -112,19 +118,19 @@ class Pass:
         task = self.tracked.tasks.get(instance.instance_id)
         if task is None:
             task = manifests.task_configmap(self.evaluation, instance, {})
-            kopf.adopt(task, owner=self.body)
+            kopf.adopt(task, owner=_body(self.body))
             await asyncio.to_thread(self.kube.create, task)
             self.tracked.tasks[instance.instance_id] = task
         job = manifests.desired_job(
             self.evaluation, self.agent, item, instance, task, runner_version=__version__,
             runner_image_default=self.runner_image, kept_patch=kept_patch, attempt=attempt,
             preferred_node=self.nodes.get(instance.instance_id), defaults=self.defaults)
-        kopf.adopt(job, owner=self.body)
+        kopf.adopt(job, owner=_body(self.body))
         if await asyncio.to_thread(self.kube.create, job):
             log.info("Created Job %s item=%s", job["metadata"]["name"], item.key)
         self.tracked.expected.created(job)
 
-    async def _delete(self, job: Obj) -> None:
+    async def _delete(self, job: Mapping[str, Any]) -> None:
         if not self.tracked.expected.was_deleted(job):
             await asyncio.to_thread(self.kube.delete_job, self.evaluation.namespace,
                                     job["metadata"]["name"])
@@ -136,14 +142,14 @@ class Pass:
         unless finished Jobs are left to their ttlSecondsAfterFinished."""
         result = result.model_copy(update={"repo": self.instances[view.item.instance_id].repo})
         configmap = store.result_configmap(self.evaluation, result, artifacts)
-        kopf.adopt(configmap, owner=self.body)
+        kopf.adopt(configmap, owner=_body(self.body))
         await asyncio.to_thread(self.kube.create, configmap)
         self.tracked.expected.kept(result)
         log.info("Kept result evaluation=%s item=%s outcome=%s", self.evaluation.name,
                  view.item.key, result.outcome.value)
         if result.outcome == Outcome.ERROR:
             kind = result.error_kind.value if result.error_kind else "error"
-            kopf.warn(self.body, reason="ItemFailed",
+            kopf.warn(_body(self.body), reason="ItemFailed",
                       message=f"{view.item.key}: {kind}: {result.error_message}"[:1000])
         if self.defaults.ttl_seconds_after_finished is None:
             for job in view.jobs:
@@ -161,7 +167,7 @@ class Pass:
             self.metrics.job_seconds.labels(self.evaluation.namespace, self.tracked.agent_label
                                             ).observe(result.timings.total_seconds)
 
-    async def _retry(self, view: ItemView, stops: list[Obj]) -> None:
+    async def _retry(self, view: ItemView, stops: list[Mapping[str, Any]]) -> None:
         """The next attempt, with the patch the failed one got: the agent is never asked
         twice. The failed Job is deleted only once the next one exists."""
         state, item, spec = view.state, view.item, self.evaluation.spec
@@ -179,13 +185,13 @@ class Pass:
         kept = None
         if patch is not None:
             kept = manifests.patch_configmap(self.evaluation, item, patch)
-            kopf.adopt(kept, owner=self.body)
+            kopf.adopt(kept, owner=_body(self.body))
             await asyncio.to_thread(self.kube.create, kept)
         await self.create_job(item, kept, view.attempt + 1)
         self.metrics.retries.labels(self.evaluation.namespace, self.evaluation.name,
                                     self.tracked.agent_label).inc()
         reuse = ", reusing the patch it got" if patch is not None else ""
-        kopf.warn(self.body, reason="Retrying",
+        kopf.warn(_body(self.body), reason="Retrying",
                   message=f"{item.key}: {state.reason}; attempt {view.attempt + 2}{reuse}")
         for job in stops:
             await self._delete(job)
@@ -204,5 +210,5 @@ async def write_status(kube: Kube, tracked: Tracked, body: Obj, status: Obj) -> 
     tracked.written = status
     for event in reconcile.status_events(old, status):
         post = kopf.warn if event["type"] == "Warning" else kopf.info
-        post(body, reason=event["reason"], message=event["message"])
+        post(_body(body), reason=event["reason"], message=event["message"])
 

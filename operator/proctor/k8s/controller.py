@@ -66,7 +66,7 @@ from proctor.k8s.act import Pass, Tracked, write_status
 from proctor.k8s.api import Kube, describe, load_config, owner_uid
 from proctor.k8s.exporter import Metrics
 from proctor.k8s.names import label_value
-from proctor.k8s.podstatus import PodsByJob, item_state
+from proctor.k8s.podstatus import ItemState, PodsByJob, item_state
 from proctor.k8s.reconcile import Decision, ItemView, Settings
 from proctor.k8s.workqueue import WorkQueue
 from proctor.prepare import Refusal, agent_label, check_runnable, load_selection
@@ -304,7 +304,7 @@ class Controller:
         kept = {r.item_id: r for r in tracked.expected.with_results(self._kept(key))}
         pods = PodsByJob(self._all("pods", key))
 
-        def state_of(job: Obj) -> Any:
+        def state_of(job: Mapping[str, Any]) -> ItemState:
             own = pods.of(job)
             names = [job["metadata"]["name"], *(pod["metadata"]["name"] for pod in own)]
             return item_state(job, own, [e for name in names
@@ -339,7 +339,7 @@ class Controller:
         shown = (p.tracked.slot_agent, p.tracked.agent_tasks)
         if shown != p.tracked.shown:
             before, p.tracked.shown = p.tracked.shown[0], shown
-            for changed in {before, shown[0]} - {None}:
+            for changed in {c for c in (before, shown[0]) if c is not None}:
                 await self.write_agent_status(*changed)
 
     async def write_agent_status(self, namespace: str, name: str) -> None:
@@ -371,7 +371,9 @@ _METRICS: Metrics | None = None  # one per process: a registry refuses the same 
 
 def _owner_key(body: Mapping[str, Any]) -> Key:
     meta = body.get("metadata") or {}
-    return meta.get("namespace"), (meta.get("labels") or {}).get(manifests.LABEL_EVALUATION)
+    # "" where absent, as no Evaluation is named: the key then finds none
+    return (meta.get("namespace") or "",
+            (meta.get("labels") or {}).get(manifests.LABEL_EVALUATION) or "")
 
 
 @kopf.on.startup()
@@ -426,12 +428,12 @@ async def _cleanup(**_: Any) -> None:
 
 # kopf keeps these current from watches, so a pass lists nothing.
 @kopf.index("proctor.dev", "v1alpha1", "evaluations")
-def evaluations(namespace: str, name: str, body: Mapping[str, Any], **_: Any) -> dict:
+def evaluations(namespace: str | None, name: str, body: Mapping[str, Any], **_: Any) -> dict:
     return {(namespace, label_value(name)): dict(body)}
 
 
 @kopf.index("proctor.dev", "v1alpha1", "agentundertests")
-def agents(namespace: str, name: str, body: Mapping[str, Any], **_: Any) -> dict:
+def agents(namespace: str | None, name: str, body: Mapping[str, Any], **_: Any) -> dict:
     return {(namespace, name): dict(body)}
 
 
@@ -450,7 +452,7 @@ def results(body: Mapping[str, Any], **_: Any) -> dict:
 
 
 @kopf.index("", "v1", "events", field="type", value="Warning")
-def warnings(namespace: str, body: Mapping[str, Any], **_: Any) -> dict:
+def warnings(namespace: str | None, body: Mapping[str, Any], **_: Any) -> dict:
     about = body.get("involvedObject") or {}
     return {(namespace, about.get("name")): dict(body)} if about.get("kind") in (
         "Job", "Pod") else {}
@@ -462,7 +464,7 @@ async def _evaluation_event(event: Mapping[str, Any], body: Mapping[str, Any],
     assert CONTROLLER is not None
     CONTROLLER.start()
     meta, status = body.get("metadata") or {}, body.get("status") or {}
-    key = (meta.get("namespace"), label_value(meta.get("name", "")))
+    key = (meta.get("namespace") or "", label_value(meta.get("name", "")))
     if event.get("type") == "DELETED" or meta.get("deletionTimestamp"):
         await CONTROLLER.forget(key)
     elif meta.get("generation") != status.get("observedGeneration") or event.get("type") in (
@@ -471,11 +473,13 @@ async def _evaluation_event(event: Mapping[str, Any], body: Mapping[str, Any],
 
 
 @kopf.on.event("proctor.dev", "v1alpha1", "agentundertests")
-async def _agent_event(event: Mapping[str, Any], namespace: str, name: str,
+async def _agent_event(event: Mapping[str, Any], namespace: str | None, name: str,
                        **_: Any) -> None:
     """Its own status, and a pass of the namespace's Evaluations (one may use it)."""
     assert CONTROLLER is not None
     CONTROLLER.start()
+    if namespace is None:  # never: AgentUnderTests are namespaced (kopf's type allows None)
+        return
     if event.get("type") != "DELETED":
         await CONTROLLER.write_agent_status(namespace, name)
     for key in list(CONTROLLER.indexes["evaluations"]):

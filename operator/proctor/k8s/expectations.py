@@ -10,7 +10,7 @@ per Evaluation, in its `Tracked` state; nothing here talks to the API.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,11 +38,11 @@ class Expectations:
     def kept(self, result: RunResult) -> None:
         self.results[result.item_id] = (self.clock(), result)
 
-    def delete(self, job: Obj) -> None:
+    def delete(self, job: Mapping[str, Any]) -> None:
         self.deleted[job["metadata"]["name"]] = self.clock()
         self.jobs.pop(job["metadata"]["name"], None)
 
-    def was_deleted(self, job: Obj) -> bool:
+    def was_deleted(self, job: Mapping[str, Any]) -> bool:
         return job["metadata"]["name"] in self.deleted
 
     def with_jobs(self, observed: Sequence[Obj]) -> list[Obj]:

@@ -11,19 +11,23 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Hashable
+from typing import Generic, TypeVar
 
 log = logging.getLogger("proctor.workqueue")
 
 
-class WorkQueue:
-    def __init__(self, process: Callable[[Hashable], Awaitable[None]], workers: int = 4):
+K = TypeVar("K", bound=Hashable)
+
+
+class WorkQueue(Generic[K]):
+    def __init__(self, process: Callable[[K], Awaitable[None]], workers: int = 4):
         self._process, self._workers = process, workers
-        self._queue: asyncio.Queue[Hashable] = asyncio.Queue()
-        self._dirty: set[Hashable] = set()
-        self._processing: set[Hashable] = set()
+        self._queue: asyncio.Queue[K] = asyncio.Queue()
+        self._dirty: set[K] = set()
+        self._processing: set[K] = set()
         self._tasks: list[asyncio.Task[None]] = []
 
-    def add(self, key: Hashable) -> None:
+    def add(self, key: K) -> None:
         """Process ``key`` soon (once, however often added before it is)."""
         if not self._tasks:  # started by the first add, on the loop (and context) it runs on
             self._tasks = [asyncio.get_running_loop().create_task(self._work())
@@ -34,7 +38,7 @@ class WorkQueue:
         if key not in self._processing:
             self._queue.put_nowait(key)
 
-    def add_after(self, key: Hashable, delay: float) -> None:
+    def add_after(self, key: K, delay: float) -> None:
         asyncio.get_running_loop().call_later(delay, self.add, key)
 
     async def _work(self) -> None:
