@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install Proctor with its test tools (as root, a Docker daemon too: scripts/docker-daemon.sh),
-# lint, bring up the real Kubernetes of scripts/cluster.sh where one can start (root, Docker,
-# mmdebstrap, and Go or a cached build of its binaries), and run the whole test suite.
+# lint, type-check, bring up the real Kubernetes of scripts/cluster.sh where one can start
+# (root, Docker, mmdebstrap, and Go or a cached build of its binaries), and run the whole
+# test suite.
 # A cluster already running is used and left running; one started here is stopped at the end.
 # Where none can start, the real-cluster tests skip, saying why (PROCTOR_REQUIRE_CLUSTER=1:
 # they fail instead).
@@ -10,6 +11,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test
 bash scripts/docker-daemon.sh
 .venv/bin/ruff check .
+.venv/bin/mypy  # [tool.mypy] in pyproject.toml: the package, strict on proctor.core and proctor.k8s
 
 started=""
 why=$(.venv/bin/python -c 'import sys; sys.path.insert(0, "tests"); import real_cluster; print(real_cluster.missing() or "")')

@@ -58,7 +58,7 @@ class Tracked:
     # (slot_agent, agent_tasks) as that agent's status last counted them (tasksInFlight)
     shown: tuple[tuple[str, str] | None, int] = (None, 0)
     # (the results' item ids and outcomes, their reliability figures): see `reliability`
-    figures_of: tuple[frozenset, Reliability | None] = (frozenset(), None)
+    figures_of: tuple[frozenset[Any], Reliability | None] = (frozenset(), None)
 
     def reliability(self, results: list[RunResult]) -> Reliability | None:
         """The figures of these results, computed again only when they changed (a kept

@@ -42,8 +42,9 @@ def load_config() -> None:
         config.load_kube_config()
 
 
-def _json(response: Any) -> Any:
-    return orjson.loads(response.data)
+def _json(response: Any) -> Obj:
+    decoded: Obj = orjson.loads(response.data)  # the API server answers with an object
+    return decoded
 
 
 class Kube:

@@ -51,7 +51,7 @@ import os
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import kopf
 
@@ -59,8 +59,8 @@ from proctor import datasets
 from proctor.core.exits import BadInput
 from proctor.core.metrics import aggregate
 from proctor.core.model import WorkItem
-from proctor.core.spec import AgentUnderTest, Evaluation
-from proctor.formats.manifest import ManifestError, parse_resource
+from proctor.core.spec import AgentUnderTest, Evaluation, Resource
+from proctor.formats.manifest import ManifestError, parse_kind
 from proctor.k8s import conditions, manifests, reconcile, store
 from proctor.k8s.act import Pass, Tracked, write_status
 from proctor.k8s.api import Kube, describe, load_config, owner_uid
@@ -74,6 +74,7 @@ from proctor.prepare import Refusal, agent_label, check_runnable, load_selection
 log = logging.getLogger("proctor.controller")
 Obj = dict[str, Any]
 Key = tuple[str, str]  # (namespace, Evaluation label value): how the indexes key its objects
+_Kind = TypeVar("_Kind", Evaluation, AgentUnderTest)
 RESYNC_SECONDS = 10.0  # PROCTOR_RECONCILE_SECONDS (read at startup: see `env_settings`)
 STATUS_SECONDS = 1.0  # the least time between two status writes of one Evaluation
 RETRY_SECONDS = 1.0  # a pass that failed (a write refused, say) is made again this later
@@ -118,9 +119,9 @@ class Controller:
         self.job_defaults = job_defaults
         self.queue = WorkQueue(self.reconcile)
         self.tracked: dict[Key, Tracked] = {}
-        self._datasets: dict[tuple, datasets.Selection] = {}
-        self._parsed: dict[tuple, Any] = {}
-        self._resync: asyncio.Task | None = None
+        self._datasets: dict[tuple[Any, ...], datasets.Selection] = {}
+        self._parsed: dict[tuple[Any, Any], Resource] = {}  # by (uid, generation)
+        self._resync: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         """Start the resync (from a handler: kopf.warn needs kopf's context, which the
@@ -159,14 +160,15 @@ class Controller:
     def _all(self, index: str, key: Any) -> list[Any]:
         return list(self.indexes[index].get(key) or ())
 
-    def _parse(self, body: Obj) -> Any:
+    def _parse(self, body: Obj, kind: type[_Kind]) -> _Kind:
         """An Evaluation or AgentUnderTest checked against its CRD (once per generation)."""
         version = (body["metadata"].get("uid"), body["metadata"].get("generation"))
-        if version not in self._parsed:
+        parsed = self._parsed.get(version)
+        if not isinstance(parsed, kind):  # not seen yet (a uid is never of two kinds)
             if len(self._parsed) > 1000:
                 self._parsed.clear()
-            self._parsed[version] = parse_resource(body)
-        return self._parsed[version]
+            parsed = self._parsed[version] = parse_kind(body, kind)
+        return parsed
 
     async def reconcile(self, key: Key) -> None:
         started = time.perf_counter()
@@ -194,7 +196,7 @@ class Controller:
             return self.queue.add_after(key, RETRY_SECONDS)
         selection, refusal = None, None
         try:
-            evaluation = self._parse(body)
+            evaluation = self._parse(body, Evaluation)
             tracked.agent_label = agent_label(evaluation)
             check_runnable(evaluation, on_cluster=True)
             selection = await self._dataset(evaluation)
@@ -290,7 +292,7 @@ class Controller:
         if body is None:
             raise Refusal("AgentNotFound", f"AgentUnderTest {ref!r} does not exist in "
                                            f"namespace {evaluation.namespace}")
-        agent = self._parse(body)  # (the API server checked the same schema)
+        agent = self._parse(body, AgentUnderTest)  # (the API server checked the same schema)
         refusal = conditions.agent_refusal(agent, self.allow_local)
         if refusal is not None:
             raise Refusal(*refusal)
@@ -350,7 +352,7 @@ class Controller:
             return
         generation, seen = body["metadata"].get("generation"), body.get("status") or {}
         try:
-            agent = self._parse(body)
+            agent = self._parse(body, AgentUnderTest)
         except ManifestError:  # the API server checks the same schema: only a CRD changed
             return log.exception("AgentUnderTest %s/%s is invalid", namespace, name)
         busy = sum(t.agent_tasks for t in self.tracked.values()
@@ -428,23 +430,24 @@ async def _cleanup(**_: Any) -> None:
 
 # kopf keeps these current from watches, so a pass lists nothing.
 @kopf.index("proctor.dev", "v1alpha1", "evaluations")
-def evaluations(namespace: str | None, name: str, body: Mapping[str, Any], **_: Any) -> dict:
+def evaluations(namespace: str | None, name: str, body: Mapping[str, Any], **_: Any
+                ) -> dict[Any, Any]:
     return {(namespace, label_value(name)): dict(body)}
 
 
 @kopf.index("proctor.dev", "v1alpha1", "agentundertests")
-def agents(namespace: str | None, name: str, body: Mapping[str, Any], **_: Any) -> dict:
+def agents(namespace: str | None, name: str, body: Mapping[str, Any], **_: Any) -> dict[Any, Any]:
     return {(namespace, name): dict(body)}
 
 
 @kopf.index("batch", "v1", "jobs", labels=PROCTOR, id="jobs")
 @kopf.index("", "v1", "pods", labels=PROCTOR, id="pods")
-def children(body: Mapping[str, Any], **_: Any) -> dict:
+def children(body: Mapping[str, Any], **_: Any) -> dict[Any, Any]:
     return {_owner_key(body): dict(body)}
 
 
 @kopf.index("", "v1", "configmaps", labels=RESULTS)
-def results(body: Mapping[str, Any], **_: Any) -> dict:
+def results(body: Mapping[str, Any], **_: Any) -> dict[Any, Any]:
     """Of a kept result, only the RunResult and its owner's uid: its logs stay on the
     server."""
     result = store.read_result(body)
@@ -452,7 +455,7 @@ def results(body: Mapping[str, Any], **_: Any) -> dict:
 
 
 @kopf.index("", "v1", "events", field="type", value="Warning")
-def warnings(namespace: str | None, body: Mapping[str, Any], **_: Any) -> dict:
+def warnings(namespace: str | None, body: Mapping[str, Any], **_: Any) -> dict[Any, Any]:
     about = body.get("involvedObject") or {}
     return {(namespace, about.get("name")): dict(body)} if about.get("kind") in (
         "Job", "Pod") else {}
