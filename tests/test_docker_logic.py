@@ -21,6 +21,7 @@ import requests
 
 from conftest import GOLD, make_instance, prepare_work
 from proctor.core.exits import Interrupted
+from proctor.core.labels import LABEL_EVALUATION, LABEL_ITEM, LABEL_OWNER
 from proctor.core.model import ErrorKind, Instance, Outcome
 from proctor.datasets import demo
 from proctor.formats.manifest import parse_resource
@@ -135,7 +136,7 @@ def _sandbox(client: FakeClient, **kw) -> ds.DockerSandbox:
 
 def test_the_test_step_runs_in_a_new_container_that_is_removed(work, calc_task):
     client = FakeClient({"acme/calc:1": ["PATH=/bin"]})
-    run = _sandbox(client, network="none", labels={ds.LABEL_EVALUATION: "ev"},
+    run = _sandbox(client, network="none", labels={LABEL_EVALUATION: "ev"},
                    resources={"limits": {"cpu": "500m", "memory": "2Gi"}}
                    ).run_test_step(work, calc_task, 60)
     assert run.error is None and run.network_isolated
@@ -145,8 +146,8 @@ def test_the_test_step_runs_in_a_new_container_that_is_removed(work, calc_task):
     assert kw["image"] == "acme/calc:1" and kw["command"] == ["bash", "/proctor/run.sh"]
     # TESTBED: the image does not set it; the test log goes to the container's stdout.
     assert kw["environment"] == {"TESTBED": "/testbed", "PROCTOR_TEST_LOG": "/dev/stdout"}
-    assert kw["labels"] == {ds.LABEL_EVALUATION: "ev", ds.LABEL_ITEM: "acme__calc-1",
-                            ds.LABEL_OWNER: f"{socket.gethostname()}:{os.getpid()}"}
+    assert kw["labels"] == {LABEL_EVALUATION: "ev", LABEL_ITEM: "acme__calc-1",
+                            LABEL_OWNER: f"{socket.gethostname()}:{os.getpid()}"}
     assert kw["network_mode"] == "none"
     assert kw["nano_cpus"] == 500_000_000 and kw["mem_limit"] == 2 * 2**30
     assert client.waited_with == 60 + GRACE_SECONDS
@@ -258,7 +259,7 @@ def test_containers_of_a_killed_process_of_this_host_are_removed():
     dead = _pid_of_finished_process()
     host = socket.gethostname()
     client = FakeClient()
-    mine, other_host, killed = (client.create("i", labels={ds.LABEL_OWNER: owner})
+    mine, other_host, killed = (client.create("i", labels={LABEL_OWNER: owner})
                                 for owner in (f"{host}:{os.getpid()}", f"elsewhere:{dead}",
                                               f"{host}:{dead}"))
     assert _sandbox(client).remove_orphans() == 1
@@ -340,6 +341,6 @@ def test_auto_uses_docker_for_a_local_image_and_refuses_one_it_may_not_pull():
     client = FakeClient({"acme/calc:1": []})
     chosen, refused = assign(SandboxOptions(mode="auto", pull="never"), _evaluation("x"),
                              [here, missing], client=client)
-    assert chosen.of(here) is chosen.docker and chosen.docker.labels == {ds.LABEL_EVALUATION: "x"}
+    assert chosen.of(here) is chosen.docker and chosen.docker.labels == {LABEL_EVALUATION: "x"}
     assert refused == ["instance acme__calc-2 needs its image acme/calc:2, which is not on "
                        "this machine, and --pull never forbids pulling it"]

@@ -24,6 +24,7 @@ import pytest
 from conftest import docker_unavailable
 from ports import free_port
 from proctor.cli.demo import run_demo
+from proctor.core.labels import LABEL_EVALUATION, LABEL_OWNER
 from proctor.core.model import ErrorKind, Instance, Outcome, WorkItem
 from proctor.datasets import demo
 from proctor.formats.manifest import parse_resource
@@ -54,7 +55,7 @@ def _has(client, image: str) -> bool:
 
 
 def _containers(client, evaluation: str) -> list:
-    return client.containers.list(all=True, filters={"label": f"{ds.LABEL_EVALUATION}="
+    return client.containers.list(all=True, filters={"label": f"{LABEL_EVALUATION}="
                                                               f"{evaluation}"})
 
 
@@ -108,7 +109,7 @@ def test_past_the_time_limit_the_container_is_killed(client, tmp_path):
     work, instance = _work(tmp_path, "sleep 600\n", limit=600)
     label = f"timeout-{uuid.uuid4().hex[:6]}"
     sandbox = ds.DockerSandbox(client, pull="never", grace_seconds=1,
-                               labels={ds.LABEL_EVALUATION: label})
+                               labels={LABEL_EVALUATION: label})
     run = sandbox.run_test_step(work, instance, time_limit=2)
     # The script sleeps 600 s: this error (not a result after the sleep) is the kill.
     assert "did not finish within 3 s; its container was killed" in run.error
@@ -149,7 +150,7 @@ def test_containers_left_by_a_killed_run_go_at_the_next_run(client, tmp_path):
     proc.wait()  # its pid now names no process
     owner = f"{socket.gethostname()}:{proc.pid}"
     left = client.containers.create("proctor/demo-datekit:0.4", command=["true"],
-                                    labels={ds.LABEL_OWNER: owner})
+                                    labels={LABEL_OWNER: owner})
     run_evaluation(_evaluation("docker-orphans", "gold",
                                dataset={"name": demo.DATASET_NAME, "maxRows": 1}),
                    tmp_path, progress=False, sandbox=DOCKER)
@@ -294,7 +295,7 @@ def test_repo_dir_comes_from_the_image_when_the_repository_cannot_be_cloned(
     row["repo"] = "acme/datekit-offline"  # a key of its own in the checkout cache
     instance = Instance.model_validate(row)
     label = f"checkout-{uuid.uuid4().hex[:6]}"
-    ds.DockerSandbox(client, pull="never", labels={ds.LABEL_EVALUATION: label}
+    ds.DockerSandbox(client, pull="never", labels={LABEL_EVALUATION: label}
                      ).checkout(instance, tmp_path / "repo")
 
     def git(*args: str) -> str:

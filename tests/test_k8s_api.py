@@ -8,8 +8,8 @@ import kubernetes
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from proctor.core.labels import LABEL_ITEM
 from proctor.k8s.api import Kube, NameTaken
-from proctor.k8s.manifests import LABEL_ITEM
 from real_cluster_fixtures import wait_for
 
 pytest_plugins = ["real_cluster_fixtures"]

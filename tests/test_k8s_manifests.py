@@ -14,6 +14,7 @@ from conftest import VERIFIED_PARQUET, git, shared, task_files
 from proctor import datasets
 from proctor.cli.main import build_parser
 from proctor.cli.main import main as cli_main
+from proctor.core.labels import LABEL_ATTEMPT
 from proctor.core.model import Instance, WorkItem
 from proctor.core.plan import PlanInputs, Variant, plan
 from proctor.core.spec import AgentUnderTest, AgentUnderTestSpec, Evaluation, EvaluationSpec
@@ -132,7 +133,7 @@ def test_retry_with_a_kept_patch_validates_and_never_asks_the_agent(task: Instan
     assert steps["solve"]["command"][-2:] == ["--patch-file", "/task/patch.diff"]
     assert "env" not in steps["solve"]  # no token either
     assert job["metadata"]["name"].endswith("-r1")
-    assert job["metadata"]["labels"][m.LABEL_ATTEMPT] == "1"
+    assert job["metadata"]["labels"][LABEL_ATTEMPT] == "1"
     assert job["spec"]["activeDeadlineSeconds"] == 1800 + m.POD_DEADLINE_MARGIN_SECONDS
     assert task_files(job, [cm, kept])["patch.diff"] == "diff --git a/x b/x\n"
 

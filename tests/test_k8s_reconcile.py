@@ -6,11 +6,11 @@ import json
 import random
 from datetime import UTC, datetime, timedelta
 
+from proctor.core.labels import LABEL_ATTEMPT, LABEL_ITEM
 from proctor.core.model import ErrorKind, Outcome, RunResult, WorkItem
 from proctor.formats.manifest import parse_resource
 from proctor.k8s import reconcile
 from proctor.k8s.conditions import status_reason
-from proctor.k8s.manifests import LABEL_ATTEMPT, LABEL_ITEM
 from proctor.k8s.podstatus import PodsByJob, item_state
 from proctor.k8s.reconcile import (
     ItemView,

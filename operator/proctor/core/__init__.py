@@ -5,7 +5,7 @@
 * `plan`: the work items of an evaluation; `patches`: checks of a patch's text;
 * `grading`: the outcome tree; `metrics`: the leaderboard figures; `report`: report.md;
 * `images`: a task's image name; `exits`: what an exit status means, and the errors
-  that carry one.
+  that carry one; `labels`: the keys of the labels and annotations Proctor sets.
 
 Every other package may import this one; it imports none of them.
 """

@@ -16,7 +16,8 @@ import orjson
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from proctor.k8s.manifests import LABEL_ITEM, selector
+from proctor.core.labels import LABEL_ITEM
+from proctor.k8s.manifests import selector
 
 GROUP, VERSION = "proctor.dev", "v1alpha1"
 Obj = dict[str, Any]

@@ -57,6 +57,7 @@ import kopf
 
 from proctor import datasets
 from proctor.core.exits import BadInput
+from proctor.core.labels import COMPONENT, LABEL_EVALUATION, MANAGED_BY
 from proctor.core.metrics import aggregate
 from proctor.core.model import WorkItem
 from proctor.core.spec import AgentUnderTest, Evaluation, Resource
@@ -78,8 +79,8 @@ _Kind = TypeVar("_Kind", Evaluation, AgentUnderTest)
 RESYNC_SECONDS = 10.0  # PROCTOR_RECONCILE_SECONDS (read at startup: see `env_settings`)
 STATUS_SECONDS = 1.0  # the least time between two status writes of one Evaluation
 RETRY_SECONDS = 1.0  # a pass that failed (a write refused, say) is made again this later
-PROCTOR = {manifests.MANAGED_BY: "proctor"}
-RESULTS = {**PROCTOR, manifests.COMPONENT: store.RESULT_KIND}
+PROCTOR = {MANAGED_BY: "proctor"}
+RESULTS = {**PROCTOR, COMPONENT: store.RESULT_KIND}
 
 
 def _env_seconds(name: str, text: str | None, default: float) -> float:
@@ -375,7 +376,7 @@ def _owner_key(body: Mapping[str, Any]) -> Key:
     meta = body.get("metadata") or {}
     # "" where absent, as no Evaluation is named: the key then finds none
     return (meta.get("namespace") or "",
-            (meta.get("labels") or {}).get(manifests.LABEL_EVALUATION) or "")
+            (meta.get("labels") or {}).get(LABEL_EVALUATION) or "")
 
 
 @kopf.on.startup()

@@ -31,6 +31,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from proctor.core.images import instance_image
+from proctor.core.labels import (
+    ANNOTATION_ITEM,
+    ANNOTATION_ITEM_KEY,
+    ANNOTATION_RUNNER_VERSION,
+    COMPONENT,
+    LABEL_ATTEMPT,
+    LABEL_EVALUATION,
+    LABEL_INSTANCE,
+    LABEL_ITEM,
+    LABEL_REPEAT,
+    LABEL_VARIANT,
+    MANAGED_BY,
+)
 from proctor.core.model import ORIGINAL_VARIANT, Instance, WorkItem
 from proctor.core.spec import AgentUnderTest, EnvVar, Evaluation
 from proctor.formats.predictions import patch_for
@@ -90,18 +103,6 @@ PULL_RESOURCES = {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memo
 AGENT_STARTUP_SECONDS = 300
 """How long a sidecar agent may take to open its port before the pod fails."""
 
-MANAGED_BY = "app.kubernetes.io/managed-by"
-COMPONENT = "app.kubernetes.io/component"
-LABEL_EVALUATION = "proctor.dev/evaluation"
-LABEL_ITEM = "proctor.dev/item"
-LABEL_INSTANCE = "proctor.dev/instance"
-LABEL_VARIANT = "proctor.dev/variant"
-LABEL_REPEAT = "proctor.dev/repeat"
-LABEL_ATTEMPT = "proctor.dev/attempt"
-ANNOTATION_ITEM = "proctor.dev/item-json"
-"""The pod's work item as JSON, projected to /task/item.json by the downward API."""
-ANNOTATION_ITEM_KEY = "proctor.dev/item-key"
-ANNOTATION_RUNNER_VERSION = "proctor.dev/runner-version"
 
 # The workspace step: a copy of /testbed whose git history ends at the base commit, so an
 # agent cannot read the fix from a later commit. It runs in the task's image as a non-root

@@ -29,6 +29,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from proctor.core.labels import LABEL_ITEM
 from proctor.core.model import ErrorKind, Outcome
 
 Obj = Mapping[str, Any]
@@ -284,7 +285,7 @@ def _failed_step(pod: Obj, common: dict[str, Any]) -> ItemState:
 
 def _succeeded(job: Obj, pod: Obj | None, common: dict[str, Any]) -> ItemState:
     """The grade step's compact result, or why it has to come from the grade log."""
-    item_id = (job.get("metadata", {}).get("labels") or {}).get("proctor.dev/item")
+    item_id = (job.get("metadata", {}).get("labels") or {}).get(LABEL_ITEM)
     # The grade step is the pod's one main container.
     grade = next((s for s in reversed(common.get("steps", ())) if not s.init), None)
     if pod is None or grade is None:

@@ -32,6 +32,7 @@ from datetime import datetime
 from typing import Any
 
 from proctor import __version__
+from proctor.core.labels import LABEL_ATTEMPT, LABEL_ITEM
 from proctor.core.model import ErrorKind, Outcome, RunResult, Timings, WorkItem
 from proctor.core.spec import Evaluation
 from proctor.k8s.conditions import (
@@ -42,7 +43,7 @@ from proctor.k8s.conditions import (
     status_reason,
 )
 from proctor.k8s.figures import Reliability, status_of
-from proctor.k8s.manifests import LABEL_ATTEMPT, LABEL_ITEM, job_asks_agent, selector
+from proctor.k8s.manifests import job_asks_agent, selector
 from proctor.k8s.podstatus import ItemState, Phase, parse_time, seconds_since
 from proctor.k8s.store import result_labels
 

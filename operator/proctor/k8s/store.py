@@ -12,6 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from proctor.core.labels import COMPONENT, LABEL_INSTANCE, LABEL_ITEM, LABEL_OUTCOME
 from proctor.core.model import RESULT_SCHEMA_VERSION, RunResult
 from proctor.core.spec import Evaluation
 from proctor.k8s import manifests as m
@@ -19,19 +20,18 @@ from proctor.k8s.names import configmap_name, label_value
 
 RESULT_KIND = "result"
 RESULT_KEY = "result.json"
-LABEL_OUTCOME = "proctor.dev/outcome"
 
 
 def result_labels(evaluation: Evaluation) -> dict[str, str]:
     """The labels that select every kept result of an Evaluation."""
-    return {**m.owner_labels(evaluation), m.COMPONENT: RESULT_KIND}
+    return {**m.owner_labels(evaluation), COMPONENT: RESULT_KIND}
 
 
 def result_configmap(evaluation: Evaluation, result: RunResult,
                      artifacts: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The ConfigMap that keeps one item's result and its files."""
-    labels = {m.COMPONENT: RESULT_KIND, m.LABEL_ITEM: result.item_id,
-              m.LABEL_INSTANCE: label_value(result.instance_id),
+    labels = {COMPONENT: RESULT_KIND, LABEL_ITEM: result.item_id,
+              LABEL_INSTANCE: label_value(result.instance_id),
               LABEL_OUTCOME: result.outcome.value}
     name = configmap_name(evaluation.name, RESULT_KIND, result.item_id)
     body = m.immutable_configmap(evaluation, name, labels, {RESULT_KEY: result.model_dump_json()})

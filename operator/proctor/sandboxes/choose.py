@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from proctor.core.labels import LABEL_EVALUATION
 from proctor.core.model import Instance
 from proctor.core.spec import Evaluation
 from proctor.runner.workdir import WorkDir
@@ -116,7 +117,7 @@ def assign(options: SandboxOptions, evaluation: Evaluation, instances: Sequence[
     runner = evaluation.spec.runner
     docker = docker_sandbox.DockerSandbox(
         client, runner.instance_image_registry, options.pull, options.network,
-        runner.resources, labels={docker_sandbox.LABEL_EVALUATION: evaluation.name},
+        runner.resources, labels={LABEL_EVALUATION: evaluation.name},
     ) if client is not None else None
     if docker:
         docker.remove_orphans()

@@ -37,15 +37,13 @@ from typing import Any, Literal, TextIO
 
 from proctor.core.exits import Interrupted
 from proctor.core.images import instance_image
+from proctor.core.labels import LABEL_ITEM, LABEL_OWNER
 from proctor.core.model import Instance
 from proctor.runner.workdir import TEST_STEP_OUTPUTS, WorkDir
 from proctor.sandboxes import process
 from proctor.sandboxes.process import SandboxRun
 
 PullPolicy = Literal["missing", "never"]
-LABEL_ITEM = "proctor.dev/item"
-LABEL_EVALUATION = "proctor.dev/evaluation"
-LABEL_OWNER = "proctor.dev/owner"  # host:pid of the process that made the container
 _PROGRESS_SECONDS = 5  # between two lines of a pull's download progress
 _MOUNT = "/proctor"
 _UNITS = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "Ki": 2**10,
