@@ -313,6 +313,7 @@ async def _converse(client: Client, request: SendMessageRequest, reply: _Reply,
     events: AsyncIterator[StreamResponse] = client.send_message(request,
                                                                 context=_context(deadline))
     try:
+        # type-var: the SDK types the stream as an AsyncIterator, which has no aclose()
         async with aclosing(events) as stream:  # type: ignore[type-var]
             async for event in stream:
                 reply.add(event)

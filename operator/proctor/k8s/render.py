@@ -68,6 +68,7 @@ def render(evaluation: Evaluation, agent: AgentUnderTest | None, selection: Sele
 
 # libyaml's emitter where PyYAML has it: the whole Verified split (500 tasks, 14 MB of YAML)
 # prints in about 1 s instead of 12.
+# (misc: a base class computed at run time has no static type.)
 class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
     """Multi-line text (prompts, scripts) as literal blocks, to read as it will be."""
 

@@ -112,8 +112,8 @@ def _raw_blocks(text: str) -> list[tuple[str, bool]]:
     i = 0
     while i < len(lines):
         line = lines[i]
-        if _FENCE.match(line):
-            mark = _FENCE.match(line).group(1)  # type: ignore[union-attr]
+        if fence := _FENCE.match(line):
+            mark = fence.group(1)
             j = i + 1
             while j < len(lines) and not lines[j].lstrip().startswith(mark):
                 j += 1
