@@ -29,7 +29,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 from proctor import __version__
 from proctor.core.labels import LABEL_ATTEMPT, LABEL_ITEM
@@ -48,6 +48,15 @@ from proctor.k8s.podstatus import ItemState, Phase, parse_time, seconds_since
 from proctor.k8s.store import result_labels
 
 Obj = Mapping[str, Any]
+
+
+class EventNote(TypedDict):
+    """An Event the shell posts about an Evaluation (kopf.warn or kopf.info)."""
+
+    type: Literal["Normal", "Warning"]
+    reason: str
+    """One CamelCase word, as a condition's."""
+    message: str
 
 
 @dataclass(frozen=True)
@@ -376,11 +385,11 @@ def build_status(evaluation: Evaluation, agent_label: str, views: Sequence[ItemV
     return status | {key: value for key, value in optional.items() if value not in (None, "")}
 
 
-def status_events(old_conditions: Sequence[Obj], status: Obj) -> list[dict[str, str]]:
+def status_events(old_conditions: Sequence[Obj], status: Obj) -> list[EventNote]:
     """The Events a new status calls for, each once, when its condition turns True:
     Degraded (a Warning, the condition's reason and message in its message) and Succeeded
     (Normal: how many items, and the resolved share)."""
-    events = []
+    events: list[EventNote] = []
     degraded = find_condition(status["conditions"], "Degraded") or {}
     if degraded.get("status") == "True" and (find_condition(
             old_conditions, "Degraded") or {}).get("status") != "True":
