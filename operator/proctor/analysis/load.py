@@ -75,13 +75,18 @@ def score_rows(lines: Sequence[RunResult], score: Score = "resolved"
     return [(ln.instance_id, ln.variant_id, ln.repeat, item_score(ln, score)) for ln in lines]
 
 
+def _first_error(exc: ValidationError, whole: str) -> tuple[str, str]:
+    """Where the first error of a validation is (a dotted path, or ``whole``), and what."""
+    first = exc.errors()[0]
+    return ".".join(str(p) for p in first.get("loc", ())) or whole, first["msg"]
+
+
 def _parse(path: Path, number: int, raw: bytes) -> RunResult:
     try:
         return RunResult.model_validate_json(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ())) or "the line"
-        raise AnalysisError(f"{path} line {number} is not a result ({where}: {first['msg']}); "
+        where, why = _first_error(exc, "the line")
+        raise AnalysisError(f"{path} line {number} is not a result ({where}: {why}); "
                             f"repair or delete that line, then analyse again") from None
 
 
@@ -149,9 +154,8 @@ def read_provenance(folder: Path) -> Provenance | None:
     try:
         return Provenance.model_validate(found)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ())) or "provenance"
-        raise AnalysisError(f"{path}: provenance.{where}: {first['msg']}; repair or remove "
+        where, why = _first_error(exc, "provenance")
+        raise AnalysisError(f"{path}: provenance.{where}: {why}; repair or remove "
                             f"the provenance key, then compare again") from None
 
 
