@@ -60,6 +60,7 @@ from real_cluster_fixtures import (
 )
 
 pytest_plugins = ["real_cluster_fixtures"]
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]  # every test here runs on the cluster
 
 GROUP = ("proctor.dev", "v1alpha1")
 TASKS = len(demo.load_rows())
