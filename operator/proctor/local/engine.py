@@ -133,7 +133,7 @@ class RunContext:
     def shares_filesystem(self) -> bool:
         """An agent on this machine gets the task's checkout (REPO_DIR)."""
         host = urlparse(self.agent.endpoint).hostname if self.agent else None
-        return bool(host) and host is not None and (host in _LOOPBACK or host.startswith("127."))
+        return host is not None and (host in _LOOPBACK or host.startswith("127."))
 
     @property
     def source(self) -> str:
