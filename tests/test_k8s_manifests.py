@@ -21,7 +21,7 @@ from proctor.core.spec import AgentUnderTest, AgentUnderTestSpec, Evaluation, Ev
 from proctor.k8s import manifests as m
 from proctor.k8s.names import is_dns_label, is_label_value
 from proctor.runner.solve import init_from_task
-from proctor.runner.workdir import WorkDir, eval_script_of
+from proctor.runner.workdir import TEST_STEP_INPUTS, WorkDir, eval_script_of
 
 PARQUET = VERIFIED_PARQUET
 VERSIONS = ("1.29", "1.35")
@@ -129,7 +129,7 @@ def test_retry_with_a_kept_patch_validates_and_never_asks_the_agent(task: Instan
                         attempt=1)
     validate(kept, job)
     steps = containers(job)
-    assert list(steps) == ["pull", "solve", "test", "grade"]  # no agent, no workspace
+    assert list(steps) == ["pull", "solve", "test-log", "test", "grade"]  # no agent
     assert steps["solve"]["command"][-2:] == ["--patch-file", "/task/patch.diff"]
     assert "env" not in steps["solve"]  # no token either
     assert job["metadata"]["name"].endswith("-r1")
@@ -161,20 +161,49 @@ def test_pod_basics(task: Instance) -> None:
     assert {v["name"]: v.get("emptyDir") for v in pod["volumes"]}["work"] == {
         "sizeLimit": m.WORK_VOLUME_LIMIT}
     steps = containers(job)
-    assert list(steps) == ["pull", "solve", "test", "grade"]
+    assert list(steps) == ["pull", "solve", "test-log", "test", "grade"]
     assert steps["pull"]["image"] == task.image and steps["pull"]["command"] == ["true"]
     assert steps["test"]["image"] == task.image
-    assert steps["test"]["command"] == ["bash", "-c", m.TEST_SCRIPT, "/proctor/run.sh"]
-    assert steps["test"]["env"] == [{"name": "TESTBED", "value": "/testbed"}]
+    assert steps["test"]["command"] == ["bash", "-c", m.TEST_SCRIPT, "test", "/proctor",
+                                        *TEST_STEP_INPUTS]
+    assert {"name": "TESTBED", "value": "/testbed"} in steps["test"]["env"]
     assert steps["solve"]["image"] == steps["grade"]["image"] == "proctor-runner:0.1.0"
+    assert steps["test-log"]["image"] == "proctor-runner:0.1.0"
+    assert steps["test-log"]["restartPolicy"] == "Always"  # a native sidecar
     assert steps["grade"]["command"] == ["proctor", "runner", "grade", "--work-dir", "/proctor",
-                                         "--termination-log", "/dev/termination-log",
-                                         "--artifacts"]
+                                         "--test-dir", m.TEST_DIR, "--test-log",
+                                         m.TEST_LOG_FILE, "--termination-log",
+                                         "/dev/termination-log", "--artifacts"]
     assert steps["grade"]["terminationMessagePolicy"] == "File"
     for name in ("solve", "test", "grade"):
         assert steps[name]["resources"]["limits"]["ephemeral-storage"] == "20Gi"
     # Only solve reads the task; the test step gets what solve wrote to /proctor.
-    assert [v["name"] for v in steps["test"]["volumeMounts"]] == ["work"]
+    assert [v["name"] for v in steps["test"]["volumeMounts"]] == ["work", "test"]
+
+
+def test_nothing_the_grade_step_reads_can_be_rewritten_by_the_test_step(task: Instance) -> None:
+    """The test step runs the patch's code as root: every volume it can write is one the
+    grade step reads only as outputs brought back, and the log comes from a volume the test
+    step does not mount at all."""
+    _, job = job_for(evaluation(), agent(), task)
+    steps = containers(job)
+
+    def mounts(step: str) -> dict[str, dict]:
+        return {v["name"]: v for v in steps[step]["volumeMounts"]}
+    writable = {name for name, v in mounts("test").items() if not v.get("readOnly")}
+    assert writable == {"test"}
+    assert mounts("test")["work"]["readOnly"] is True
+    assert mounts("grade")["test"]["readOnly"] is True
+    log_volume = m.TEST_LOG_DIR
+    kept = next(n for n, v in mounts("test-log").items() if v["mountPath"] == log_volume)
+    assert kept not in mounts("test")
+    assert mounts("grade")[kept]["readOnly"] is True
+    env = {e["name"]: e["value"] for e in steps["test"]["env"]}
+    assert env["PROCTOR_TEST_LOG"] == m.TEST_LOG_PIPE
+    assert m.TEST_LOG_PIPE.startswith(mounts("test")["test"]["mountPath"] + "/")
+    # The test step starts once the pipe exists.
+    assert steps["test-log"]["startupProbe"]["exec"]["command"] == ["test", "-p",
+                                                                   m.TEST_LOG_PIPE]
 
 
 def test_labels_name_the_item(task: Instance) -> None:
@@ -291,7 +320,7 @@ def test_sidecar_agent_runs_beside_the_task_and_sees_only_its_workspace(task: In
     spec, aut_spec, _ = SHAPES["sidecar+auth"]
     _, job = job_for(evaluation(**spec), agent(**aut_spec), task)
     steps = containers(job)
-    assert list(steps) == ["pull", "workspace", "agent", "solve", "test", "grade"]
+    assert list(steps) == ["pull", "workspace", "agent", "solve", "test-log", "test", "grade"]
     sidecar = steps["agent"]
     assert sidecar["restartPolicy"] == "Always"
     assert sidecar["volumeMounts"] == [{"name": "workspace", "mountPath": "/workspace"}]

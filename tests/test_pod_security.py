@@ -150,15 +150,21 @@ def test_the_workspace_step_writes_nothing_in_the_testbed(tmp_path) -> None:
     assert git(tmp_path / "ws" / "repo", "rev-parse", "HEAD") == base
 
 
-def test_the_test_step_prints_its_logs_and_keeps_run_shs_exit(tmp_path) -> None:
-    """`kubectl logs -c test` shows the apply log and the eval script's output; the step's
-    exit status is run.sh's (non-zero: the sandbox broke)."""
-    (tmp_path / "apply.log").write_text(">>>>> Applied Patch (git apply -v)\n")
-    (tmp_path / "test_output.txt").write_text("collected 3 items\n")
+def test_the_test_step_runs_a_copy_prints_its_apply_log_and_keeps_run_shs_exit(
+        tmp_path) -> None:
+    """The test step copies run.sh's inputs from the read-only work folder to its own
+    volume and runs them there; `kubectl logs -c test` shows the apply log; the step's exit
+    status is run.sh's (non-zero: the sandbox broke)."""
+    work, test = tmp_path / "work", tmp_path / "test"
+    work.mkdir(), test.mkdir()
+    (work / "eval.sh").write_text("echo tests\n")
     for code in (0, 3):
-        (tmp_path / "run.sh").write_text(f"echo running\nexit {code}\n")
-        done = subprocess.run(["bash", "-c", m.TEST_SCRIPT, str(tmp_path / "run.sh")],
-                              capture_output=True, text=True)
+        (work / "run.sh").write_text('echo ">>>>> Applied" > "${BASH_SOURCE[0]%/*}/apply.log"'
+                                     f'\necho running\nexit {code}\n')
+        done = subprocess.run(["bash", "-c", m.TEST_SCRIPT, "test", str(work), "run.sh",
+                               "eval.sh", "patch.diff"], capture_output=True, text=True,
+                              env={**os.environ, "TEST_DIR": str(test)})
         assert done.returncode == code
-        assert done.stdout == ("running\n>>>>> Applied Patch (git apply -v)\n"
-                               "collected 3 items\n")
+        assert done.stdout == "running\n>>>>> Applied\n"
+        assert sorted(p.name for p in test.iterdir()) == ["apply.log", "eval.sh", "run.sh"]
+        assert sorted(p.name for p in work.iterdir()) == ["eval.sh", "run.sh"]

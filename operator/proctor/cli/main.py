@@ -372,6 +372,14 @@ def cmd_runner_grade(args: argparse.Namespace) -> int:
     from proctor.runner.workdir import WorkDir, write_json
 
     work = WorkDir(Path(args.work_dir))
+    if args.test_dir and not args.test_log:
+        raise UsageError("runner grade --test-dir needs --test-log")
+    if args.test_dir:  # on a cluster: the outputs and the log from where the test step ran
+        from proctor.runner.testlog import collect
+
+        why = collect(work, Path(args.test_dir), Path(args.test_log))
+        if why:
+            (work / "sandbox_error").write_text(why + "\n")
     result = grade_work_dir(work, legacy_log=args.legacy_log)
     write_json(work / "result.json", result.model_dump(mode="json"))
     write_json(work / "report.json", report_json(result, work.read("test_output.txt")))
@@ -380,6 +388,13 @@ def cmd_runner_grade(args: argparse.Namespace) -> int:
     print(result.model_dump_json())
     if args.artifacts:
         print(artifacts_line(work))
+    return 0
+
+
+def cmd_runner_keep_log(args: argparse.Namespace) -> int:
+    from proctor.runner.testlog import serve
+
+    serve(Path(args.fifo), Path(args.out))
     return 0
 
 
@@ -774,7 +789,16 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--artifacts", action="store_true",
                        help="also print the patch and logs (compressed, the test log capped) "
                             "as a JSON line, for the operator to keep")
+    grade.add_argument("--test-dir", help="take the test step's outputs from this folder, "
+                                          "where it ran (a pod's test volume)")
+    grade.add_argument("--test-log", help="with --test-dir: the test log as the test-log "
+                                          "step kept it")
     grade.set_defaults(func=cmd_runner_grade)
+    keep = steps.add_parser("keep-log", help="keep the eval script's output from a named "
+                                             "pipe where the test step cannot rewrite it")
+    keep.add_argument("--fifo", required=True, help="the pipe to make and read")
+    keep.add_argument("--out", required=True, help="the copy to write")
+    keep.set_defaults(func=cmd_runner_keep_log)
     return parser
 
 

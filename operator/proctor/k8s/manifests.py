@@ -54,6 +54,7 @@ from proctor.k8s.security import (
     container_security_context,
     pod_security_context,
 )
+from proctor.runner.workdir import TEST_STEP_INPUTS
 
 WORK_DIR = "/proctor"
 """The work folder (runner/workdir.py) on the pod's ``work`` emptyDir."""
@@ -124,13 +125,32 @@ chmod -R a+rwX "$REPO_DIR"
 """
 
 
-# The test step: run.sh (the work folder's, "$0"), then its apply log and the eval script's
-# output printed for `kubectl logs -c test`; the files stay the record the grade step reads.
+# The test step runs where nothing the grade step reads can be changed by it: the work
+# folder is mounted read-only, run.sh and its inputs are copied to the test volume and run
+# from there, and the eval script's output goes into the test-log step's pipe (see
+# runner/testlog.py). Arguments: the work folder, then the names of run.sh's inputs. Its
+# apply log is printed afterwards for `kubectl logs -c test` (the test log: `-c test-log`).
 TEST_SCRIPT = """\
-bash "$0"; rc=$?
-cat "${0%/*}/apply.log" "${0%/*}/test_output.txt" 2>/dev/null
+set -u
+from="$1"; shift
+for name in "$@"; do
+  if [ -f "$from/$name" ]; then cp "$from/$name" "$TEST_DIR/$name" || exit 3; fi
+done
+bash "$TEST_DIR/run.sh"; rc=$?
+cat "$TEST_DIR/apply.log" 2>/dev/null
 exit "$rc"
 """
+TEST_DIR = "/proctor-test"
+"""Where the test step runs run.sh and writes its outputs: the pod's ``test`` emptyDir."""
+TEST_LOG_DIR = "/proctor-log"
+"""Where the test-log step keeps the eval script's output: the pod's ``test-log`` emptyDir,
+which the test step does not mount."""
+TEST_LOG_PIPE = f"{TEST_DIR}/test_output.pipe"
+TEST_LOG_FILE = f"{TEST_LOG_DIR}/test_output.txt"
+TEST_LOG_RESOURCES = {"requests": {"cpu": "10m", "memory": "32Mi"},
+                      "limits": {"memory": "128Mi"}}
+"""The test-log step copies a pipe to a file: little memory, no CPU to speak of."""
+
 
 @dataclass(frozen=True)
 class JobDefaults:
@@ -407,6 +427,29 @@ def _sidecar_steps(agent: AgentUnderTest, instance: Instance, task_image: str,
     return [workspace, agent_container]
 
 
+def _mount(volume: str, path: str, read_only: bool = False) -> dict[str, Any]:
+    return {"name": volume, "mountPath": path, **({"readOnly": True} if read_only else {})}
+
+
+def _test_steps(runner: str, task_image: str,
+                resources: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The test-log step (a native sidecar that keeps the log) and the test step."""
+    keeper = _step("test-log", runner, ["proctor", "runner", "keep-log", "--fifo",
+                                        TEST_LOG_PIPE, "--out", TEST_LOG_FILE],
+                   TEST_LOG_RESOURCES,
+                   [_mount("test", TEST_DIR), _mount("test-log", TEST_LOG_DIR)])
+    keeper |= {"restartPolicy": "Always",
+               # The test step starts once the pipe exists.
+               "startupProbe": {"exec": {"command": ["test", "-p", TEST_LOG_PIPE]},
+                                "periodSeconds": 1, "failureThreshold": 120}}
+    test = _step("test", task_image,
+                 ["bash", "-c", TEST_SCRIPT, "test", WORK_DIR, *TEST_STEP_INPUTS], resources,
+                 [{**WORK_MOUNT, "readOnly": True}, _mount("test", TEST_DIR)],
+                 [{"name": "TESTBED", "value": TESTBED}, {"name": "TEST_DIR", "value": TEST_DIR},
+                  {"name": "PROCTOR_TEST_LOG", "value": TEST_LOG_PIPE}])
+    return [keeper, test]
+
+
 def _task_volume(task: Mapping[str, Any], item: WorkItem, source: str,
                  kept_patch: Mapping[str, Any] | None) -> dict[str, Any]:
     """/task: the task's ConfigMap (this item's prompt as prompt.txt), item.json, a patch."""
@@ -448,13 +491,13 @@ def _pod_spec(evaluation: Evaluation, agent: AgentUnderTest | None, item: WorkIt
     init += [
         _step("solve", runner, solve_command(evaluation, agent, kept_patch), resources,
               [WORK_MOUNT, {"name": "task", "mountPath": TASK_DIR, "readOnly": True}], token),
-        _step("test", task_image, ["bash", "-c", TEST_SCRIPT, f"{WORK_DIR}/run.sh"], resources,
-              [WORK_MOUNT],
-              [{"name": "TESTBED", "value": TESTBED}]),
+        *_test_steps(runner, task_image, resources),
     ]
     grade = _step("grade", runner, ["proctor", "runner", "grade", "--work-dir", WORK_DIR,
+                                    "--test-dir", TEST_DIR, "--test-log", TEST_LOG_FILE,
                                     "--termination-log", "/dev/termination-log", "--artifacts"],
-                  resources, [WORK_MOUNT])
+                  resources, [WORK_MOUNT, _mount("test", TEST_DIR, read_only=True),
+                              _mount("test-log", TEST_LOG_DIR, read_only=True)])
     grade |= {"terminationMessagePath": "/dev/termination-log",
               "terminationMessagePolicy": "File"}
     pod: dict[str, Any] = {
@@ -467,6 +510,8 @@ def _pod_spec(evaluation: Evaluation, agent: AgentUnderTest | None, item: WorkIt
         "containers": [grade],
         "securityContext": pod_security_context(),
         "volumes": [{"name": "work", "emptyDir": {"sizeLimit": WORK_VOLUME_LIMIT}},
+                    {"name": "test", "emptyDir": {"sizeLimit": WORK_VOLUME_LIMIT}},
+                    {"name": "test-log", "emptyDir": {"sizeLimit": WORK_VOLUME_LIMIT}},
                     {"name": TMP_VOLUME, "emptyDir": {"sizeLimit": TMP_VOLUME_LIMIT}},
                     _task_volume(task, item, spec.predictions.source, kept_patch)],
     }

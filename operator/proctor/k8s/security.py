@@ -12,10 +12,11 @@ the pods.
     workspace  task image     10001           read-only         none  (sidecar agents)
     agent      agent image    10001           writable          none  (sidecar agents)
     solve      runner image   10001 (proctor) read-only         none
+    test-log   runner image   10001 (proctor) read-only         none  (keeps the test log)
     test       task image     0 (root)        writable          TEST_CAPABILITIES (none)
     grade      runner image   10001 (proctor) read-only         none
 
-The read-only steps write only to their volumes: /proctor, /workspace, and /tmp (an
+The read-only steps write only to their volumes: /proctor, /workspace, /proctor-log, and /tmp (an
 emptyDir of its own per pod, for Python's and git's temporary files). The test step and the
 agent keep a writable root filesystem: an eval script installs the task's package into its
 image (`pip install -e .`) and checks files out in /testbed, and an agent's image is the
@@ -72,6 +73,7 @@ PROFILES: dict[str, Profile] = {
     "workspace": Profile(NON_ROOT_USER, read_only_root=True),
     "agent": Profile(NON_ROOT_USER, read_only_root=False),
     "solve": Profile(NON_ROOT_USER, read_only_root=True),
+    "test-log": Profile(NON_ROOT_USER, read_only_root=True),
     "test": Profile(0, read_only_root=False, add=tuple(TEST_CAPABILITIES)),
     "grade": Profile(NON_ROOT_USER, read_only_root=True),
 }

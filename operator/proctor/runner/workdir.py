@@ -140,6 +140,17 @@ def write_test_step(work: WorkDir, instance: Instance, time_limit: int,
         (work / stale).unlink(missing_ok=True)
 
 
+def bring_back(inner: Path, work: WorkDir) -> None:
+    """Copy the test step's outputs from the folder it ran in into the work folder: only
+    those names, only regular files (a symbolic link could point the grade step anywhere).
+    An output the test step did not write is absent here too."""
+    for name in TEST_STEP_OUTPUTS:
+        (work / name).unlink(missing_ok=True)
+        source = inner / name
+        if source.is_file() and not source.is_symlink():
+            (work / name).write_bytes(source.read_bytes())
+
+
 def write_json(path: Path, data: object) -> None:
     """Write JSON atomically: a reader never sees half a file."""
     tmp = path.with_suffix(path.suffix + ".tmp")

@@ -37,7 +37,7 @@ from typing import IO
 from proctor.core.exits import BadInput, Interrupted
 from proctor.core.model import Instance
 from proctor.datasets import repo_bundle
-from proctor.runner.workdir import TEST_STEP_INPUTS, TEST_STEP_OUTPUTS, WorkDir
+from proctor.runner.workdir import TEST_STEP_INPUTS, WorkDir, bring_back
 from proctor.sandboxes import testuser
 
 # Signs that an eval script expects the official image rather than any checkout.
@@ -243,10 +243,7 @@ def run_test_step(work: WorkDir, instance: Instance, time_limit: int,
         finally:
             if uid is not None:
                 testuser.kill_user(uid)
-        for name in TEST_STEP_OUTPUTS:
-            (work / name).unlink(missing_ok=True)
-            if (inner / name).is_file() and not (inner / name).is_symlink():
-                shutil.copyfile(inner / name, work / name)
+        bring_back(inner, work)
     stdout = work / "stdout.part"
     if (work / "eval_exit").exists():  # the eval script ran: its output is the log
         stdout.replace(work / "test_output.txt")
