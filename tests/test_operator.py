@@ -37,10 +37,12 @@ from prometheus_client import REGISTRY, start_http_server
 from prometheus_client.parser import text_string_to_metric_families
 
 from ports import free_port
+from proctor.agents.answers import Answer as AgentAnswer
 from proctor.agents.answers import TaskRequest
 from proctor.agents.kinds import Tasks, solver_for
 from proctor.agents.server import SolverExecutor, agent_card, build_app, start_in_thread
-from proctor.datasets import demo
+from proctor.datasets import demo, to_instance
+from proctor.datasets.hostile import CREDITED, SUITE
 from proctor.formats.manifest import parse_resource
 from proctor.k8s.api import Kube
 from proctor.k8s.names import label_value
@@ -48,6 +50,7 @@ from proctor.k8s.pull import pull
 from proctor.k8s.store import RESULT_KEY
 from proctor.local.engine import run_evaluation
 from proctor.results import ResultsFolder
+from proctor.sandboxes import process
 from real_cluster_fixtures import (
     IMAGE_PREFIX,
     AdmissionWebhook,
@@ -455,6 +458,71 @@ def test_a_sidecar_agent_edits_its_own_copy_of_the_repository(
     assert body["status"]["items"]["done"] == 1
     (kept,) = [json.loads(c.data[RESULT_KEY]) for c in results(api)]
     assert kept["outcome"] == "resolved", kept
+
+
+class HostileAgent:
+    """An agent that answers each task with hostile patches from the threat model's suite
+    (those that act without a build step), the next one each time it is asked, and
+    remembers which class it sent for which task."""
+
+    def __init__(self, host: str, repos: Path):
+        tasks = Tasks.load()
+        suite = [h for h in SUITE if not h.needs_build_step]
+        instances = {i.instance_id: i for i in (to_instance(r, n) for n, r in
+                                                    enumerate(demo.load_rows()))}
+        self.sent: collections.defaultdict[str, list[str]] = collections.defaultdict(list)
+        order = sorted(instances)
+        lock = threading.Lock()
+
+        def solve(request: TaskRequest) -> AgentAnswer:
+            row = tasks.find(request)
+            assert row is not None
+            instance = instances[str(row["instance_id"])]
+            repo = repos / instance.instance_id
+            with lock:
+                if not repo.exists():
+                    process.checkout(instance, repo)
+                turn = order.index(instance.instance_id) + \
+                    len(order) * len(self.sent[instance.instance_id])
+                hostile = suite[turn % len(suite)]
+                self.sent[instance.instance_id].append(hostile.kind.value)
+            patch = hostile.build(instance, lambda path: (repo / path).read_text()
+                                  if (repo / path).is_file() else "")
+            return AgentAnswer(text="Fixed.", patch=patch)
+
+        self.server = start_in_thread(
+            lambda url: build_app(SolverExecutor(solve), agent_card("hostile", url)), host)
+        self.url = self.server.url
+
+
+def test_no_hostile_patch_is_credited_on_the_cluster(real_cluster, cluster_images,
+                                                     cluster_namespace, api, tmp_path):
+    """The threat model's hostile patches, sent by an agent, run in the cluster's pods as
+    in the sandboxes on one machine: none earns credit, and each result names the class of
+    what was undone. Two repeats of the ten demo tasks cover every class that acts without
+    a build step (the demo's eval scripts install nothing)."""
+    hostile = HostileAgent(real_cluster.node_ip, tmp_path / "repos")
+    agent_body, eval_body = manifests(cluster_namespace, hostile.url, cluster_images,
+                                      repeats=2, maxConcurrentRows=4)
+    api.apply(agent_body, eval_body)
+    try:
+        with operator(real_cluster, cluster_images, cluster_namespace):
+            wait_succeeded(api, timeout=600)
+    finally:
+        hostile.server.stop()
+    kept = [json.loads(c.data[RESULT_KEY]) for c in results(api)]
+    assert len(kept) == 2 * TASKS
+    assert {k for kinds in hostile.sent.values() for k in kinds} == \
+        {h.kind.value for h in SUITE if not h.needs_build_step}
+    named: collections.defaultdict[str, list[str]] = collections.defaultdict(list)
+    for result in kept:
+        assert result["outcome"] not in CREDITED, result
+        assert result["tampered"], result
+        kinds = {t["kind"] for t in result["tampering"]}
+        named[result["instance_id"]].append(next(k for k in hostile.sent[result["instance_id"]]
+                                                 if k in kinds))
+    assert {i: sorted(k) for i, k in named.items()} == \
+        {i: sorted(k) for i, k in hostile.sent.items()}
 
 
 def reconcile_errors() -> float:
