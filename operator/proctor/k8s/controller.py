@@ -47,6 +47,7 @@ proctor.k8s.controller` (then PROCTOR_ALLOW_LOCAL_ENDPOINTS=1 stands for the fla
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import os
@@ -531,5 +532,6 @@ def run(namespaces: list[str], *, verbose: bool, probe_port: int,
         return kopf.run(**options)
     load_config()
     leases = Leases(election.namespace, election.lease)
-    asyncio.run(run_elected(leases, election.identity, election.timing, probe_port,
-                            lambda: kopf.operator(**options)))
+    with contextlib.suppress(asyncio.CancelledError):  # as kopf.run: stopped by a signal
+        asyncio.run(run_elected(leases, election.identity, election.timing, probe_port,
+                                lambda: kopf.operator(**options)))
