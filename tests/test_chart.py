@@ -739,7 +739,7 @@ def test_the_chart_of_a_fresh_clone_renders_the_crds(helm: Path, tmp_path: Path)
                         for p in sorted((ROOT / "crds").glob("*.yaml"))]
 
 
-@pytest.mark.parametrize("scenario", ["defaults", "toggles", "namespaced"])
+@pytest.mark.parametrize("scenario", ["defaults", "toggles", "namespaced", "replicas"])
 def test_notes_render(helm: Path, tmp_path: Path, scenario: str) -> None:
     done = run_helm(helm, "install", RELEASE, str(CHART), "--namespace", NAMESPACE,
                     "--dry-run=client", "--values",
@@ -749,6 +749,7 @@ def test_notes_render(helm: Path, tmp_path: Path, scenario: str) -> None:
     assert "<no value>" not in notes and f"deployment/{FULLNAME}" in notes
     if scenario == "namespaced":
         assert "team-a, team-b" in notes
+    assert (f"get lease {FULLNAME}-leader" in notes) == (scenario == "replicas")
 
 
 class _StrictLoader(yaml.SafeLoader):
