@@ -439,6 +439,7 @@ def _election(args: argparse.Namespace) -> Election:
     """The Lease `--leader-election` competes for; a missing namespace or durations out of
     order are bad input (exit 2), said before anything listens."""
     import socket
+    import uuid
 
     from proctor.k8s.election import Election
     from proctor.k8s.leader import Timing
@@ -453,8 +454,10 @@ def _election(args: argparse.Namespace) -> Election:
         timing.check()
     except ValueError as exc:
         raise exits.BadInput(str(exc)) from None
-    return Election(namespace, args.lease_name,
-                    os.environ.get("POD_NAME") or socket.gethostname(), timing)
+    # POD_NAME (the chart's): a restarted container takes its own Lease back at once.
+    # Elsewhere a random suffix: two processes on one host are two candidates.
+    identity = os.environ.get("POD_NAME") or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+    return Election(namespace, args.lease_name, identity, timing)
 
 
 def _positive_seconds(text: str) -> float:
