@@ -1,8 +1,8 @@
 """Leader election on a `coordination.k8s.io/v1` Lease: what a candidate does next (pure).
 
-kopf's standalone mode has no leader election (its peering only pauses operators of lower
-priority, and a killed one is noticed late), so `proctor operator --leader-election`
-holds a Lease, as client-go's leaderelection package does:
+kopf has no leader election (its peering pauses operators of lower priority while one of
+higher priority is alive, through a CRD of its own: not an election), so `proctor operator
+--leader-election` holds a Lease, as client-go's leaderelection package does:
 
 * a Lease absent: create it, holding it (a 409: another candidate was first);
 * held by me: renew it (renewTime = now), every retry period;
