@@ -157,6 +157,13 @@ CASES: dict[tuple[str, str], tuple[str, dict[str, str], tuple[str, ...]]] = {
                                             ("PROCTOR_RECONCILE_SECONDS is 'soon'",)),
     ("operator", "bad job ttl"): ("operator", {"PROCTOR_JOB_TTL_SECONDS": "-5"},
                                   ("PROCTOR_JOB_TTL_SECONDS",)),
+    ("operator", "lease without namespace"): ("operator --leader-election",
+                                              {"POD_NAMESPACE": ""}, ("POD_NAMESPACE",)),
+    ("operator", "lease durations out of order"): (
+        "operator --leader-election --lease-namespace ns --renew-deadline 20", {},
+        ("renew deadline (20s) < lease duration (15s)",)),
+    ("operator", "lease duration not a number"): ("operator --lease-duration soon", {},
+                                                  ("'soon'",)),
     ("render", "loopback agent"): ("render -f {d}/loopback.yaml", {},
                                    ("127.0.0.1", "loopback", "--allow-local-endpoints")),
     ("render", "negative items"): ("render -f {d}/gold.yaml --items -1", {}, ("below 0",)),

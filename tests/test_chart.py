@@ -83,6 +83,8 @@ SCENARIOS: dict[str, dict[str, Any]] = {
                            "rbac": {"clusterReads": False, "aggregateToDefaultRoles": False}},
     "own-rbac": {"rbac": {"create": False},
                  "serviceAccount": {"create": False, "name": "proctor"}},
+    "replicas": {"operator": {"replicas": 2, "watchNamespaces": ["team-a"],
+                              "leaderElection": {"leaseDurationSeconds": 30}}},
 }
 RELEASE, NAMESPACE = "proctor", "proctor-system"
 FULLNAME = "proctor"  # the release's name contains the chart's: used as it is
@@ -123,7 +125,8 @@ def container(objects: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def test_helm_lint_passes_strict(helm: Path, tmp_path: Path) -> None:
-    for values in (SCENARIOS["defaults"], SCENARIOS["toggles"], SCENARIOS["namespaced"]):
+    for values in (SCENARIOS["defaults"], SCENARIOS["toggles"], SCENARIOS["namespaced"],
+                   SCENARIOS["replicas"]):
         done = run_helm(helm, "lint", "--strict", str(CHART),
                         "--values", str(_values_file(values, tmp_path)))
         assert done.returncode == 0, done.stdout + done.stderr
@@ -177,17 +180,54 @@ def test_each_scenario_renders_the_objects_it_should(
                                           "ClusterRoleBinding", *["Role", "RoleBinding"] * 2])
     assert kinds("namespaced-minimal") == sorted([*base, "Role", "RoleBinding"])
     assert kinds("own-rbac") == sorted(["Deployment", "Service", *base[3:]])
+    # team-a's Role, and the Lease's in the release's namespace
+    assert kinds("replicas") == sorted([*base, *aggregated, "ClusterRole", "ClusterRoleBinding",
+                                        *["Role", "RoleBinding"] * 2, "PodDisruptionBudget"])
 
 
 # --- the operator's Deployment --------------------------------------------------------------
 
 
 def test_one_replica_replaced_with_recreate(rendered: dict[str, list[dict[str, Any]]]) -> None:
-    """Two operators at once would both create Jobs: standalone kopf has no peering."""
-    for objects in rendered.values():
+    """Two operators without an election would both create Jobs: standalone kopf has no
+    peering. One replica runs without one, so it is never two at once."""
+    for scenario, objects in rendered.items():
+        if scenario == "replicas":
+            continue
         spec = only(objects, "Deployment")["spec"]
         assert spec["replicas"] == 1
         assert spec["strategy"] == {"type": "Recreate"}
+        parsed = _parse_operator_args(spec["template"]["spec"]["containers"][0]["args"])
+        assert not parsed.leader_election
+        assert not [o for o in objects if o["kind"] == "PodDisruptionBudget"]
+
+
+def test_replicas_elect_a_leader_and_roll(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    """Above one replica, each competes for the release's Lease, and a standby is ready
+    before an old pod goes."""
+    objects = rendered["replicas"]
+    spec = only(objects, "Deployment")["spec"]
+    assert spec["replicas"] == 2
+    assert spec["strategy"] == {"type": "RollingUpdate",
+                                "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    operator = container(objects)
+    parsed = _parse_operator_args(operator["args"])
+    assert parsed.leader_election and parsed.lease_name == f"{FULLNAME}-leader"
+    assert (parsed.lease_duration, parsed.renew_deadline, parsed.retry_period) == (30, 10, 2)
+    assert parsed.lease_namespace is None  # the pod's own, from the downward API
+    env = {e["name"]: e.get("valueFrom") for e in operator["env"]}
+    assert env["POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    assert env["POD_NAMESPACE"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+
+
+def test_replicas_have_a_disruption_budget_keeping_one(
+        rendered: dict[str, list[dict[str, Any]]]) -> None:
+    objects = rendered["replicas"]
+    budget = only(objects, "PodDisruptionBudget")
+    pod_labels = only(objects, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert budget["metadata"]["namespace"] == NAMESPACE
+    assert budget["spec"]["minAvailable"] == 1
+    assert budget["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
 
 
 def _parse_operator_args(args: list[str]) -> Any:
@@ -197,7 +237,7 @@ def _parse_operator_args(args: list[str]) -> Any:
     return build_parser().parse_args(args[1:])
 
 
-@pytest.mark.parametrize("scenario", ["defaults", "toggles", "namespaced"])
+@pytest.mark.parametrize("scenario", ["defaults", "toggles", "namespaced", "replicas"])
 def test_the_operator_is_started_as_the_values_say(rendered: dict[str, list[dict[str, Any]]],
                                                    scenario: str) -> None:
     from proctor.cli.main import cmd_operator
@@ -290,6 +330,9 @@ CLIENT_CALLS: dict[str, tuple[str, str, str]] = {
     "read_namespaced_pod_log": ("", "pods/log", "get"),
     "list_namespaced_config_map": ("", "configmaps", "list"),
     "read_namespaced_config_map": ("", "configmaps", "get"),
+    "read_namespaced_lease": ("coordination.k8s.io", "leases", "get"),
+    "create_namespaced_lease": ("coordination.k8s.io", "leases", "create"),
+    "replace_namespaced_lease": ("coordination.k8s.io", "leases", "update"),
 }
 KOPF_ALWAYS = {("", "events", "create")}
 """kopf posts events (handler progress, kopf.warn) with POST; it never patches them."""
@@ -305,17 +348,24 @@ KOPF_NAMESPACES = {("", "namespaces", "list"), ("", "namespaces", "watch")}
 Rule = tuple[str, str, str]
 
 
-def _client_calls_in_api() -> dict[str, set[str]]:
-    """Kube method -> the official client's methods it calls (self.core/batch/custom.X)."""
+def _client_calls_in_api(cls: str = "Kube") -> dict[str, set[str]]:
+    """Method of k8s/api.py's class `cls` (Kube: the evaluations' namespaces; Leases: the
+    operator's own) -> the official client's methods it calls (self.core/batch/....X)."""
     tree = ast.parse((PACKAGE / "k8s" / "api.py").read_text())
-    (kube,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Kube"]
+    (kube,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls]
     calls: dict[str, set[str]] = {}
     for method in (n for n in kube.body if isinstance(n, ast.FunctionDef)):
         for node in ast.walk(method):
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) and \
-                    node.value.attr in ("core", "batch", "custom"):
+                    node.value.attr in ("core", "batch", "custom", "coordination"):
                 calls.setdefault(method.name, set()).add(node.attr)
     return calls
+
+
+def lease_rules() -> set[Rule]:
+    """The rights of the leader election (class Leases), in the release's namespace."""
+    return {CLIENT_CALLS[call] for calls in _client_calls_in_api("Leases").values()
+            for call in calls}
 
 
 VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
@@ -438,6 +488,24 @@ def test_the_needed_rules_are_read_from_the_code() -> None:
     assert {"read_namespaced_job", "read_namespaced_pod_log"} <= client_methods
     assert _raw_writes_in_api() == {("batch", "jobs", "create"), ("batch", "jobs", "delete"),
                                     ("", "configmaps", "create")}
+
+
+def test_the_lease_role_grants_exactly_what_the_election_calls(
+        rendered: dict[str, list[dict[str, Any]]]) -> None:
+    assert lease_rules() == {("coordination.k8s.io", "leases", verb)
+                             for verb in ("get", "create", "update")}
+    objects = rendered["replicas"]
+    role = only(objects, "Role", f"{FULLNAME}-leader")
+    assert role["metadata"]["namespace"] == NAMESPACE  # the operator's own, not team-a
+    assert granted(role) == lease_rules()
+    (binding,) = [b for b, r in _bound(objects, "Role") if r is role]
+    account = only(objects, "ServiceAccount")["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account,
+                                    "namespace": NAMESPACE}]
+    # The evaluations' namespaces get no Lease rights, and one replica none at all.
+    team = only(objects, "Role", FULLNAME)
+    assert granted(team) == needed_rules()
+    assert not [o for o in rendered["defaults"] if o["kind"] == "Role"]
 
 
 def test_the_cluster_role_grants_exactly_what_the_operator_calls(
@@ -671,7 +739,7 @@ def test_the_chart_of_a_fresh_clone_renders_the_crds(helm: Path, tmp_path: Path)
                         for p in sorted((ROOT / "crds").glob("*.yaml"))]
 
 
-@pytest.mark.parametrize("scenario", ["defaults", "toggles", "namespaced"])
+@pytest.mark.parametrize("scenario", ["defaults", "toggles", "namespaced", "replicas"])
 def test_notes_render(helm: Path, tmp_path: Path, scenario: str) -> None:
     done = run_helm(helm, "install", RELEASE, str(CHART), "--namespace", NAMESPACE,
                     "--dry-run=client", "--values",
@@ -681,6 +749,7 @@ def test_notes_render(helm: Path, tmp_path: Path, scenario: str) -> None:
     assert "<no value>" not in notes and f"deployment/{FULLNAME}" in notes
     if scenario == "namespaced":
         assert "team-a, team-b" in notes
+    assert (f"get lease {FULLNAME}-leader" in notes) == (scenario == "replicas")
 
 
 class _StrictLoader(yaml.SafeLoader):

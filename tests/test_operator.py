@@ -21,7 +21,11 @@ from __future__ import annotations
 import collections
 import itertools
 import json
+import os
 import secrets
+import signal
+import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -379,6 +383,79 @@ def test_restart_mid_run_creates_no_duplicate_and_loses_nothing(
     assert len(created) == rows, "a Job was created twice"
     assert len({j.metadata.labels["proctor.dev/item"] for j in created}) == rows
     assert sum(agent.calls.values()) == rows, "the agent was asked twice"
+    assert len(results(api)) == rows
+
+
+LEASE = "proctor-leader"
+ELECTION = ["--lease-duration", "6", "--renew-deadline", "4", "--retry-period", "1"]
+"""Shorter than the defaults (15s, 10s, 2s), in the same order, so the takeover is quick."""
+
+
+def elected_operator(cluster: RealCluster, images: ClusterImages, namespace: str,
+                     name: str, log: Path) -> subprocess.Popen:
+    """`proctor operator --leader-election` as its own process (so that it can be killed
+    with SIGKILL), as pod `name` of the chart's Deployment would run it."""
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "POD_NAME": name,
+           "PROCTOR_RUNNER_IMAGE": images.runner, "PROCTOR_ALLOW_LOCAL_ENDPOINTS": ""}
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "proctor.cli.main", "operator", "--namespace", namespace,
+             "--metrics-port", str(free_port()), "--probe-port", str(free_port()),
+             "--leader-election", "--lease-namespace", namespace, "--lease-name", LEASE,
+             *ELECTION], stdout=out, stderr=subprocess.STDOUT, env=env,
+            start_new_session=True)
+
+
+def test_two_operators_one_leads_and_the_other_takes_over_when_it_is_killed(
+        real_cluster, cluster_images, cluster_namespace, api, agent, watch, tmp_path):
+    ns, rows = cluster_namespace, 6
+    jobs = watch("jobs")
+    leases = kubernetes.client.CoordinationV1Api(api.client)
+    agent_body, eval_body = manifests(ns, agent.url, cluster_images, maxConcurrentRows=2)
+    eval_body["spec"]["dataset"]["maxRows"] = rows
+    logs = {name: tmp_path / f"{name}.log" for name in ("op-a", "op-b")}
+
+    def holder() -> str | None:
+        try:
+            return leases.read_namespaced_lease(LEASE, ns).spec.holder_identity
+        except kubernetes.client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    started: list[subprocess.Popen] = []
+    try:
+        started.append(elected_operator(real_cluster, cluster_images, ns, "op-a",
+                                        logs["op-a"]))
+        wait_for(lambda: holder() == "op-a", 90, message=lambda: logs["op-a"].read_text())
+        started.append(elected_operator(real_cluster, cluster_images, ns, "op-b",
+                                        logs["op-b"]))
+        wait_for(lambda: "Waiting for the Lease" in logs["op-b"].read_text(), 90,
+                 message=lambda: logs["op-b"].read_text())
+        api.apply(agent_body, eval_body)
+        wait_for(lambda: len(results(api)) >= 1, 180)
+        assert "Created Job" not in logs["op-b"].read_text(), "the standby acted"
+        assert holder() == "op-a"
+        os.killpg(started[0].pid, signal.SIGKILL)
+        started[0].wait()
+        killed, kept_before = time.monotonic(), len(results(api))
+        wait_for(lambda: holder() == "op-b", 30, 0.2, lambda: logs["op-b"].read_text())
+        took = time.monotonic() - killed
+        body = wait_succeeded(api)
+    finally:
+        for process in started:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+    assert kept_before < rows, "the kill should land mid-run"
+    assert took < 6 + 4, f"the standby took {took:.1f}s to take over a 6s Lease"
+    assert "Kept result" in logs["op-b"].read_text(), "the new leader finished nothing"
+    assert body["status"]["items"]["done"] == rows
+    created = [obj for kind, obj in jobs.events if kind == "ADDED"]
+    assert len(created) == rows, "a Job was created twice"
+    assert len({j.metadata.labels["proctor.dev/item"] for j in created}) == rows
+    assert sum(agent.calls.values()) == rows and set(agent.calls.values()) == {1}, \
+        "the agent was asked twice"
     assert len(results(api)) == rows
 
 

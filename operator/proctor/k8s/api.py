@@ -156,3 +156,38 @@ def describe(failure: BaseException) -> str:
     with contextlib.suppress(ValueError, KeyError, TypeError):
         message = orjson.loads(failure.body or "")["message"]
     return f"{type(failure).__name__} ({failure.status}): {message}"
+
+
+class Leases:
+    """The Lease of `proctor operator --leader-election` (coordination.k8s.io/v1), in the
+    operator's own namespace. (The chart's RBAC test reads these calls: get, create, update.)"""
+
+    def __init__(self, namespace: str, name: str, api_client: client.ApiClient | None = None):
+        self.namespace, self.name = namespace, name
+        self.coordination = client.CoordinationV1Api(api_client or client.ApiClient())
+
+    def read(self) -> Obj | None:
+        try:
+            return _json(self.coordination.read_namespaced_lease(
+                self.name, self.namespace, _preload_content=False))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def write(self, action: str, body: Obj) -> bool:
+        """Create or update (replace, with the resourceVersion read) the Lease; False when
+        another candidate wrote first (409)."""
+        sent: Any = body  # a plain dict is sent as it is (the types say V1Lease)
+        try:
+            if action == "create":
+                self.coordination.create_namespaced_lease(self.namespace, sent,
+                                                          _preload_content=False)
+            else:
+                self.coordination.replace_namespaced_lease(self.name, self.namespace, sent,
+                                                           _preload_content=False)
+        except ApiException as exc:
+            if exc.status == 409:
+                return False
+            raise
+        return True

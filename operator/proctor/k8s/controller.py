@@ -39,12 +39,15 @@ and the Evaluation owns what it made, so Kubernetes' garbage collector removes i
 without an operator running (kopf would add one for a timer: hence no kopf timer).
 
 Run it with `proctor operator` (the chart's Deployment) or `kopf run -m
-proctor.k8s.controller` (then PROCTOR_ALLOW_LOCAL_ENDPOINTS=1 stands for the flag).
+proctor.k8s.controller` (then PROCTOR_ALLOW_LOCAL_ENDPOINTS=1 stands for the flag). With
+`--leader-election`, several may run: only the holder of a Lease runs the handlers
+(`proctor.k8s.election`, `proctor.k8s.leader`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import os
@@ -64,7 +67,8 @@ from proctor.core.spec import AgentUnderTest, Evaluation, Resource
 from proctor.formats.manifest import ManifestError, parse_kind
 from proctor.k8s import conditions, manifests, reconcile, store
 from proctor.k8s.act import Pass, Tracked, write_status
-from proctor.k8s.api import Kube, describe, load_config, owner_uid
+from proctor.k8s.api import Kube, Leases, describe, load_config, owner_uid
+from proctor.k8s.election import Election, run_elected
 from proctor.k8s.exporter import Metrics
 from proctor.k8s.names import label_value
 from proctor.k8s.podstatus import ItemState, PodsByJob, item_state
@@ -514,11 +518,20 @@ def check_settings(environ: Mapping[str, str]) -> None:
 
 
 def run(namespaces: list[str], *, verbose: bool, probe_port: int,
-        allow_local_endpoints: bool = False) -> None:
-    """`proctor operator`: run the handlers above until stopped."""
+        allow_local_endpoints: bool = False, election: Election | None = None) -> None:
+    """`proctor operator`: run the handlers above until stopped; with `election`, only
+    while this process holds its Lease (`proctor.k8s.election`)."""
     if allow_local_endpoints:
         os.environ["PROCTOR_ALLOW_LOCAL_ENDPOINTS"] = "1"
     check_settings(os.environ)
     kopf.configure(verbose=verbose)
-    kopf.run(standalone=True, clusterwide=not namespaces, namespaces=namespaces,
-             liveness_endpoint=f"http://0.0.0.0:{probe_port}/healthz")
+    options: dict[str, Any] = dict(
+        standalone=True, clusterwide=not namespaces, namespaces=namespaces,
+        liveness_endpoint=f"http://0.0.0.0:{probe_port}/healthz")
+    if election is None:
+        return kopf.run(**options)
+    load_config()
+    leases = Leases(election.namespace, election.lease)
+    with contextlib.suppress(asyncio.CancelledError):  # as kopf.run: stopped by a signal
+        asyncio.run(run_elected(leases, election.identity, election.timing, probe_port,
+                                lambda: kopf.operator(**options)))
