@@ -156,3 +156,41 @@ def describe(failure: BaseException) -> str:
     with contextlib.suppress(ValueError, KeyError, TypeError):
         message = orjson.loads(failure.body or "")["message"]
     return f"{type(failure).__name__} ({failure.status}): {message}"
+
+
+# --- the CRD hook's calls (`proctor crds apply`) ----------------------------------------------
+# Outside Kube on purpose: the operator never makes them, and its RBAC (tests/test_chart.py
+# reads Kube's calls) must not grant them; the hook's own ClusterRole does.
+
+
+def read_crd(api_client: client.ApiClient, name: str) -> Obj | None:
+    """The CustomResourceDefinition ``name`` as the server holds it; None if absent."""
+    try:
+        return _json(client.ApiextensionsV1Api(api_client).read_custom_resource_definition(
+            name, _preload_content=False))
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def apply_crd(api_client: client.ApiClient, path: str, body: Obj, *, field_manager: str,
+              dry_run: bool = False) -> Obj:
+    """Server-side apply of a CRD (``force``: its fields are taken from other managers);
+    the object the server answers with. The body goes as bytes: the client's serializer
+    does not know the apply-patch content type."""
+    query = [("fieldManager", field_manager), ("force", "true")]
+    if dry_run:
+        query.append(("dryRun", "All"))
+    request = api_client.param_serialize(
+        method="PATCH", resource_path=path, query_params=query, body=orjson.dumps(body),
+        auth_settings=["BearerToken"],
+        header_params={"Content-Type": "application/apply-patch+yaml",
+                       "Accept": "application/json"})
+    response = api_client.call_api(*request)
+    data = response.read()
+    if not 200 <= response.status <= 299:
+        text = data.decode("utf-8", "replace") if data else None
+        raise ApiException.from_response(http_resp=response, body=text, data=None)
+    applied: Obj = orjson.loads(data)
+    return applied
