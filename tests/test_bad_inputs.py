@@ -169,6 +169,10 @@ CASES: dict[tuple[str, str], tuple[str, dict[str, str], tuple[str, ...]]] = {
                                         ("no cluster", "kubeconfig {d}/nothing")),
     ("results pull", "junk kubeconfig"): ("results pull demo --output-dir {d}/out",
                                           {"KUBECONFIG": "{d}/kubeconfig"}, ("no cluster",)),
+    ("crds apply", "no kubeconfig"): ("crds apply", {"KUBECONFIG": "{d}/nothing"},
+                                      ("no cluster", "kubeconfig {d}/nothing")),
+    ("crds apply", "junk kubeconfig"): ("crds apply --dry-run", {"KUBECONFIG": "{d}/kubeconfig"},
+                                        ("no cluster",)),
     ("runner solve", "missing patch file"): ("runner solve --work-dir {d}/work --patch-file "
                                              "{d}/nothing.diff", {}, ("nothing.diff",)),
     ("runner solve", "missing task folder"): ("runner solve --work-dir {d}/work --task-dir "

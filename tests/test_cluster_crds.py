@@ -1,5 +1,6 @@
 """CRD upgrades on the real Kubernetes of scripts/cluster.sh: a CRD changed on the server is
-put back by `proctor crds apply`, run with exactly the rights the chart's hook gives it.
+put back by `proctor crds apply` (a changed field restored, a field crds/ lacks removed), run
+with exactly the rights the chart's hook gives it.
 
 The hook's ServiceAccount, ClusterRole and binding are rendered from the chart (release
 crdtest, in the test's namespace) and applied; the command runs here as that account, with
@@ -25,8 +26,13 @@ pytest_plugins = ["real_cluster_fixtures"]
 pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[1]
 RELEASE = "crdtest"
-PATCH = [{"op": "add", "path": "/spec/versions/0/schema/openAPIV3Schema/description",
-          "value": "changed by tests/test_cluster_crds.py"}]
+SCHEMA = "/spec/versions/0/schema/openAPIV3Schema"
+PATCH = [{"op": "add", "path": f"{SCHEMA}/description",
+          "value": "changed by tests/test_cluster_crds.py"},
+         {"op": "add", "path": f"{SCHEMA}/properties/spec/properties/addedByATest",
+          "value": {"type": "string"}}]
+"""A description changed and a field that crds/ lacks added (by kubectl-patch, another
+field manager): the apply puts back the one and removes the other."""
 
 
 def _hook_rbac(namespace: str) -> list[dict[str, Any]]:

@@ -26,7 +26,14 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from proctor.k8s.crdapply import apply_body, apply_path, crd_names, describe_change, packaged_crds
+from proctor.k8s.crdapply import (
+    apply_body,
+    apply_path,
+    crd_names,
+    describe_change,
+    packaged_crds,
+    takeover_patch,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 PREFIX = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
@@ -74,6 +81,34 @@ def test_describe_change_says_what_an_apply_did() -> None:
     assert describe_change(name, beta, crd).endswith("version v1beta1 removed; spec.names")
 
 
+def _entry(manager: str, operation: str, fields: dict[str, Any], **more: str) -> dict[str, Any]:
+    return {"manager": manager, "operation": operation, "apiVersion": "apiextensions.k8s.io/v1",
+            "fieldsType": "FieldsV1", "fieldsV1": fields, **more}
+
+
+def test_the_takeover_makes_proctor_the_one_manager_of_the_spec() -> None:
+    """What Helm's create or an edit set is moved to proctor's Apply entry, so that a
+    field a new release drops is removed; their metadata and the status stay theirs."""
+    status = _entry("kube-apiserver", "Update", {"f:status": {"f:conditions": {}}},
+                    subresource="status")
+    helm = _entry("helm", "Update", {"f:metadata": {"f:labels": {"f:team": {}}},
+                                     "f:spec": {"f:group": {}, "f:scope": {}}})
+    edit = _entry("kubectl-edit", "Update", {"f:spec": {"f:names": {"f:shortNames": {}}}})
+    ours = _entry("proctor", "Apply", {"f:spec": {"f:group": {}, "f:versions": {}}})
+    held = {"metadata": {"name": "x", "resourceVersion": "42",
+                         "managedFields": [status, helm, edit, ours]}}
+    test, replace = takeover_patch(held)
+    assert test == {"op": "test", "path": "/metadata/resourceVersion", "value": "42"}
+    assert replace["op"] == "replace" and replace["path"] == "/metadata/managedFields"
+    assert replace["value"] == [
+        status, _entry("helm", "Update", {"f:metadata": {"f:labels": {"f:team": {}}}}),
+        _entry("proctor", "Apply", {"f:spec": {"f:group": {}, "f:versions": {}, "f:scope": {},
+                                               "f:names": {"f:shortNames": {}}}})]
+    after = {"metadata": {**held["metadata"], "managedFields": replace["value"]}}
+    assert takeover_patch(after) is None  # nothing left to take
+    assert takeover_patch({"metadata": {"resourceVersion": "1"}}) is None
+
+
 # --- the command, against a loopback server ---------------------------------------------------
 
 
@@ -116,6 +151,10 @@ def _handler(state: CrdServer) -> type[BaseHTTPRequestHandler]:
             name, query = self._name()
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             state.requests.append(("PATCH", name, query, self.headers["Content-Type"]))
+            if self.headers["Content-Type"] == "application/json-patch+json":
+                state.stored[name]["metadata"]["managedFields"] = body[1]["value"]
+                self._answer(200, state.stored[name])
+                return
             if name in state.refuse:
                 self._answer(422, {"kind": "Status", "code": 422, "reason": "Invalid",
                                    "message": f"{name} is invalid: status.storedVersions"})
@@ -211,3 +250,20 @@ def test_no_cluster_is_bad_input_and_an_unreachable_one_not_run(tmp_path: Path) 
     closed = crds_apply(_kubeconfig(tmp_path, f"http://127.0.0.1:{port}"))
     assert closed.returncode == 3 and len(closed.stderr.strip().splitlines()) == 1
     assert "cannot reach the cluster" in closed.stderr
+
+
+def test_what_helm_created_is_taken_over_before_the_apply(
+        crd_server: tuple[CrdServer, Path]) -> None:
+    state, kubeconfig = crd_server
+    for crd in packaged_crds():
+        created = apply_body(crd)
+        created["metadata"].update(resourceVersion="5", managedFields=[
+            _entry("helm", "Update", {"f:spec": {"f:group": {}}})])
+        state.stored[crd["metadata"]["name"]] = created
+    done = crds_apply(kubeconfig)
+    assert done.returncode == 0, done.stderr
+    name = "evaluations.proctor.dev"
+    assert [(method, kind) for method, held, _, kind in state.requests if held == name] == [
+        ("GET", ""), ("PATCH", "application/json-patch+json"),
+        ("PATCH", "application/apply-patch+yaml")]
+    assert done.stdout.splitlines()[1] == f"Left CustomResourceDefinition {name} unchanged"

@@ -6,12 +6,13 @@ CRDs on the cluster are always the ones the operator was built with. Server-side
 with field manager ``proctor`` and ``force``: the fields the CRD files set are taken over
 from whoever set them before (Helm's create, a `kubectl apply`), so the files win.
 
-The pure parts (which CRDs, each apply's body and path, what changed) are here; the two
-calls are in proctor.k8s.api.
+The pure parts (which CRDs, each apply's body and path, the takeover of other managers'
+fields, what changed) are here; the calls are in proctor.k8s.api.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
 from importlib import resources
 from typing import Any
@@ -23,7 +24,7 @@ from kubernetes.config import ConfigException
 from urllib3.exceptions import HTTPError
 
 from proctor.core.exits import BadInput, NotRun
-from proctor.k8s.api import apply_crd, describe, load_config, read_crd
+from proctor.k8s.api import apply_crd, describe, load_config, patch_crd, read_crd
 
 FIELD_MANAGER = "proctor"
 CRD_API = "apiextensions.k8s.io/v1"
@@ -56,6 +57,52 @@ def apply_body(crd: Mapping[str, Any]) -> Obj:
 def apply_path(name: str) -> str:
     """The CRD's URL path; the apply's query is in api.apply_crd."""
     return f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
+
+
+def _union(ours: Obj, theirs: Obj) -> Obj:
+    """Two managedFields field sets (fieldsV1 trees) as one."""
+    merged = dict(ours)
+    for key, value in theirs.items():
+        merged[key] = _union(merged[key], value) if key in merged else value
+    return merged
+
+
+def takeover_patch(held: Mapping[str, Any]) -> list[Obj] | None:
+    """A JSON patch making ``proctor`` the one manager of the CRD's spec, or None if it is.
+
+    Server-side apply removes a field the applied files no longer set only where no other
+    manager also owns it; and Helm's create (crds/ on install), a `kubectl apply`, or an
+    edit by hand own the fields they set. So before applying, their ownership of spec
+    moves to proctor's Apply entry (as `kubectl apply --server-side` moves a client-side
+    apply's), and a field a new release drops is then removed from the cluster. Their
+    other fields (metadata) stay theirs; the status subresource's entries are untouched.
+    The test of resourceVersion makes the patch fail if the CRD changed since it was read.
+    """
+    entries = held["metadata"].get("managedFields") or []
+    kept: list[Obj] = []
+    ours: Obj = {}
+    moved = False
+    for entry in entries:
+        fields = entry.get("fieldsV1") or {}
+        if entry.get("subresource"):
+            kept.append(entry)
+        elif entry.get("manager") == FIELD_MANAGER and entry.get("operation") == "Apply":
+            ours = _union(ours, fields)
+        elif "f:spec" in fields:
+            moved = True
+            ours = _union(ours, {"f:spec": fields["f:spec"]})
+            rest = {k: v for k, v in fields.items() if k != "f:spec"}
+            if rest:
+                kept.append({**entry, "fieldsV1": rest})
+        else:
+            kept.append(entry)
+    if not moved:
+        return None
+    mine = {"manager": FIELD_MANAGER, "operation": "Apply", "apiVersion": CRD_API,
+            "fieldsType": "FieldsV1", "fieldsV1": ours}
+    return [{"op": "test", "path": "/metadata/resourceVersion",
+             "value": held["metadata"]["resourceVersion"]},
+            {"op": "replace", "path": "/metadata/managedFields", "value": [*kept, mine]}]
 
 
 def _version_changes(before: list[Obj], after: list[Obj]) -> list[str]:
@@ -93,12 +140,16 @@ def apply_packaged(*, dry_run: bool = False) -> Iterator[str]:
     try:
         load_config()
     except (ConfigException, OSError, ValueError) as exc:  # ValueError: a junk kubeconfig
-        raise BadInput(f"no cluster to apply the CRDs to: {exc}") from None
+        where = os.environ.get("KUBECONFIG") or "~/.kube/config"
+        raise BadInput(f"no cluster to apply the CRDs to (kubeconfig {where}): {exc}") from None
     with client.ApiClient() as api_client:
         for crd in packaged_crds():
             name = crd["metadata"]["name"]
             try:
                 before = read_crd(api_client, name)
+                takeover = None if before is None or dry_run else takeover_patch(before)
+                if takeover is not None:
+                    patch_crd(api_client, apply_path(name), takeover)
                 after = apply_crd(api_client, apply_path(name), apply_body(crd),
                                   field_manager=FIELD_MANAGER, dry_run=dry_run)
             except ApiException as exc:
