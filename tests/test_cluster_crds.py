@@ -2,9 +2,11 @@
 put back by `proctor crds apply` (a changed field restored, a field crds/ lacks removed), run
 with exactly the rights the chart's hook gives it.
 
-The hook's ServiceAccount, ClusterRole and binding are rendered from the chart (release
-crdtest, in the test's namespace) and applied; the command runs here as that account, with
-a token of it. It runs where the other real-cluster tests run (tests/real_cluster.py).
+First the command alone: the hook's ServiceAccount, ClusterRole and binding are rendered from
+the chart (release crdtest, in the test's namespace) and applied, and the command runs here
+as that account, with a token of it. Then the chart itself: installed, a CRD changed, and
+`helm upgrade` (its hook Job in the runner image) puts it back. They run where the other
+real-cluster tests run (tests/real_cluster.py); the second needs the session's images.
 """
 
 from __future__ import annotations
@@ -101,4 +103,40 @@ def test_crds_apply_puts_back_a_changed_crd_with_the_hooks_rights(
             if obj["kind"] != "ServiceAccount":  # the namespace takes it along
                 real_cluster.kubectl("delete", obj["kind"], obj["metadata"]["name"],
                                      "--ignore-not-found")
+        real_cluster.apply_crds()
+
+
+def _helm(real_cluster: Any, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(k8s_tools.tool_binary("helm")), "--kubeconfig",
+                           str(real_cluster.kubeconfig), *args], capture_output=True, text=True,
+                          timeout=600, cwd=ROOT)
+
+
+def test_helm_upgrade_puts_back_a_changed_crd(real_cluster: Any, cluster_images: Any,
+                                              cluster_namespace: str) -> None:
+    """The chart's pre-upgrade hook, for real: its Job, in the runner image, under its own
+    rights, applies the image's CRDs; then Helm deletes the hook's objects."""
+    repository, tag = cluster_images.runner.rsplit(":", 1)
+    values = ["--namespace", cluster_namespace, "--skip-crds",  # the fixture applied crds/
+              "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
+              "--set", "image.pullPolicy=Never", "--set", "metrics.service.enabled=false",
+              "--set", f"operator.watchNamespaces={{{cluster_namespace}}}",
+              "--set", "rbac.clusterReads=false", "--set", "admissionPolicy.enabled=false"]
+    try:
+        installed = _helm(real_cluster, "install", RELEASE, "charts/proctor", *values)
+        assert installed.returncode == 0, installed.stderr
+        real_cluster.kubectl("patch", "crd", "evaluations.proctor.dev", "--type=json",
+                             "-p", json.dumps(PATCH))
+        upgraded = _helm(real_cluster, "upgrade", RELEASE, "charts/proctor", *values)
+        assert upgraded.returncode == 0, upgraded.stderr
+        held = json.loads(real_cluster.kubectl("get", "crd", "evaluations.proctor.dev",
+                                               "-o", "json"))
+        packaged = next(c for c in packaged_crds()
+                        if c["metadata"]["name"] == "evaluations.proctor.dev")
+        assert held["spec"]["versions"][0]["schema"] == packaged["spec"]["versions"][0]["schema"]
+        left = real_cluster.kubectl("get", "job,serviceaccount", "-n", cluster_namespace,
+                                    "-l", "app.kubernetes.io/component=crds", "-o", "name")
+        assert left.strip() == "", f"the hook's objects outlived it: {left}"
+    finally:
+        _helm(real_cluster, "uninstall", RELEASE, "--namespace", cluster_namespace, "--wait")
         real_cluster.apply_crds()
