@@ -142,7 +142,8 @@ def container(objects: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def test_helm_lint_passes_strict(helm: Path, tmp_path: Path) -> None:
-    for values in (SCENARIOS["defaults"], SCENARIOS["toggles"], SCENARIOS["namespaced"]):
+    for values in (SCENARIOS["defaults"], SCENARIOS["toggles"], SCENARIOS["namespaced"],
+                   SCENARIOS["pinned"]):
         done = run_helm(helm, "lint", "--strict", str(CHART),
                         "--values", str(_values_file(values, tmp_path)))
         assert done.returncode == 0, done.stdout + done.stderr
