@@ -176,6 +176,10 @@ CASES: dict[tuple[str, str], tuple[str, dict[str, str], tuple[str, ...]]] = {
                                         ("no cluster", "kubeconfig {d}/nothing")),
     ("results pull", "junk kubeconfig"): ("results pull demo --output-dir {d}/out",
                                           {"KUBECONFIG": "{d}/kubeconfig"}, ("no cluster",)),
+    ("crds apply", "no kubeconfig"): ("crds apply", {"KUBECONFIG": "{d}/nothing"},
+                                      ("no cluster", "kubeconfig {d}/nothing")),
+    ("crds apply", "junk kubeconfig"): ("crds apply --dry-run", {"KUBECONFIG": "{d}/kubeconfig"},
+                                        ("no cluster",)),
     ("runner solve", "missing patch file"): ("runner solve --work-dir {d}/work --patch-file "
                                              "{d}/nothing.diff", {}, ("nothing.diff",)),
     ("runner solve", "missing task folder"): ("runner solve --work-dir {d}/work --task-dir "
@@ -185,6 +189,8 @@ CASES: dict[tuple[str, str], tuple[str, dict[str, str], tuple[str, ...]]] = {
                                              ("nothing",)),
     ("runner grade", "missing work folder"): ("runner grade --work-dir {d}/nothing", {},
                                               ("nothing",)),
+    ("runner keep-log", "missing folder"): ("runner keep-log --fifo {d}/nothing/pipe --out "
+                                            "{d}/log.txt", {}, ("nothing",)),
 }
 
 

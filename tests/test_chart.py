@@ -24,6 +24,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
@@ -85,7 +86,13 @@ SCENARIOS: dict[str, dict[str, Any]] = {
                  "serviceAccount": {"create": False, "name": "proctor"}},
     "replicas": {"operator": {"replicas": 2, "watchNamespaces": ["team-a"],
                               "leaderElection": {"leaseDurationSeconds": 30}}},
+    "pinned": {"image": {"repository": "my-mirror/proctor-runner", "tag": "ignored",
+                         "digest": "sha256:" + "0123456789abcdef" * 4},
+               "metrics": {"service": {"enabled": False},
+                           "podMonitor": {"enabled": True, "labels": {"release": "prom"}}},
+               "crds": {"upgrade": False}},
 }
+DIGEST = "sha256:" + "0123456789abcdef" * 4
 RELEASE, NAMESPACE = "proctor", "proctor-system"
 FULLNAME = "proctor"  # the release's name contains the chart's: used as it is
 
@@ -104,9 +111,21 @@ def render(helm: Path, values: Mapping[str, Any], *extra: str) -> list[dict[str,
     return [obj for obj in yaml.safe_load_all(done.stdout) if obj]
 
 
+def is_hook(obj: Mapping[str, Any]) -> bool:
+    return "helm.sh/hook" in (obj["metadata"].get("annotations") or {})
+
+
 @pytest.fixture(scope="module")
-def rendered(helm: Path) -> dict[str, list[dict[str, Any]]]:
+def rendered_all(helm: Path) -> dict[str, list[dict[str, Any]]]:
     return {name: render(helm, values) for name, values in SCENARIOS.items()}
+
+
+@pytest.fixture(scope="module")
+def rendered(rendered_all: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    """The release's own objects; the CRD hook's (Helm makes them before, and deletes them
+    after) are checked apart, in "the CRD hook" below."""
+    return {name: [o for o in objects if not is_hook(o)]
+            for name, objects in rendered_all.items()}
 
 
 def only(objects: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
@@ -126,7 +145,7 @@ def container(objects: list[dict[str, Any]]) -> dict[str, Any]:
 
 def test_helm_lint_passes_strict(helm: Path, tmp_path: Path) -> None:
     for values in (SCENARIOS["defaults"], SCENARIOS["toggles"], SCENARIOS["namespaced"],
-                   SCENARIOS["replicas"]):
+                   SCENARIOS["replicas"], SCENARIOS["pinned"]):
         done = run_helm(helm, "lint", "--strict", str(CHART),
                         "--values", str(_values_file(values, tmp_path)))
         assert done.returncode == 0, done.stdout + done.stderr
@@ -134,13 +153,14 @@ def test_helm_lint_passes_strict(helm: Path, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("version", ["1.29", "1.35"])
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
-def test_every_rendered_object_is_valid(rendered: dict[str, list[dict[str, Any]]],
+def test_every_rendered_object_is_valid(rendered_all: dict[str, list[dict[str, Any]]],
                                         scenario: str, version: str) -> None:
-    for obj in rendered[scenario]:
+    for obj in rendered_all[scenario]:
         if obj["apiVersion"] == "monitoring.coreos.com/v1":
-            # The Prometheus Operator's CRD is not in Kubernetes' schemas: its shape and its
-            # agreement with the Service are checked in test_service_monitor_scrapes_...
-            assert obj["kind"] == "ServiceMonitor"
+            # The Prometheus Operator's CRDs are not in Kubernetes' schemas: their shape and
+            # what they scrape are checked in test_service_monitor_scrapes_... and
+            # test_pod_monitor_scrapes_...
+            assert obj["kind"] in ("ServiceMonitor", "PodMonitor")
             continue
         if obj["kind"].startswith("ValidatingAdmissionPolicy") and version == "1.29":
             continue  # its API is v1 from 1.30; the chart leaves it out before (checked below)
@@ -183,6 +203,8 @@ def test_each_scenario_renders_the_objects_it_should(
     # team-a's Role, and the Lease's in the release's namespace
     assert kinds("replicas") == sorted([*base, *aggregated, "ClusterRole", "ClusterRoleBinding",
                                         *["Role", "RoleBinding"] * 2, "PodDisruptionBudget"])
+    assert kinds("pinned") == sorted([*(k for k in kinds("defaults") if k != "Service"),
+                                      "PodMonitor"])
 
 
 # --- the operator's Deployment --------------------------------------------------------------
@@ -854,3 +876,184 @@ def test_the_admission_policy_is_scoped_like_the_operator(
     assert not [o for o in old if o["kind"].startswith("ValidatingAdmissionPolicy")]
     off = render(helm, {"admissionPolicy": {"enabled": False}})
     assert not [o for o in off if o["kind"].startswith("ValidatingAdmissionPolicy")]
+
+
+# --- values.schema.json -----------------------------------------------------------------------
+
+SCHEMA = CHART / "values.schema.json"
+OPEN = FREE_FORM | {"resources", "podSecurityContext", "securityContext"}
+"""Objects the chart hands on as they are (Kubernetes' own types, the user's maps): the
+schema leaves their keys open."""
+
+
+def _comments(text: str) -> dict[str, str]:
+    """Each key's path in values.yaml -> the comment lines right above it, joined."""
+    lines, found, path = text.splitlines(), {}, []
+    for number, line in enumerate(lines):
+        key = re.match(r"^( *)([^\s#:][^:]*):(\s|$)", line)
+        if key is None or line.lstrip().startswith("-"):
+            continue
+        indent = len(key.group(1))
+        path = [(i, k) for i, k in path if i < indent] + [(indent, key.group(2))]
+        above = []
+        for previous in reversed(lines[:number]):
+            if not re.match(rf"^ {{{indent}}}#", previous):
+                break
+            above.insert(0, previous.strip().removeprefix("#").strip())
+        found[".".join(k for _, k in path)] = " ".join(above)
+    return found
+
+
+def _schema_paths(schema: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, dict]]:
+    for key, child in schema.get("properties", {}).items():
+        yield f"{prefix}{key}", child
+        yield from _schema_paths(child, f"{prefix}{key}.")
+
+
+def test_the_schema_describes_exactly_the_keys_of_values_yaml() -> None:
+    """One source for the text: each key's description is its comment in values.yaml; and
+    every object the chart reads key by key refuses keys it does not know."""
+    text = (CHART / "values.yaml").read_text()
+    schema = json.loads(SCHEMA.read_text())
+    described = dict(_schema_paths(schema))
+    assert set(described) == set(_value_paths(yaml.safe_load(text))) - {
+        path for path in _value_paths(yaml.safe_load(text))
+        if any(path.startswith(f"{o}.") or f".{o}." in path for o in OPEN)}
+    comments = _comments(text)
+    assert {p: s["description"] for p, s in described.items()} == {
+        p: comments[p] for p in described}
+    for node in (schema, *described.values()):
+        if node.get("type") == "object" and node is not schema:
+            key_is_open = node.get("additionalProperties", True) is not False
+            assert key_is_open == ("properties" not in node), node["description"]
+    assert schema["additionalProperties"] is False
+    assert _comments("# one\n# two\na:\n  # three\n  b: 1\n") == {"a": "one two", "a.b": "three"}
+
+
+def test_the_defaults_and_every_scenario_meet_the_schema() -> None:
+    validator = jsonschema.Draft7Validator(json.loads(SCHEMA.read_text()))
+    validator.check_schema(validator.schema)
+    defaults = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert list(validator.iter_errors(defaults)) == []
+    for values in SCENARIOS.values():
+        merged = json.loads(json.dumps(defaults))
+        _merge(merged, values)
+        assert list(validator.iter_errors(merged)) == []
+
+
+def _merge(into: dict[str, Any], values: Mapping[str, Any]) -> None:
+    for key, value in values.items():
+        if isinstance(value, Mapping) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = value
+
+
+@pytest.mark.parametrize(("setting", "named"), [
+    ("operator.watchNamespaec=x", "watchNamespaec"),
+    ("metrics.serviceMonitor.enabeld=true", "enabeld"),
+    ("imagee.tag=dev", "imagee"),
+    ("image.pullPolicy=Sometimes", "pullPolicy"),
+    ("image.digest=latest", "digest"),
+    ("metrics.service.type=Ingress", "type"),
+    ("operator.probePort=http", "probePort"),
+])
+def test_helm_install_with_a_mistyped_value_fails_on_the_schema(
+        helm: Path, setting: str, named: str) -> None:
+    done = run_helm(helm, "install", RELEASE, str(CHART), "--namespace", NAMESPACE,
+                    "--dry-run=client", "--set", setting)
+    assert done.returncode != 0
+    assert "values don't meet the specifications of the schema" in done.stderr, done.stderr
+    assert named in done.stderr
+
+
+def test_free_form_maps_take_any_keys(helm: Path) -> None:
+    objects = render(helm, {"podAnnotations": {"example.com/anything": "x"},
+                            "resources": {"limits": {"cpu": "2"}},
+                            "securityContext": {"runAsUser": 10002}})
+    pod = only(objects, "Deployment")["spec"]["template"]
+    assert pod["metadata"]["annotations"] == {"example.com/anything": "x"}
+    assert container(objects)["resources"]["limits"] == {"cpu": "2", "memory": "2Gi"}
+
+
+# --- images by digest, PodMonitor -------------------------------------------------------------
+
+
+def test_a_digest_pins_every_image_the_chart_names(
+        rendered_all: dict[str, list[dict[str, Any]]], helm: Path) -> None:
+    pinned = f"my-mirror/proctor-runner@{DIGEST}"
+    operator = container(rendered_all["pinned"])
+    env = {e["name"]: e.get("value") for e in operator["env"]}
+    assert operator["image"] == env["PROCTOR_RUNNER_IMAGE"] == pinned
+    hook = only(render(helm, {**SCENARIOS["pinned"], "crds": {"upgrade": True}}), "Job")
+    assert hook["spec"]["template"]["spec"]["containers"][0]["image"] == pinned
+    mirrored = render(helm, {**SCENARIOS["pinned"], "operator": {"runnerImage": "r@" + DIGEST}})
+    assert {e["name"]: e.get("value") for e in container(mirrored)["env"]}[
+        "PROCTOR_RUNNER_IMAGE"] == "r@" + DIGEST
+
+
+def test_pod_monitor_scrapes_the_operators_metrics_port(
+        rendered_all: dict[str, list[dict[str, Any]]]) -> None:
+    objects = rendered_all["pinned"]
+    monitor = only(objects, "PodMonitor")
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    pod = only(objects, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert selector.items() <= pod.items()
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    ports = {p["name"]: p["containerPort"] for p in container(objects)["ports"]}
+    assert endpoint["port"] == "metrics" and ports["metrics"] == 9090
+    assert endpoint["honorLabels"] is True and endpoint["path"] == "/metrics"
+
+
+# --- the CRD hook -----------------------------------------------------------------------------
+
+
+def _hooks(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {o["kind"]: o for o in objects if is_hook(o)}
+
+
+def test_the_crd_hook_applies_the_packaged_crds_before_install_and_upgrade(
+        rendered_all: dict[str, list[dict[str, Any]]]) -> None:
+    from proctor.cli.main import build_parser, cmd_crds_apply
+
+    hooks = _hooks(rendered_all["defaults"])
+    assert sorted(hooks) == ["ClusterRole", "ClusterRoleBinding", "Job", "ServiceAccount"]
+    weights = {}
+    for kind, obj in hooks.items():
+        annotations = obj["metadata"]["annotations"]
+        assert annotations["helm.sh/hook"] == "pre-install,pre-upgrade"
+        assert annotations["helm.sh/hook-delete-policy"] == \
+            "before-hook-creation,hook-succeeded"
+        weights[kind] = int(annotations["helm.sh/hook-weight"])
+    assert weights["Job"] > weights["ClusterRoleBinding"] > weights["ServiceAccount"]
+    pod = hooks["Job"]["spec"]["template"]["spec"]
+    (step,) = pod["containers"]
+    assert build_parser().parse_args(step["args"][1:]).func is cmd_crds_apply
+    assert step["args"][0] == "proctor" and step["image"] == container(
+        rendered_all["defaults"])["image"]
+    assert pod["serviceAccountName"] == hooks["ServiceAccount"]["metadata"]["name"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    deployment = only(rendered_all["defaults"], "Deployment")["spec"]["selector"]["matchLabels"]
+    assert not deployment.items() <= hooks["Job"]["spec"]["template"]["metadata"][
+        "labels"].items(), "the operator's Service would select the hook's pod"
+    assert not _hooks(rendered_all["pinned"])  # crds.upgrade: false
+
+
+def test_the_crd_hook_may_only_get_and_patch_proctors_crds(
+        rendered_all: dict[str, list[dict[str, Any]]]) -> None:
+    from proctor.k8s.crdapply import crd_names
+
+    hooks = _hooks(rendered_all["defaults"])
+    (rule,) = hooks["ClusterRole"]["rules"]
+    assert rule == {"apiGroups": ["apiextensions.k8s.io"],
+                    "resources": ["customresourcedefinitions"],
+                    "resourceNames": rule["resourceNames"], "verbs": ["get", "create", "patch"]}
+    assert sorted(rule["resourceNames"]) == sorted(crd_names())
+    binding = hooks["ClusterRoleBinding"]
+    assert binding["roleRef"]["name"] == hooks["ClusterRole"]["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "namespace": NAMESPACE,
+                                    "name": hooks["ServiceAccount"]["metadata"]["name"]}]
+    operator_role = only(rendered_all["defaults"], "ClusterRole", f"{FULLNAME}-{NAMESPACE}")
+    assert hooks["ClusterRole"]["metadata"]["name"] != operator_role["metadata"]["name"]

@@ -66,10 +66,15 @@ The operator's ServiceAccount.
 {{- end }}
 
 {{/*
-The operator's image: repository and tag (the appVersion unless set).
+The operator's image: repository@digest when a digest is given (it pins the image; the tag
+is not used), else repository and tag (the appVersion unless set).
 */}}
 {{- define "proctor.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
+{{- end }}
 {{- end }}
 
 {{/*
@@ -77,4 +82,19 @@ The runner image of the Jobs: operator.runnerImage, else the operator's own.
 */}}
 {{- define "proctor.runnerImage" -}}
 {{- .Values.operator.runnerImage | default (include "proctor.image" .) }}
+{{- end }}
+
+{{/*
+Labels of the CRD hook's objects: the release's, but component crds, so that nothing that
+selects the operator's pod (its Service, the PodMonitor) selects the hook's.
+*/}}
+{{- define "proctor.crdHookLabels" -}}
+helm.sh/chart: {{ include "proctor.chart" . }}
+app.kubernetes.io/name: {{ include "proctor.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: crds
+{{- if .Chart.AppVersion }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- end }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}

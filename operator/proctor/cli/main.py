@@ -398,7 +398,11 @@ def cmd_runner_grade(args: argparse.Namespace) -> int:
 def cmd_runner_keep_log(args: argparse.Namespace) -> int:
     from proctor.runner.testlog import serve
 
-    serve(Path(args.fifo), Path(args.out))
+    fifo, out = Path(args.fifo), Path(args.out)
+    for path in (fifo, out):
+        if not path.parent.is_dir():
+            raise UsageError(f"runner keep-log: {path.parent} is not a folder")
+    serve(fifo, out)
     return 0
 
 
@@ -504,6 +508,14 @@ def cmd_render(args: argparse.Namespace) -> int:
     objects = render(evaluation, agent, selection, plan_items(evaluation, selection),
                      args.items, runner_image_default=args.runner_image)
     print(to_yaml(objects), end="")
+    return 0
+
+
+def cmd_crds_apply(args: argparse.Namespace) -> int:
+    from proctor.k8s.crdapply import apply_packaged
+
+    for line in apply_packaged(dry_run=args.dry_run):
+        print(line, flush=True)  # each as it is done: a later refusal keeps them
     return 0
 
 
@@ -789,6 +801,16 @@ def build_parser() -> argparse.ArgumentParser:
                      help="render agents at loopback or link-local addresses, as an operator "
                           "started with --allow-local-endpoints runs them; refused otherwise")
     ren.set_defaults(func=cmd_render)
+
+    crds = sub.add_parser("crds", help="the CRDs packaged with proctor (crds/)")
+    crds_sub = crds.add_subparsers(dest="crds_command", required=True)
+    crds_apply = crds_sub.add_parser(
+        "apply", help="apply them to the cluster server-side (field manager proctor, forced) "
+                      "and say what changed; the chart's upgrade hook runs it")
+    crds_apply.add_argument("--dry-run", action="store_true",
+                            help="ask the server what would change (dryRun=All), change "
+                                 "nothing")
+    crds_apply.set_defaults(func=cmd_crds_apply)
 
     sho = sub.add_parser("show", help="one item for a person to read: its task, what the "
                                       "agent sent back, the patch, the test log, the verdict")

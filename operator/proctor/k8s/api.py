@@ -191,3 +191,52 @@ class Leases:
                 return False
             raise
         return True
+
+
+# --- the CRD hook's calls (`proctor crds apply`) ----------------------------------------------
+# Outside Kube on purpose: the operator never makes them, and its RBAC (tests/test_chart.py
+# reads Kube's calls) must not grant them; the hook's own ClusterRole does.
+
+
+def read_crd(api_client: client.ApiClient, name: str) -> Obj | None:
+    """The CustomResourceDefinition ``name`` as the server holds it; None if absent."""
+    try:
+        return _json(client.ApiextensionsV1Api(api_client).read_custom_resource_definition(
+            name, _preload_content=False))
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def apply_crd(api_client: client.ApiClient, path: str, body: Obj, *, field_manager: str,
+              dry_run: bool = False) -> Obj:
+    """Server-side apply of a CRD (``force``: its fields are taken from other managers);
+    the object the server answers with."""
+    query = [("fieldManager", field_manager), ("force", "true")]
+    if dry_run:
+        query.append(("dryRun", "All"))
+    return _patch(api_client, path, body, "application/apply-patch+yaml", query)
+
+
+def patch_crd(api_client: client.ApiClient, path: str, operations: list[Obj]) -> Obj:
+    """A JSON patch of a CRD (its managedFields: see crdapply.takeover_patch)."""
+    return _patch(api_client, path, operations, "application/json-patch+json", [])
+
+
+def _patch(api_client: client.ApiClient, path: str, body: Obj | list[Obj], content_type: str,
+           query: list[tuple[str, str]]) -> Obj:
+    """One PATCH. A JSON patch (a list) goes to the client's JSON serializer; an apply's
+    object goes as bytes, as the serializer does not know the apply-patch content type."""
+    payload = body if isinstance(body, list) else orjson.dumps(body)
+    request = api_client.param_serialize(
+        method="PATCH", resource_path=path, query_params=query, body=payload,
+        auth_settings=["BearerToken"],
+        header_params={"Content-Type": content_type, "Accept": "application/json"})
+    response = api_client.call_api(*request)
+    data = response.read()
+    if not 200 <= response.status <= 299:
+        text = data.decode("utf-8", "replace") if data else None
+        raise ApiException.from_response(http_resp=response, body=text, data=None)
+    answer: Obj = orjson.loads(data)
+    return answer
