@@ -32,7 +32,7 @@ import k8s_tools
 import real_cluster
 from proctor.core.spec import PROMPT_SENSITIVITY_ON_CLUSTER
 from proctor.k8s import security
-from proctor.k8s.conditions import LOCAL_ENDPOINT, SERVICE_MODE_UNSUPPORTED
+from proctor.k8s.conditions import LOCAL_ENDPOINT
 from proctor.sandboxes.demo_images import demo_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -260,9 +260,7 @@ def test_a_finished_evaluation_stays_succeeded_when_its_agent_goes(demo: Cluster
      "endpoint must be an http:// or https:// URL with a host"),
     ({**aut(DEMO, "refused", 1), "spec": {"endpoint": "http://127.0.0.1:9009/"}},
      LOCAL_ENDPOINT.format(url="http://127.0.0.1:9009/")),
-    ({**aut(DEMO, "refused", 1), "spec": {"service": {"image": "agent:1"}}},
-     SERVICE_MODE_UNSUPPORTED),
-], ids=["prompt-sensitivity", "endpoint-not-a-url", "local-endpoint", "service-mode"])
+], ids=["prompt-sensitivity", "endpoint-not-a-url", "local-endpoint"])
 def test_what_the_operator_cannot_serve_is_refused_at_apply(cluster: Cluster, obj: dict,
                                                             message: str) -> None:
     done = cluster.apply(obj, check=False)
