@@ -24,9 +24,17 @@ Where each rule lives:
   (never more than maxConcurrentRows); never for an Evaluation deleted or being deleted
   (`Controller._still_there` asks the API server before a pass creates any);
 * Job, ConfigMap and result objects: `manifests`, `store` (pure); names: `names`;
-* conditions, the status and its `reason`, LocalEndpoint: `conditions`, `reconcile`;
+* conditions, the status and its `reason`, LocalEndpoint, an agent's Ready: `conditions`,
+  `reconcile`;
 * each item's API calls (keep, retry, delete, create): `act`; what was written but not
   yet seen: `expectations`; the queue of passes: `workqueue`.
+
+Agents (`probe_agent`): on a new spec, and then every AGENT_PROBE_SECONDS (each resync
+while not ready), a service agent's Deployment and Service are applied (server-side apply:
+`agent_manifests`, owned by the AgentUnderTest) and the agent's card is fetched; its status
+shows the card and Ready (`conditions.agent_ready`). While an Evaluation's agent is not
+ready, no item of it starts and its Ready is False with reason AgentNotReady (`decide`'s
+``agent_ready``); a readiness change gives the namespace's Evaluations a pass.
 
 Triggers: a change of the Evaluation's spec, of its Jobs, pods or agent puts it into one
 deduplicated workqueue; one pass per Evaluation runs at a time. A resync every
@@ -128,6 +136,7 @@ class Controller:
         self._datasets: dict[tuple[Any, ...], datasets.Selection] = {}
         self._parsed: dict[tuple[Any, Any], Resource] = {}  # by (uid, generation)
         self._resync: asyncio.Task[None] | None = None
+        self._probes: asyncio.Task[None] | None = None
         self.probes: dict[Key, AgentProbe] = {}  # by (namespace, AgentUnderTest name)
         self._probed: dict[Key, tuple[float, Any]] = {}  # when, and of which generation
 
@@ -136,11 +145,11 @@ class Controller:
         tasks started here and by the queue inherit)."""
         if self._resync is None:
             self._resync = asyncio.get_running_loop().create_task(self._resync_forever())
+            self._probes = asyncio.get_running_loop().create_task(self._probe_forever())
 
     async def _resync_forever(self) -> None:
         while True:
             await asyncio.sleep(RESYNC_SECONDS)
-            await self._probe_due()
             for key in list(self.indexes["evaluations"]):
                 self.queue.add(key)
             for key in set(self.tracked) - set(self.indexes["evaluations"]):
@@ -148,8 +157,9 @@ class Controller:
 
     def stop(self) -> None:
         self.queue.stop()
-        if self._resync is not None:
-            self._resync.cancel()
+        for task in (self._resync, self._probes):
+            if task is not None:
+                task.cancel()
 
     async def forget(self, key: Key) -> None:
         """The Evaluation is gone or being deleted: drop all that is kept about it."""
@@ -327,10 +337,15 @@ class Controller:
         probed = self._probed.get((namespace, name))
         return probed is None or probed[1] != generation
 
-    async def _probe_due(self) -> None:
-        """Probe the agents not ready (each resync) and the others every
+    async def _probe_forever(self) -> None:
+        """Probe the agents not ready each RESYNC_SECONDS and the others every
         AGENT_PROBE_SECONDS, all at once (each card fetch waits CARD_TIMEOUT_SECONDS at
-        most)."""
+        most), apart from the resync of Evaluations, which a slow card would delay."""
+        while True:
+            await asyncio.sleep(RESYNC_SECONDS)
+            await self._probe_due()
+
+    async def _probe_due(self) -> None:
         now, due = time.monotonic(), []
         for key in list(self.indexes["agents"]):
             probe, probed = self.probes.get(key), self._probed.get(key)
