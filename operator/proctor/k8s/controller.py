@@ -443,10 +443,11 @@ class Controller:
         generation = p.body["metadata"].get("generation")
         old = (p.body.get("status") or {}).get("conditions") or []
         figures = p.tracked.reliability(results)
+        conditions_now = reconcile.conditions_for(
+            old, views, decision, _now(), generation, p.evaluation.spec.suspend,
+            agent_waiting=waiting)
         status = reconcile.build_status(
-            p.evaluation, p.tracked.agent_label, views, results, reconcile.conditions_for(
-                old, views, decision, _now(), generation, p.evaluation.spec.suspend,
-            agent_waiting=waiting),
+            p.evaluation, p.tracked.agent_label, views, results, conditions_now,
             generation=generation, fingerprint=selection.fingerprint, reliability=figures)
         await write_status(self.kube, p.tracked, p.body, status)
         self.metrics.publish(p.evaluation.namespace, p.evaluation.name, p.tracked.agent_label,

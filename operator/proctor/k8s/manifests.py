@@ -344,8 +344,9 @@ def _token_env(agent: AgentUnderTest | None) -> list[dict[str, Any]]:
     if auth is None:
         return []
     ref = {"name": auth.secret_ref.name, "key": auth.secret_ref.key}
-    # Header and scheme ride along for the runner; `proctor runner solve` reads only the
-    # token so far and always sends `Authorization: Bearer <token>`.
+    # `proctor runner solve` sends `<header>: <scheme> <token>` with every request (the
+    # token alone when the scheme is empty), in every mode; the value never passes through
+    # the operator, which names only the Secret's key.
     return [{"name": "PROCTOR_AGENT_TOKEN", "valueFrom": {"secretKeyRef": ref}},
             {"name": "PROCTOR_AGENT_AUTH_HEADER", "value": auth.header},
             {"name": "PROCTOR_AGENT_AUTH_SCHEME", "value": auth.scheme}]
