@@ -376,7 +376,7 @@ class Controller:
         first = self.needs_probe(namespace, name, generation)
         was = conditions.agent_ready(agent, self.probes.get(key), self.allow_local)
         self._probed[key] = (time.monotonic(), generation)
-        self.probes[key] = await self._probe(agent, body["metadata"].get("uid"), first)
+        self.probes[key] = await self.probe(agent, body["metadata"].get("uid"), first)
         now = conditions.agent_ready(agent, self.probes[key], self.allow_local)
         if now[:2] != was[:2]:
             log.info("AgentUnderTest %s/%s ready=%s reason=%s", namespace, name, *now[:2])
@@ -385,7 +385,8 @@ class Controller:
                     self.queue.add(other)
         await self.write_agent_status(namespace, name)
 
-    async def _probe(self, agent: AgentUnderTest, uid: str | None, first: bool) -> AgentProbe:
+    async def probe(self, agent: AgentUnderTest, uid: str | None, first: bool = False
+                    ) -> AgentProbe:
         """What the agent's card and (service agents) Deployment say now."""
         if agent.spec.sidecar or conditions.agent_refusal(agent, self.allow_local):
             return AgentProbe()  # nothing to fetch: it runs per task, or it is refused
