@@ -509,7 +509,8 @@ def test_the_needed_rules_are_read_from_the_code() -> None:
     client_methods = set().union(*_client_calls_in_api().values())
     assert {"read_namespaced_job", "read_namespaced_pod_log"} <= client_methods
     assert _raw_writes_in_api() == {("batch", "jobs", "create"), ("batch", "jobs", "delete"),
-                                    ("", "configmaps", "create")}
+                                    ("", "configmaps", "create"),
+                                    ("apps", "deployments", "patch"), ("", "services", "patch")}
 
 
 def test_the_lease_role_grants_exactly_what_the_election_calls(
@@ -841,7 +842,7 @@ def test_job_settings_reach_the_operator(helm: Path) -> None:
 def test_the_admission_policy_says_what_the_operator_says(helm: Path) -> None:
     """The policy's messages are the operator's own refusals, word for word."""
     from proctor.core.spec import PROMPT_SENSITIVITY_ON_CLUSTER
-    from proctor.k8s.conditions import LOCAL_ENDPOINT, SERVICE_MODE_UNSUPPORTED
+    from proctor.k8s.conditions import LOCAL_ENDPOINT
     from proctor.prepare import PREDICTIONS_FILE_ON_CLUSTER
 
     objects = render(helm, {})
@@ -850,13 +851,14 @@ def test_the_admission_policy_says_what_the_operator_says(helm: Path) -> None:
     evaluations = policies[f"{FULLNAME}-evaluations"]["spec"]["validations"]
     assert [v["message"] for v in evaluations] == [PROMPT_SENSITIVITY_ON_CLUSTER,
                                                    PREDICTIONS_FILE_ON_CLUSTER]
-    agents = policies[f"{FULLNAME}-agentundertests"]["spec"]["validations"]
-    assert agents[0]["message"] == SERVICE_MODE_UNSUPPORTED
-    expression = agents[1]["messageExpression"].replace("\\'", "'")
+    (agents,) = policies[f"{FULLNAME}-agentundertests"]["spec"]["validations"]
+    expression = agents["messageExpression"].replace("\\'", "'")
     assert expression == "'" + LOCAL_ENDPOINT.format(url="' + object.spec.endpoint + '") + "'"
+    # Every mode is run (service agents too): taking loopback endpoints, the operator
+    # refuses no agent, and no policy (nor binding) for them is left.
     allowed = render(helm, {"operator": {"allowLocalEndpoints": True}})
-    policy = only(allowed, "ValidatingAdmissionPolicy", f"{FULLNAME}-agentundertests")
-    assert len(policy["spec"]["validations"]) == 1  # the operator takes loopback endpoints
+    assert [o["metadata"]["name"] for o in allowed if o["kind"].startswith(
+        "ValidatingAdmissionPolicy")] == [f"{FULLNAME}-evaluations"] * 2
 
 
 def test_the_admission_policy_is_scoped_like_the_operator(

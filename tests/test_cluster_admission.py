@@ -2,7 +2,8 @@
 pods admitted under Pod Security `baseline`, the server's `restricted` warnings only for the
 test step's documented exceptions, refusals at `kubectl apply`, Events from proctor, logs
 of a finished item's steps, a finished Evaluation that outlives its agent, and an agent's
-maxConcurrentTasks held across two Evaluations (with a control run that exceeds it).
+maxConcurrentTasks held across two Evaluations (with a control run that exceeds it), a
+service agent run by the operator, and an Evaluation that waits for an unreachable agent.
 
 It runs where the other real-cluster tests run (tests/real_cluster.py: skipped, saying why,
 where no cluster can start; a failure then with PROCTOR_REQUIRE_CLUSTER=1). It installs
@@ -32,7 +33,7 @@ import k8s_tools
 import real_cluster
 from proctor.core.spec import PROMPT_SENSITIVITY_ON_CLUSTER
 from proctor.k8s import security
-from proctor.k8s.conditions import LOCAL_ENDPOINT, SERVICE_MODE_UNSUPPORTED
+from proctor.k8s.conditions import LOCAL_ENDPOINT
 from proctor.sandboxes.demo_images import demo_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -260,9 +261,7 @@ def test_a_finished_evaluation_stays_succeeded_when_its_agent_goes(demo: Cluster
      "endpoint must be an http:// or https:// URL with a host"),
     ({**aut(DEMO, "refused", 1), "spec": {"endpoint": "http://127.0.0.1:9009/"}},
      LOCAL_ENDPOINT.format(url="http://127.0.0.1:9009/")),
-    ({**aut(DEMO, "refused", 1), "spec": {"service": {"image": "agent:1"}}},
-     SERVICE_MODE_UNSUPPORTED),
-], ids=["prompt-sensitivity", "endpoint-not-a-url", "local-endpoint", "service-mode"])
+], ids=["prompt-sensitivity", "endpoint-not-a-url", "local-endpoint"])
 def test_what_the_operator_cannot_serve_is_refused_at_apply(cluster: Cluster, obj: dict,
                                                             message: str) -> None:
     done = cluster.apply(obj, check=False)
@@ -314,3 +313,72 @@ def test_max_concurrent_tasks_holds_across_evaluations(cluster: Cluster) -> None
     # The status counts the tasks the agent holds, not the items running (6 at most here:
     # two Evaluations of 3 rows, each item's test step long after its solve step).
     assert 0 < counted <= 2
+
+
+# --- Agents the operator runs, and agents it waits for ------------------------------------------
+
+
+def agent_ready(c: Cluster, ns: str, name: str) -> dict:
+    status = c.get("agentundertest", name, "-n", ns).get("status") or {}
+    return next((x for x in status.get("conditions") or [] if x["type"] == "Ready"), {})
+
+
+def test_a_service_agent_gets_a_deployment_and_service_and_its_evaluation_succeeds(
+        cluster: Cluster) -> None:
+    """The reference agent's image in service mode: the operator runs it (owned by the
+    AgentUnderTest, so deleting the agent deletes them) and tasks reach it through the
+    Service."""
+    served = {"apiVersion": "proctor.dev/v1alpha1", "kind": "AgentUnderTest",
+              "metadata": {"name": "served", "namespace": DEMO},
+              "spec": {"maxConcurrentTasks": 2, "service": {
+                  "image": IMAGE,
+                  "command": ["/usr/bin/tini", "--", "proctor", "agent", "serve", "--kind",
+                              "mixed"],
+                  "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}}}}}
+    cluster.apply(served)
+    uid = cluster.get("agentundertest", "served", "-n", DEMO)["metadata"]["uid"]
+    for kind in ("deployment", "service"):
+        obj = wait(f"{kind} agent-served", lambda k=kind: json.loads(cluster.kubectl(
+            "get", k, "agent-served", "-n", DEMO, "-o", "json", check=False).stdout or "{}"),
+            60)
+        (owner,) = obj["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["name"], owner["uid"]) == ("AgentUnderTest", "served", uid)
+    ready = wait("the served agent Ready", lambda: agent_ready(cluster, DEMO, "served").get(
+        "status") == "True" and agent_ready(cluster, DEMO, "served"), 300, 2)
+    assert ready["reason"] == "CardFetched"
+    status = cluster.get("agentundertest", "served", "-n", DEMO)["status"]
+    assert status["endpoint"] == f"http://agent-served.{DEMO}.svc:9009/"
+    assert status["card"]["name"] == "proctor-mixed" and status["card"]["skills"]
+    cluster.apply(evaluation(DEMO, "via-service", "served", rows=2, max_rows=3))
+    wait("via-service Succeeded", lambda: cluster.condition(DEMO, "via-service", "Succeeded").get(
+        "status") == "True", 600, 2)
+    done = cluster.get("evaluation", "via-service", "-n", DEMO)["status"]
+    assert done["items"]["done"] == 3 and done["errorKinds"] == {}
+    cluster.kubectl("delete", "agentundertest", "served", "-n", DEMO)
+    wait("the agent's Deployment collected", lambda: cluster.kubectl(
+        "get", "deployment", "agent-served", "-n", DEMO, check=False).returncode != 0, 120)
+
+
+def test_an_evaluation_waits_for_an_unreachable_agent_then_completes(demo: Cluster) -> None:
+    """An endpoint nothing answers at: the Evaluation starts no item and says why (never
+    Succeeded with every item in error); once an agent answers there, it completes."""
+    late = aut(DEMO, "late", 2)
+    late["spec"]["endpoint"] = f"http://late-agent.{DEMO}.svc:9009/"
+    demo.apply(late, evaluation(DEMO, "waits", "late", rows=2, max_rows=2))
+    wait("waits to say AgentNotReady", lambda: demo.condition(DEMO, "waits", "Ready").get(
+        "reason") == "AgentNotReady", 120, 1)
+    wait("late to say Unreachable", lambda: agent_ready(demo, DEMO, "late").get(
+        "reason") == "Unreachable", 60, 1)
+    time.sleep(6)  # several resyncs (reconcileSeconds=2): still nothing started
+    assert demo.get("jobs", "-n", DEMO, "-l", "proctor.dev/evaluation=waits")["items"] == []
+    assert demo.condition(DEMO, "waits", "Succeeded").get("status") != "True"
+    # The demo's agent (still running: only its AgentUnderTest was deleted) at that address.
+    demo.apply({"apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": "late-agent", "namespace": DEMO},
+                "spec": {"selector": {"app": "demo-agent"},
+                         "ports": [{"port": 9009, "targetPort": 9009}]}})
+    wait("waits Succeeded", lambda: demo.condition(DEMO, "waits", "Succeeded").get(
+        "status") == "True", 600, 2)
+    status = demo.get("evaluation", "waits", "-n", DEMO)["status"]
+    assert status["items"]["done"] == 2 and status["errorKinds"] == {}
+    assert agent_ready(demo, DEMO, "late")["reason"] == "CardFetched"

@@ -96,3 +96,23 @@ def test_delete_job_lets_its_pods_go_in_the_background(kube: Kube, cluster_names
     assert gone.value.status == 404
     wait_for(lambda: not pods(), 60, message=lambda: f"the Job's pods stayed: {pods()}")
     kube.delete_job(ns, "ev-1")  # already gone: harmless
+
+
+def test_apply_creates_a_service_agent_then_changes_only_what_differs(
+        kube: Kube, cluster_namespace: str) -> None:
+    from proctor.core.spec import AgentUnderTest, AgentUnderTestSpec
+    from proctor.k8s import agent_manifests
+
+    def agent(port: int) -> AgentUnderTest:
+        return AgentUnderTest(name="mixed", namespace=cluster_namespace, spec=(
+            AgentUnderTestSpec(service={"image": "proctor-test.local/absent:1", "port": port})))
+    deployment, service = (kube.apply(o) for o in agent_manifests.desired(agent(9009)))
+    assert (deployment["kind"], service["kind"]) == ("Deployment", "Service")
+    assert agent_manifests.unavailable(deployment) is not None  # its image is absent
+    again = kube.apply(agent_manifests.deployment(agent(9009)))
+    assert again["metadata"]["resourceVersion"] == deployment["metadata"]["resourceVersion"]
+    moved = kube.apply(agent_manifests.service(agent(8080)))
+    assert [p["port"] for p in moved["spec"]["ports"]] == [8080]
+    with pytest.raises(ValueError, match="cannot apply a Secret"):
+        kube.apply({"kind": "Secret", "metadata": {"namespace": cluster_namespace,
+                                                   "name": "s"}})

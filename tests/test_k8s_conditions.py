@@ -11,6 +11,8 @@ from proctor.core.model import ErrorKind, Outcome, PassFail, RunResult, WorkItem
 from proctor.core.spec import AgentUnderTest, AgentUnderTestSpec
 from proctor.formats.manifest import ManifestError, openapi_schema, parse_resource
 from proctor.k8s.conditions import (
+    AgentProbe,
+    agent_ready,
     agent_refusal,
     agent_status,
     find_condition,
@@ -157,28 +159,63 @@ def test_the_results_table_has_the_crd_fields_and_the_headline_denominators() ->
     assert table["totalInstances"] == 10  # tasks, not items: variants and repeats excluded
 
 
+CARD = {"name": "mixed", "version": "1.2", "skills": [{"id": "fix", "name": "Fix bugs"}]}
+
+
 def test_the_agent_status_is_valid() -> None:
     aut = AgentUnderTest(name="a", namespace="ns", spec=AgentUnderTestSpec(
         service={"image": "agent:1", "port": 8080}))
-    status = agent_status(aut, [], now=T0, generation=2, tasks_in_flight=3)
-    assert (status["mode"], status["endpoint"], status["tasksInFlight"]) == ("service", "", 3)
+    status = agent_status(aut, [], now=T0, generation=2, tasks_in_flight=3,
+                          probe=AgentProbe(card=CARD))
+    assert (status["mode"], status["endpoint"], status["tasksInFlight"]) == (
+        "service", "http://agent-a.ns.svc:8080/", 3)
+    assert status["card"] == CARD
     parse_resource({"apiVersion": "proctor.dev/v1alpha1", "kind": "AgentUnderTest",
                     "metadata": {"name": "a"}, "spec": {"service": {"image": "agent:1"}},
                     "status": status})
 
 
-def test_an_agent_is_ready_unless_the_operator_cannot_run_its_mode() -> None:
+def test_an_agent_is_ready_once_its_card_is_fetched() -> None:
     endpoint = AgentUnderTest(name="a", namespace="ns", spec=AgentUnderTestSpec(
         endpoint="http://agent:9999/"))
-    (ready,) = agent_status(endpoint, [], now=T0, generation=1, tasks_in_flight=0)["conditions"]
-    assert (ready["type"], ready["status"], ready["reason"]) == ("Ready", "True", "Usable")
-    assert "http://agent:9999/" in ready["message"] and ready["observedGeneration"] == 1
-    service = AgentUnderTest(name="a", namespace="ns", spec=AgentUnderTestSpec(
-        service={"image": "agent:1", "port": 8080}))
-    (refused,) = agent_status(service, [ready], now="2026-11-22T13:00:00Z", generation=2,
+    (probing,) = agent_status(endpoint, [], now=T0, generation=1,
                               tasks_in_flight=0)["conditions"]
-    assert (refused["status"], refused["reason"]) == ("False", "AgentModeUnsupported")
-    assert refused["lastTransitionTime"] == "2026-11-22T13:00:00Z"
+    assert (probing["type"], probing["status"], probing["reason"]) == ("Ready", "False",
+                                                                       "Probing")
+    status = agent_status(endpoint, [probing], now="2026-11-22T13:00:00Z", generation=1,
+                          tasks_in_flight=0, probe=AgentProbe(card=CARD))
+    (ready,) = status["conditions"]
+    assert (ready["status"], ready["reason"]) == ("True", "CardFetched")
+    assert "mixed 1.2" in ready["message"] and "http://agent:9999/" in ready["message"]
+    assert ready["lastTransitionTime"] == "2026-11-22T13:00:00Z"
+    assert ready["observedGeneration"] == 1 and status["card"] == CARD
+
+
+def test_an_agent_whose_card_cannot_be_fetched_is_not_ready_and_shows_no_card() -> None:
+    endpoint = AgentUnderTest(name="a", namespace="ns", spec=AgentUnderTestSpec(
+        endpoint="http://agent:9999/"))
+    status = agent_status(endpoint, [], now=T0, generation=1, tasks_in_flight=0,
+                          probe=AgentProbe(error="agent unreachable at http://agent:9999/"))
+    (down,) = status["conditions"]
+    assert (down["status"], down["reason"]) == ("False", "Unreachable")
+    assert "agent unreachable at http://agent:9999/" in down["message"]
+    assert status["card"] is None  # a merge patch's null: a card fetched earlier goes
+
+
+def test_a_service_agent_waits_for_its_deployment() -> None:
+    service = AgentUnderTest(name="a", namespace="ns", spec=AgentUnderTestSpec(
+        service={"image": "agent:1"}))
+    why = "Deployment agent-a has no available pod: minimum availability"
+    assert agent_ready(service, AgentProbe(unavailable=why)) == (
+        False, "DeploymentUnavailable", why)
+    assert agent_ready(service, AgentProbe(card=CARD))[:2] == (True, "CardFetched")
+
+
+def test_a_sidecar_agent_is_ready_without_a_card() -> None:
+    """It runs in each task's own pod: there is no agent to fetch a card from before."""
+    sidecar = AgentUnderTest(name="a", namespace="ns", spec=AgentUnderTestSpec(
+        sidecar={"image": "agent:1"}))
+    assert agent_ready(sidecar, None)[:2] == (True, "Sidecar")
 
 
 @pytest.mark.parametrize(("url", "local"), [
@@ -199,5 +236,5 @@ def test_a_local_endpoint_is_refused_unless_allowed() -> None:
     assert "127.0.0.1" in refused["message"] and "--allow-local-endpoints" in refused["message"]
     assert agent_refusal(aut, allow_local=True) is None
     (ready,) = agent_status(aut, [], now=T0, generation=1, tasks_in_flight=0,
-                            allow_local=True)["conditions"]
+                            allow_local=True, probe=AgentProbe(card=CARD))["conditions"]
     assert ready["status"] == "True"

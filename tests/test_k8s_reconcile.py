@@ -217,6 +217,42 @@ def test_a_job_whose_pod_ended_frees_its_slot_before_its_terminal_condition():
     assert [v.item for v in decision.retry] == [ITEMS[1]] and decision.start == [ITEMS[2]]
 
 
+def test_while_the_agent_is_not_ready_nothing_starts_and_the_evaluation_says_why():
+    """An unreachable agent: the Evaluation waits (Ready=False, AgentNotReady) instead of
+    starting items that would each end as an agent error; what is in flight is kept as it
+    ends; once the agent is ready again, items start."""
+    jobs = [job(ITEMS[0]), job(ITEMS[1])]
+    graded = {"name": "grade", "state": {"terminated": {
+        "exitCode": 0, "reason": "Completed", "startedAt": ts(20), "finishedAt": ts(15),
+        "message": json.dumps({"item": ITEMS[0].id, "outcome": "resolved"})}}}
+    pods = [pod_for(jobs[0], "Succeeded", containerStatuses=[graded]),
+            pod_for(jobs[1], "Running")]
+    views = observe(ITEMS, jobs, pods, [], {})
+    decision = decide(evaluation(), views, NOW, agent_slots=8, agent_ready=False)
+    assert decision.start == [] and [v.item for v in decision.harvest] == [ITEMS[0]]
+    waiting = ("AgentNotReady", "AgentUnderTest mixed is not ready (Unreachable: agent "
+                                "unreachable at http://mixed.agents:9009/)")
+    conditions = conditions_for([], views, decision, ts(0), 1, agent_waiting=waiting)
+    ready = next(c for c in conditions if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"], ready["message"]) == ("False", *waiting)
+    running = next(c for c in conditions if c["type"] == "Running")
+    assert "waiting for the agent" in running["message"]
+    assert status_reason(conditions) == "AgentNotReady"
+    decision = decide(evaluation(), views, NOW, agent_slots=8)  # ready again
+    assert decision.start == [ITEMS[2]]
+    conditions = conditions_for(conditions, views, decision, ts(0), 1)
+    assert status_reason(conditions) == "ItemsInFlight"
+    assert next(c for c in conditions if c["type"] == "Ready")["status"] == "True"
+
+
+def test_a_finished_evaluation_does_not_wait_for_its_agent():
+    done = observe(ITEMS, [], [], [], {i.id: result(i) for i in ITEMS})
+    decision = decide(evaluation(), done, NOW, agent_ready=False)
+    conditions = conditions_for([], done, decision, ts(0), 1,
+                                agent_waiting=("AgentNotReady", "gone"))
+    assert status_reason(conditions) == "AllItemsDone"
+
+
 def test_a_kept_result_frees_its_slot_and_its_jobs_are_deleted():
     jobs = [job(ITEMS[0]), job(ITEMS[1])]
     kept = {ITEMS[0].id: result(ITEMS[0])}

@@ -109,8 +109,8 @@ def test_the_runner_image_is_the_operators_default_unless_the_spec_names_one() -
 @pytest.mark.parametrize(("agents", "reason"), [
     ("", "AgentNotFound"),
     (AGENT.replace("namespace: evals", "namespace: other"), "AgentNotFound"),
-    (AGENT.replace('endpoint: "http://mixed.agents:9009/"', "service: {image: agent:1}"),
-     "AgentModeUnsupported"),
+    (AGENT.replace('endpoint: "http://mixed.agents:9009/"', 'endpoint: "http://127.0.0.1:1/"'),
+     "LocalEndpoint"),
 ])
 def test_the_agent_is_refused_as_the_operator_refuses_it(agents: str, reason: str) -> None:
     evaluation, *found = parse_manifests(evaluation_yaml() + "---\n" + agents

@@ -130,7 +130,7 @@ def test_an_unknown_field_is_refused(kubectl: Kubectl) -> None:
 
 
 def test_an_evaluation_runs_and_kubectl_shows_it(kubectl: Kubectl) -> None:
-    # An agent nobody serves: its Evaluation's item ends in error, which is an Event to show.
+    # An agent nobody serves: its Evaluation waits, starting nothing, and says why.
     kubectl("apply", "-f", "-", stdin=yaml.safe_dump({
         "apiVersion": "proctor.dev/v1alpha1", "kind": "AgentUnderTest",
         "metadata": {"name": "gone-agent"}, "spec": {"endpoint": "http://gone-agent.invalid/"}}))
@@ -138,25 +138,28 @@ def test_an_evaluation_runs_and_kubectl_shows_it(kubectl: Kubectl) -> None:
     kubectl("apply", "-f", "-", stdin=_evaluation_yaml(
         "unreachable", 1, agentRef={"name": "gone-agent"}, runner={"resources": SMALL,
                                                                    "infraRetries": 0}))
-    kubectl("wait", "--for=condition=Succeeded", "evaluation/demo", "evaluation/unreachable",
-            "--timeout=300s", timeout=320)
+    kubectl("wait", "--for=condition=Succeeded", "evaluation/demo", "--timeout=300s",
+            timeout=320)
     row = next(r for r in _rows(kubectl("get", "evaluations").stdout) if r["NAME"] == "demo")
     assert (row["AGENT"], row["DONE"], row["SUCCEEDED"]) == ("local-agent", "3/3", "True")
     assert re.fullmatch(r"\d+(\.\d+)?%", row["RESOLVED"]) and row["AGE"]
     wide = next(r for r in _rows(kubectl("get", "evaluations", "-o", "wide").stdout)
                 if r["NAME"] == "demo")
     assert wide["DATASET"] == "proctor-demo" and wide["REASON"] == "AllItemsDone"
+    waiting = next(r for r in _rows(kubectl("get", "evaluations", "-o", "wide").stdout)
+                   if r["NAME"] == "unreachable")
+    assert (waiting["DONE"], waiting["REASON"]) == ("0/1", "AgentNotReady"), waiting
     described = kubectl("describe", "evaluation", "unreachable").stdout
-    events = described.split("\nEvents:", 1)[1]
-    assert "ItemFailed" in events and ROWS[0] in events, described[-2000:]
+    assert "gone-agent is not ready (Unreachable" in " ".join(described.split()), \
+        described[-2000:]
 
 
 def test_get_by_short_name_shows_the_printer_columns(kubectl: Kubectl) -> None:
     shown = _rows(kubectl("get", _short_name()).stdout)
     row = next(r for r in shown if r.get("NAME") == "demo")
     assert (row["AGENT"], row["DONE"], row["SUCCEEDED"]) == ("local-agent", "3/3", "True")
-    failed = next(r for r in shown if r.get("NAME") == "unreachable")
-    assert (failed["AGENT"], failed["DONE"], failed["RESOLVED"]) == ("gone-agent", "1/1", "0.0%")
+    waiting = next(r for r in shown if r.get("NAME") == "unreachable")
+    assert (waiting["AGENT"], waiting["DONE"], waiting["RESOLVED"]) == ("gone-agent", "0/1", "-")
 
 
 def test_logs_of_the_operator_name_each_kept_result(kubectl: Kubectl,

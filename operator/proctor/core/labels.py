@@ -5,10 +5,14 @@ selector and the objects it selects cannot spell a key two ways."""
 MANAGED_BY = "app.kubernetes.io/managed-by"
 """Value "proctor" on every object the operator makes (the watches select on it)."""
 COMPONENT = "app.kubernetes.io/component"
-"""What the object is: work-item (a Job, its pods), task, kept-patch, result (ConfigMaps)."""
+"""What the object is: work-item (a Job, its pods), task, kept-patch, result (ConfigMaps),
+agent (a service agent's Deployment, Service and pods)."""
 
 LABEL_EVALUATION = "proctor.dev/evaluation"
 """The owning Evaluation's name, as a label value (the indexes key children by it)."""
+LABEL_AGENT = "proctor.dev/agent"
+"""The owning AgentUnderTest's name, as a label value: on a service agent's Deployment,
+Service and pods (the Service selects the pods by it)."""
 LABEL_ITEM = "proctor.dev/item"
 """The work item's id: on a Job and its pods, a kept patch, a result; a container's task."""
 LABEL_INSTANCE = "proctor.dev/instance"

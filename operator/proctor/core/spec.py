@@ -66,6 +66,9 @@ class AgentContainer(_Spec):
     """Container image of the agent."""
     port: int = 9009
     """Port the agent's A2A server listens on."""
+    command: tuple[str, ...] = ()
+    """The container's entrypoint, replacing the image's; the Agentbeats arguments and
+    args follow it. Empty: the image's own."""
     args: tuple[str, ...] = ()
     """Extra arguments appended to the agent's command line."""
     env: tuple[EnvVar, ...] = ()

@@ -89,21 +89,41 @@ class Kube:
                 return ""
             raise
 
-    def _send(self, method: str, path: str, body: Obj) -> None:
-        """One write with a plain JSON body, its answer unread. The client's typed methods
+    def _send(self, method: str, path: str, body: Obj, *, apply: bool = False) -> bytes:
+        """One write with a plain JSON body; the answer's bytes. The client's typed methods
         turn a body into the client's models and back (pydantic), the larger part of the
         operator's CPU per write; the server checks the object anyway. (The chart's RBAC
-        test reads the method and the path of each call: keep both literal.)"""
+        test reads the method and the path of each call: keep both literal.) ``apply``:
+        a server-side apply by the field manager ``proctor`` (it creates the object, or
+        changes what differs, taking over fields others set)."""
+        content = "application/apply-patch+yaml" if apply else "application/json"
         request = self.client.param_serialize(
             method=method, resource_path=path, body=body, auth_settings=["BearerToken"],
-            header_params={"Content-Type": "application/json", "Accept": "application/json"})
+            query_params=[("fieldManager", "proctor"), ("force", "true")] if apply else None,
+            header_params={"Content-Type": content, "Accept": "application/json"})
         response = self.client.call_api(*request)
-        data = response.read()
+        data: bytes = response.read() or b""
         if not 200 <= response.status <= 299:
             # The body is the API server's Status: its message says what was refused (a
             # 403 names the verb, the resource and the user).
             text = data.decode("utf-8", "replace") if data else None
             raise ApiException.from_response(http_resp=response, body=text, data=None)
+        return data
+
+    def apply(self, obj: Obj) -> Obj:
+        """Create or update a service agent's Deployment or Service (server-side apply);
+        the object as the API server answers, its status included."""
+        namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+        if obj["kind"] == "Deployment":
+            data = self._send("PATCH", f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}",
+                              obj, apply=True)
+        elif obj["kind"] == "Service":
+            data = self._send("PATCH", f"/api/v1/namespaces/{namespace}/services/{name}", obj,
+                              apply=True)
+        else:
+            raise ValueError(f"cannot apply a {obj['kind']}")
+        answer: Obj = orjson.loads(data)
+        return answer
 
     def create(self, obj: Obj) -> bool:
         """Create a ConfigMap or Job; False if it was already there (409)."""

@@ -24,9 +24,17 @@ Where each rule lives:
   (never more than maxConcurrentRows); never for an Evaluation deleted or being deleted
   (`Controller._still_there` asks the API server before a pass creates any);
 * Job, ConfigMap and result objects: `manifests`, `store` (pure); names: `names`;
-* conditions, the status and its `reason`, LocalEndpoint: `conditions`, `reconcile`;
+* conditions, the status and its `reason`, LocalEndpoint, an agent's Ready: `conditions`,
+  `reconcile`;
 * each item's API calls (keep, retry, delete, create): `act`; what was written but not
   yet seen: `expectations`; the queue of passes: `workqueue`.
+
+Agents (`probe_agent`): on a new spec, and then every AGENT_PROBE_SECONDS (each resync
+while not ready), a service agent's Deployment and Service are applied (server-side apply:
+`agent_manifests`, owned by the AgentUnderTest) and the agent's card is fetched; its status
+shows the card and Ready (`conditions.agent_ready`). While an Evaluation's agent is not
+ready, no item of it starts and its Ready is False with reason AgentNotReady (`decide`'s
+``agent_ready``); a readiness change gives the namespace's Evaluations a pass.
 
 Triggers: a change of the Evaluation's spec, of its Jobs, pods or agent puts it into one
 deduplicated workqueue; one pass per Evaluation runs at a time. A resync every
@@ -59,15 +67,17 @@ from typing import Any, TypeVar
 import kopf
 
 from proctor import datasets
+from proctor.a2a.client import AgentProblem, fetch_card
 from proctor.core.exits import BadInput
 from proctor.core.labels import COMPONENT, LABEL_EVALUATION, MANAGED_BY
 from proctor.core.metrics import aggregate
 from proctor.core.model import WorkItem
 from proctor.core.spec import AgentUnderTest, Evaluation, Resource
 from proctor.formats.manifest import ManifestError, parse_kind
-from proctor.k8s import conditions, manifests, reconcile, store
+from proctor.k8s import agent_manifests, conditions, manifests, reconcile, store
 from proctor.k8s.act import Pass, Tracked, write_status
 from proctor.k8s.api import Kube, Leases, describe, load_config, owner_uid
+from proctor.k8s.conditions import AgentProbe
 from proctor.k8s.election import Election, run_elected
 from proctor.k8s.exporter import Metrics
 from proctor.k8s.names import label_value
@@ -83,6 +93,9 @@ _Kind = TypeVar("_Kind", Evaluation, AgentUnderTest)
 RESYNC_SECONDS = 10.0  # PROCTOR_RECONCILE_SECONDS (read at startup: see `env_settings`)
 STATUS_SECONDS = 1.0  # the least time between two status writes of one Evaluation
 RETRY_SECONDS = 1.0  # a pass that failed (a write refused, say) is made again this later
+AGENT_PROBE_SECONDS = 30.0  # a ready agent's card is fetched again this often (others: each
+# resync), so that an agent that went away stops getting new tasks
+CARD_TIMEOUT_SECONDS = 5.0  # an agent whose card takes longer is not ready
 PROCTOR = {MANAGED_BY: "proctor"}
 RESULTS = {**PROCTOR, COMPONENT: store.RESULT_KIND}
 
@@ -127,12 +140,16 @@ class Controller:
         self._datasets: dict[tuple[Any, ...], datasets.Selection] = {}
         self._parsed: dict[tuple[Any, Any], Resource] = {}  # by (uid, generation)
         self._resync: asyncio.Task[None] | None = None
+        self._probes: asyncio.Task[None] | None = None
+        self.probes: dict[Key, AgentProbe] = {}  # by (namespace, AgentUnderTest name)
+        self._probed: dict[Key, tuple[float, Any]] = {}  # when, and of which generation
 
     def start(self) -> None:
         """Start the resync (from a handler: kopf.warn needs kopf's context, which the
         tasks started here and by the queue inherit)."""
         if self._resync is None:
             self._resync = asyncio.get_running_loop().create_task(self._resync_forever())
+            self._probes = asyncio.get_running_loop().create_task(self._probe_forever())
 
     async def _resync_forever(self) -> None:
         while True:
@@ -144,8 +161,9 @@ class Controller:
 
     def stop(self) -> None:
         self.queue.stop()
-        if self._resync is not None:
-            self._resync.cancel()
+        for task in (self._resync, self._probes):
+            if task is not None:
+                task.cancel()
 
     async def forget(self, key: Key) -> None:
         """The Evaluation is gone or being deleted: drop all that is kept about it."""
@@ -221,8 +239,10 @@ class Controller:
         items = tracked.items(body, evaluation, selection)
         rows = evaluation.spec.max_concurrent_rows if refusal is None else 0
         views = self._observe(key, tracked, items, rows)
+        waiting = self._agent_waiting(agent)
         decision = reconcile.decide(evaluation, views, datetime.now(UTC), self.settings,
-                                    self._agent_slots(tracked, agent))
+                                    self._agent_slots(tracked, agent),
+                                    agent_ready=waiting is None)
         if refusal is not None:
             decision.start, decision.retry = [], []
         self._hold_agent_slots(key, tracked, agent, decision.agent_tasks)
@@ -237,7 +257,7 @@ class Controller:
                       describe(failure))
             self.queue.add_after(key, RETRY_SECONDS)
         if refusal is None:
-            await self._publish(key, p, selection, items, decision)
+            await self._publish(key, p, selection, items, decision, waiting)
 
     def _predecessors_left(self, key: Key, tracked: Tracked) -> int:
         """How many Jobs and kept results an earlier Evaluation of the same name owns still:
@@ -303,6 +323,99 @@ class Controller:
             raise Refusal(*refusal)
         return agent
 
+    def _agent_waiting(self, agent: AgentUnderTest | None) -> tuple[str, str] | None:
+        """Why no item may start for want of its agent (the reason and message of the
+        Evaluation's Ready=False), or None: no agent asked, or it is ready."""
+        if agent is None:
+            return None
+        ready, why, message = conditions.agent_ready(
+            agent, self.probes.get((agent.namespace, agent.name)), self.allow_local)
+        return None if ready else ("AgentNotReady", f"AgentUnderTest {agent.name} is not "
+                                   f"ready ({why}: {message}); no item starts until it is")
+
+    # --- agents: their Deployment and Service, their card ----------------------------------
+
+    def needs_probe(self, namespace: str, name: str, generation: Any) -> bool:
+        """Whether this generation of the agent was not probed yet (a new agent, a changed
+        spec); its other events (its own status writes) need no card fetched."""
+        probed = self._probed.get((namespace, name))
+        return probed is None or probed[1] != generation
+
+    async def _probe_forever(self) -> None:
+        """Probe the agents not ready each RESYNC_SECONDS and the others every
+        AGENT_PROBE_SECONDS, all at once (each card fetch waits CARD_TIMEOUT_SECONDS at
+        most), apart from the resync of Evaluations, which a slow card would delay."""
+        while True:
+            await asyncio.sleep(RESYNC_SECONDS)
+            await self._probe_due()
+
+    async def _probe_due(self) -> None:
+        now, due = time.monotonic(), []
+        for key in list(self.indexes["agents"]):
+            probe, probed = self.probes.get(key), self._probed.get(key)
+            ready = probe is not None and probe.card is not None and probe.unavailable is None
+            if probed is None or not ready or now - probed[0] >= AGENT_PROBE_SECONDS:
+                due.append(self.probe_agent(*key))
+        for failure in await asyncio.gather(*due, return_exceptions=True):
+            if isinstance(failure, BaseException):
+                log.error("Probing an agent failed: %s", describe(failure))
+
+    def forget_agent(self, namespace: str, name: str) -> None:
+        """The agent is gone: its probe too (a new one of the same name starts afresh)."""
+        self.probes.pop((namespace, name), None)
+        self._probed.pop((namespace, name), None)
+
+    async def probe_agent(self, namespace: str, name: str) -> None:
+        """Apply a service agent's Deployment and Service, fetch the agent's card, and write
+        its status; when its readiness changes, its namespace's Evaluations get a pass."""
+        key = (namespace, name)
+        body = self._one("agents", key)
+        if body is None or body["metadata"].get("deletionTimestamp"):
+            return self.forget_agent(namespace, name)
+        try:
+            agent = self._parse(body, AgentUnderTest)
+        except ManifestError:  # the API server checks the same schema: only a CRD changed
+            return log.exception("AgentUnderTest %s/%s is invalid", namespace, name)
+        generation = body["metadata"].get("generation")
+        first = self.needs_probe(namespace, name, generation)
+        was = conditions.agent_ready(agent, self.probes.get(key), self.allow_local)
+        self._probed[key] = (time.monotonic(), generation)
+        self.probes[key] = await self.probe(agent, body["metadata"].get("uid"), first)
+        now = conditions.agent_ready(agent, self.probes[key], self.allow_local)
+        if now[:2] != was[:2]:
+            log.info("AgentUnderTest %s/%s ready=%s reason=%s", namespace, name, *now[:2])
+            for other in list(self.indexes["evaluations"]):
+                if other[0] == namespace:
+                    self.queue.add(other)
+        await self.write_agent_status(namespace, name)
+
+    async def probe(self, agent: AgentUnderTest, uid: str | None, first: bool = False
+                    ) -> AgentProbe:
+        """What the agent's card and (service agents) Deployment say now."""
+        if agent.spec.sidecar or conditions.agent_refusal(agent, self.allow_local):
+            return AgentProbe()  # nothing to fetch: it runs per task, or it is refused
+        if agent.spec.service:
+            try:
+                applied = [await asyncio.to_thread(self.kube.apply, obj)
+                           for obj in agent_manifests.desired(agent, uid)]
+            except Exception as exc:  # refused (RBAC, a quota): the condition says so
+                log.error("Applying the Deployment of AgentUnderTest %s/%s failed: %s",
+                          agent.namespace, agent.name, describe(exc))
+                return AgentProbe(unavailable=f"its Deployment and Service could not be "
+                                              f"applied: {describe(exc)}")
+            if first:
+                log.info("Applied Deployment and Service %s/%s agent=%s", agent.namespace,
+                         applied[0]["metadata"]["name"], agent.name)
+            unavailable = agent_manifests.unavailable(applied[0])
+            if unavailable is not None:  # the Service has no pod to send the fetch to
+                return AgentProbe(unavailable=unavailable)
+        endpoint = manifests.agent_endpoint(agent)
+        try:
+            card = await fetch_card(endpoint, CARD_TIMEOUT_SECONDS)
+        except AgentProblem as exc:
+            return AgentProbe(error=str(exc))
+        return AgentProbe(card=agent_manifests.card_status(card))
+
     def _observe(self, key: Key, tracked: Tracked, items: list[WorkItem], rows: int | None
                  ) -> list[ItemView]:
         """The items in play (``rows`` waiting at most; None: every item) as the indexes
@@ -322,7 +435,8 @@ class Controller:
     # --- the status ------------------------------------------------------------------------
 
     async def _publish(self, key: Key, p: Pass, selection: datasets.Selection,
-                       items: list[WorkItem], decision: Decision) -> None:
+                       items: list[WorkItem], decision: Decision,
+                       waiting: tuple[str, str] | None = None) -> None:
         """Rebuild the status and metrics from every item as observed, and write them; at
         most every STATUS_SECONDS (a pass is queued for what comes meanwhile)."""
         wait = p.tracked.status_at + STATUS_SECONDS - time.monotonic()
@@ -334,9 +448,11 @@ class Controller:
         generation = p.body["metadata"].get("generation")
         old = (p.body.get("status") or {}).get("conditions") or []
         figures = p.tracked.reliability(results)
+        conditions_now = reconcile.conditions_for(
+            old, views, decision, _now(), generation, p.evaluation.spec.suspend,
+            agent_waiting=waiting)
         status = reconcile.build_status(
-            p.evaluation, p.tracked.agent_label, views, results, reconcile.conditions_for(
-                old, views, decision, _now(), generation, p.evaluation.spec.suspend),
+            p.evaluation, p.tracked.agent_label, views, results, conditions_now,
             generation=generation, fingerprint=selection.fingerprint, reliability=figures)
         await write_status(self.kube, p.tracked, p.body, status)
         self.metrics.publish(p.evaluation.namespace, p.evaluation.name, p.tracked.agent_label,
@@ -364,7 +480,8 @@ class Controller:
                    if t.slot_agent == (namespace, name))
         status = conditions.agent_status(agent, seen.get("conditions") or [], now=_now(),
                                          generation=generation, tasks_in_flight=busy,
-                                         allow_local=self.allow_local)
+                                         allow_local=self.allow_local,
+                                         probe=self.probes.get((namespace, name)))
         if not all(seen.get(k) == v for k, v in status.items()):
             await asyncio.to_thread(self.kube.patch_status, "agentundertests", namespace, name,
                                     status)
@@ -482,13 +599,19 @@ async def _evaluation_event(event: Mapping[str, Any], body: Mapping[str, Any],
 
 @kopf.on.event("proctor.dev", "v1alpha1", "agentundertests")
 async def _agent_event(event: Mapping[str, Any], namespace: str | None, name: str,
-                       **_: Any) -> None:
-    """Its own status, and a pass of the namespace's Evaluations (one may use it)."""
+                       body: Mapping[str, Any], **_: Any) -> None:
+    """Its own status (a new spec: its Deployment applied and its card fetched first), and
+    a pass of the namespace's Evaluations (one may use it)."""
     assert CONTROLLER is not None
     CONTROLLER.start()
     if namespace is None:  # never: AgentUnderTests are namespaced (kopf's type allows None)
         return
-    if event.get("type") != "DELETED":
+    generation = (body.get("metadata") or {}).get("generation")
+    if event.get("type") == "DELETED":
+        CONTROLLER.forget_agent(namespace, name)  # its Deployment and Service: the GC's
+    elif CONTROLLER.needs_probe(namespace, name, generation):
+        await CONTROLLER.probe_agent(namespace, name)
+    else:
         await CONTROLLER.write_agent_status(namespace, name)
     for key in list(CONTROLLER.indexes["evaluations"]):
         if key[0] == namespace:

@@ -45,8 +45,9 @@ from proctor.core.labels import (
     MANAGED_BY,
 )
 from proctor.core.model import ORIGINAL_VARIANT, Instance, WorkItem
-from proctor.core.spec import AgentUnderTest, EnvVar, Evaluation
+from proctor.core.spec import AgentUnderTest, Evaluation
 from proctor.formats.predictions import patch_for
+from proctor.k8s.agent_manifests import agent_args, env_var, service_url
 from proctor.k8s.names import configmap_name, job_name, label_value
 from proctor.k8s.security import (
     PROFILES,
@@ -316,10 +317,12 @@ def patch_configmap(evaluation: Evaluation, item: WorkItem, patch: str) -> dict[
 
 
 def agent_endpoint(agent: AgentUnderTest) -> str:
-    """The URL the solve step sends the task to; none for a service-mode agent, which the
-    operator refuses (``AgentModeUnsupported``)."""
+    """The URL the solve step sends the task to: the endpoint, the service agent's Service,
+    or the sidecar's loopback port."""
     spec = agent.spec
-    return f"http://127.0.0.1:{spec.sidecar.port}/" if spec.sidecar else spec.endpoint or ""
+    if spec.sidecar:
+        return f"http://127.0.0.1:{spec.sidecar.port}/"
+    return service_url(agent) if spec.service else spec.endpoint or ""
 
 
 def solve_command(evaluation: Evaluation, agent: AgentUnderTest | None,
@@ -355,22 +358,15 @@ def job_asks_agent(job: Mapping[str, Any]) -> bool:
                for c in pod.get("initContainers") or [])
 
 
-def _env_var(var: EnvVar) -> dict[str, Any]:
-    """A container's variable: its value, or the Secret key it is read from."""
-    if var.value_from is None:
-        return {"name": var.name, "value": var.value}
-    ref = var.value_from.secret_key_ref
-    return {"name": var.name, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
-
-
 def _token_env(agent: AgentUnderTest | None) -> list[dict[str, Any]]:
     """The agent's token from its Secret, for the solve step only."""
     auth = agent.spec.auth if agent else None
     if auth is None:
         return []
     ref = {"name": auth.secret_ref.name, "key": auth.secret_ref.key}
-    # Header and scheme ride along for the runner; `proctor runner solve` reads only the
-    # token so far and always sends `Authorization: Bearer <token>`.
+    # `proctor runner solve` sends `<header>: <scheme> <token>` with every request (the
+    # token alone when the scheme is empty), in every mode; the value never passes through
+    # the operator, which names only the Secret's key.
     return [{"name": "PROCTOR_AGENT_TOKEN", "valueFrom": {"secretKeyRef": ref}},
             {"name": "PROCTOR_AGENT_AUTH_HEADER", "value": auth.header},
             {"name": "PROCTOR_AGENT_AUTH_SCHEME", "value": auth.scheme}]
@@ -409,12 +405,12 @@ def _sidecar_steps(agent: AgentUnderTest, instance: Instance, task_image: str,
                        {"name": "BASE_COMMIT", "value": instance.base_commit},
                        {"name": "REPO_DIR", "value": REPO_DIR}])
     port = sidecar.port
-    env = [_env_var(e) for e in sidecar.env if e.name != "REPO_DIR"]
+    env = [env_var(e) for e in sidecar.env if e.name != "REPO_DIR"]
     agent_container: dict[str, Any] = {
         "name": "agent", "image": sidecar.image, "restartPolicy": "Always",
+        **({"command": list(sidecar.command)} if sidecar.command else {}),
         # Started as Agentbeats starts agents; the card names loopback, where solve calls.
-        "args": ["--host", "0.0.0.0", "--port", str(port),
-                 "--card-url", f"http://127.0.0.1:{port}/", *sidecar.args],
+        "args": agent_args(sidecar, f"http://127.0.0.1:{port}/"),
         "env": [*env, {"name": "REPO_DIR", "value": REPO_DIR}],
         "ports": [{"name": "a2a", "containerPort": port}],
         # solve starts only once the agent listens; asking too early would be an agent error.

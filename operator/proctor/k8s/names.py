@@ -77,6 +77,12 @@ def job_name(evaluation: str, item_id: str, attempt: int = 0) -> str:
     return f"{owner_part(evaluation)}-{item_id[:ITEM_HASH_CHARS]}{retry}"
 
 
+def agent_service_name(agent: str) -> str:
+    """A service agent's Deployment and Service: ``agent-<its name>``, a DNS-1035 label (a
+    Service's name must start with a letter; an AgentUnderTest's may not)."""
+    return "agent-" + _dns_part(agent, MAX_LABEL - len("agent-"))
+
+
 def label_value(text: str) -> str:
     """``text`` as a label value: unchanged when valid, else cleaned, cut and hashed.
 

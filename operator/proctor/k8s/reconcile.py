@@ -179,12 +179,15 @@ def holds_agent_slot(view: ItemView) -> bool:
 
 
 def decide(evaluation: Evaluation, views: Sequence[ItemView], now: datetime,
-           settings: Settings = Settings(), agent_slots: int | None = None) -> Decision:
+           settings: Settings = Settings(), agent_slots: int | None = None,
+           agent_ready: bool = True) -> Decision:
     """This pass's actions, from the observed items. The slots: an attempt whose pod runs
     (or is pending) holds one; one whose pod ended, or whose Job is terminal, holds none,
     unless it is retried (its retry takes the slot). New items get the slots left, and no
     more than the agent's task slots left: ``agent_slots`` is what its other Evaluations
-    leave of maxConcurrentTasks (None: no agent is asked)."""
+    leave of maxConcurrentTasks (None: no agent is asked). While the agent is not ready
+    (``agent_ready`` False: its card cannot be fetched) no new item starts, rather than
+    each ending as an agent error; those in flight go on, and are kept as they end."""
     spec = evaluation.spec
     decision = Decision()
     held = 0
@@ -213,7 +216,7 @@ def decide(evaluation: Evaluation, views: Sequence[ItemView], now: datetime,
             if state.reason == "FailedCreate" or state.retryable:  # refused, or not pulled
                 message = f"{view.item.key}: {state.reason}: {state.message}"
                 decision.degraded = (state.reason, message[:1000])
-    if not spec.suspend:
+    if not spec.suspend and agent_ready:
         free = max(0, spec.max_concurrent_rows - held)
         if agent_slots is not None:
             free = min(free, max(0, agent_slots - decision.agent_tasks))
@@ -310,19 +313,24 @@ def why_pending(views: Sequence[ItemView]) -> str:
 
 
 def conditions_for(old: Sequence[Obj], views: Sequence[ItemView], decision: Decision,
-                   now: str, generation: int | None, suspended: bool = False
-                   ) -> list[dict[str, Any]]:
+                   now: str, generation: int | None, suspended: bool = False, *,
+                   agent_waiting: tuple[str, str] | None = None) -> list[dict[str, Any]]:
     """Ready, Running (reason Suspended while suspended), Succeeded, Degraded from this
-    pass."""
+    pass. ``agent_waiting``: the reason and message of Ready=False while the agent is not
+    ready (AgentNotReady: no item starts until it is)."""
     tally = counts(views)
     finished = tally.done == tally.total
     in_flight = tally.running + tally.pending
     running = "Suspended" if suspended else "ItemsInFlight" if in_flight else "Idle"
     suffix = "; suspended: no item starts" if suspended else ""
+    if agent_waiting is not None and not finished:
+        suffix += "; waiting for the agent to be ready"
     degraded = decision.degraded or ("AsExpected", "")
+    ready = ((False, *agent_waiting) if agent_waiting is not None and not finished
+             else (True, "Valid", "the spec, agent and dataset are usable"))
     conditions = [dict(c) for c in old]
     for change in (
-            ("Ready", True, "Valid", "the spec, agent and dataset are usable"),
+            ("Ready", *ready),
             ("Running", in_flight > 0, running,
              f"{tally.running} running, {tally.pending} pending{why_pending(views)}{suffix}"),
             ("Succeeded", finished, "AllItemsDone" if finished else "InProgress",

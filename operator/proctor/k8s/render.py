@@ -1,12 +1,13 @@
 """What the operator would create for an Evaluation, to review before it runs (pure).
 
 `proctor render -f EV.yaml [-f AGENT.yaml] [--items N]` prints these objects, as
-`helm template` prints a chart's: the task ConfigMaps and the first N Jobs. They come from
-the operator's own preparation (``proctor.prepare``) and builders (``manifests``), so they
-are what it creates, save for what it adds when it creates them: the owner reference to
-the Evaluation (its uid is known only on the cluster) and the Evaluation's own labels
-(`kopf.adopt` copies them), a node preferred because it ran the task before, and what the
-operator's settings add (`manifests.JobDefaults`: the chart's `jobs` values).
+`helm template` prints a chart's: a service agent's Deployment and Service, the task
+ConfigMaps and the first N Jobs. They come from the operator's own preparation
+(``proctor.prepare``) and builders (``manifests``, ``agent_manifests``), so they are what
+it creates, save for what it adds when it creates them: the owner reference to the
+Evaluation or the agent (their uids are known only on the cluster) and the Evaluation's
+own labels (`kopf.adopt` copies them), a node preferred because it ran the task before,
+and what the operator's settings add (`manifests.JobDefaults`: the chart's `jobs` values).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from proctor import __version__
 from proctor.core.model import WorkItem
 from proctor.core.spec import AgentUnderTest, Evaluation
 from proctor.datasets import Selection
+from proctor.k8s import agent_manifests
 from proctor.k8s.conditions import agent_refusal
 from proctor.k8s.manifests import TaskTooLarge, desired_objects
 from proctor.prepare import Refusal
@@ -28,9 +30,8 @@ from proctor.prepare import Refusal
 def agent_of(evaluation: Evaluation, agents: Sequence[AgentUnderTest], *,
              allow_local: bool = False) -> AgentUnderTest | None:
     """The AgentUnderTest the evaluation asks (None when its patches are given), refused as
-    the operator refuses it: absent from its namespace, run in service mode, or at a
-    loopback or link-local address (unless ``allow_local``: the operator's
-    --allow-local-endpoints)."""
+    the operator refuses it: absent from its namespace, or at a loopback or link-local
+    address (unless ``allow_local``: the operator's --allow-local-endpoints)."""
     if evaluation.spec.predictions.source != "agent":
         return None
     ref = evaluation.spec.agent_ref.name if evaluation.spec.agent_ref else ""
@@ -50,8 +51,9 @@ def agent_of(evaluation: Evaluation, agents: Sequence[AgentUnderTest], *,
 def render(evaluation: Evaluation, agent: AgentUnderTest | None, selection: Selection,
            items: Sequence[WorkItem], n: int | None = None, *,
            runner_image_default: str | None = None) -> list[dict[str, Any]]:
-    """The task ConfigMaps of the first ``n`` items (all when None), then their Jobs, in the
-    order the operator starts them (plan order).
+    """A service agent's Deployment and Service, the task ConfigMaps of the first ``n``
+    items (all when None), then their Jobs, in the order the operator starts them (plan
+    order).
 
     ``runner_image_default`` is the operator's default runner image (the chart sets it
     from its values), used when spec.runner.image is unset.
@@ -63,7 +65,7 @@ def render(evaluation: Evaluation, agent: AgentUnderTest | None, selection: Sele
                                            runner_image_default=runner_image_default)
     except TaskTooLarge as exc:
         raise Refusal("TaskTooLarge", str(exc)) from exc
-    return [*configmaps, *jobs]
+    return [*(agent_manifests.desired(agent) if agent else []), *configmaps, *jobs]
 
 
 # libyaml's emitter where PyYAML has it: the whole Verified split (500 tasks, 14 MB of YAML)
