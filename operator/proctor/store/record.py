@@ -32,8 +32,8 @@ def item_record(result: RunResult, run: S3Location,
     stored under the run's location `run`. No test names, patch or log: those are what
     the keys point at."""
     where = item_location(run, result.instance_id, result.variant_id, result.repeat)
-    objects = {name: {"key": where.key(name), "sha256": hashlib.sha256(data).hexdigest(),
-                      "bytes": len(data)}
+    # One prefix, not a key per file: the key of each is prefix/name (`object_keys`).
+    objects = {name: {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
                for name, data in sorted(files.items()) if name in ARTEFACTS}
     return {
         "v": RECORD_VERSION, "result_v": result.schema_version,
@@ -48,5 +48,11 @@ def item_record(result: RunResult, run: S3Location,
         "patch_sha256": result.patch.sha256, "applied": result.patch.apply_method,
         "tampered": sorted({t.kind for t in result.tampering}),
         "attempts": result.attempts,
-        "bucket": run.bucket, "objects": objects,
+        "bucket": where.bucket, "prefix": where.prefix, "objects": objects,
     }
+
+
+def object_keys(record: Mapping[str, Any]) -> dict[str, str]:
+    """The object-store key of each artefact a record points at."""
+    where = S3Location(bucket=record["bucket"], prefix=record["prefix"])
+    return {name: where.key(name) for name in record["objects"]}
