@@ -4,7 +4,8 @@
 #
 #   scripts/s3-server.sh build   build the server once (cached; a second build does nothing)
 #   scripts/s3-server.sh up      build if needed, start it on 127.0.0.1:<a free port> with
-#                                an empty data folder, print AWS_ENDPOINT_URL=...,
+#                                an empty bucket proctor-results (PROCTOR_S3_BUCKET names
+#                                another), print AWS_ENDPOINT_URL=...,
 #                                AWS_ACCESS_KEY_ID=... and AWS_SECRET_ACCESS_KEY=...
 #                                (one a line: `export $(scripts/s3-server.sh up)`)
 #   scripts/s3-server.sh down    stop it and remove its data
@@ -72,6 +73,8 @@ up() {
   mkdir -p "$STATE"
   if running; then cat "$STATE/env"; return 0; fi
   rm -rf "$STATE/data" "$STATE/meta"; mkdir -p "$STATE/data" "$STATE/meta"
+  # The posix backend serves each folder of the data folder as a bucket.
+  mkdir "$STATE/data/${PROCTOR_S3_BUCKET:-proctor-results}"
   # The port is free when chosen; another process may take it before the server binds,
   # so a server that exits at once is started again on another.
   local port try

@@ -80,11 +80,12 @@ def _upload(store, output_dir: Path, to) -> None:
     """The results folder, to `to`/<its name>/; a failure keeps the folder and says so."""
     from proctor.results import LOCK_FILE
     from proctor.store import s3
+    from proctor.store.location import StoreError
 
     where = to.child(output_dir.resolve().name)
     try:
         count = s3.upload_folder(store, output_dir, where, skip={LOCK_FILE})
-    except (s3.StoreError, s3.StoreUnreachable) as exc:
+    except (StoreError, s3.StoreUnreachable) as exc:
         raise type(exc)(f"{exc}; the results are kept in {output_dir}/ (run the same "
                         f"command again to upload them)") from None
     print(f"Uploaded {count} files of {output_dir}/ to {where}/ (proctor results pull "
