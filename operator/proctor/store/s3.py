@@ -52,17 +52,20 @@ class StoreUnreachable(NotRun):
 
 def client(endpoint: str | None = None) -> Any:
     """An S3 client for `endpoint` (or AWS_ENDPOINT_URL); a StoreError when there are no
-    credentials or the endpoint is not a URL."""
-    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or \
-        "us-east-1"  # S3-compatible servers accept it; boto3 has no default
-    session = boto3.session.Session()
-    if session.get_credentials() is None:  # known before anything runs
-        raise StoreError(NO_CREDENTIALS)
+    credentials, the AWS profile named is missing, or the endpoint is not a URL."""
     try:
-        return session.client("s3", endpoint_url=endpoint or None, region_name=region,
-                              config=_CONFIG)
+        session = boto3.session.Session()
+        if session.get_credentials() is None:  # known before anything runs
+            raise StoreError(NO_CREDENTIALS)
+        # S3-compatible servers take any region; boto3 has no default for one.
+        return session.client("s3", endpoint_url=endpoint or None, config=_CONFIG,
+                              region_name=session.region_name or "us-east-1")
     except (ValueError, BotoCoreError) as exc:
-        raise StoreError(f"cannot use the object store endpoint {endpoint!r}: {exc}") from None
+        if isinstance(exc, StoreError):
+            raise
+        raise StoreError(f"cannot use the object store (endpoint "
+                         f"{endpoint or os.environ.get('AWS_ENDPOINT_URL') or 'AWS S3'}): "
+                         f"{exc}") from None
 
 
 def endpoint_of(s3: Any) -> str:
