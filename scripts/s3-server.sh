@@ -11,7 +11,7 @@
 #   scripts/s3-server.sh down    stop it and remove its data
 #
 # The server is Versity's S3 gateway (versitygw) with its posix backend: one Go module
-# that `go install` builds from the Go module proxy in about 2 minutes on 2 cores (MinIO's
+# that `go install` builds from the Go module proxy in 2 to 3 minutes on 2 cores (MinIO's
 # server is in maintenance and its module's `replace` directives make `go install` refuse
 # it). Buckets are folders of the data folder; object metadata goes to a sidecar folder,
 # so the filesystem needs no extended attributes. Path-style requests, static keys
@@ -44,7 +44,7 @@ build() {
     BIN=$(dirname "$any")/bin/versitygw
     return 0
   fi
-  say "building $MODULE@$VERSION into $cache (about 2 minutes on 2 cores the first time) ..."
+  say "building $MODULE@$VERSION into $cache (2 to 3 minutes on 2 cores the first time) ..."
   rm -rf "$cache"; mkdir -p "$cache"
   tmp=$cache/bin.partial; mkdir -p "$tmp"
   SECONDS=0

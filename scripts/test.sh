@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test
 bash scripts/docker-daemon.sh
-# The object store's tests run against a real S3 server built with Go (about 2 minutes the
+# The object store's tests run against a real S3 server built with Go (2 to 3 minutes the
 # first time, then cached); where it cannot build they skip or, with PROCTOR_REQUIRE_S3=1,
 # fail, saying why.
 bash scripts/s3-server.sh build >/dev/null || echo "test.sh: the S3 server did not build (above)"
