@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Install Proctor with its test tools (as root, a Docker daemon too: scripts/docker-daemon.sh),
-# lint, type-check, bring up the real Kubernetes of scripts/cluster.sh where one can start
-# (root, Docker, mmdebstrap, and Go or a cached build of its binaries), and run the whole
-# test suite.
+# build the S3 server of the object store's tests (scripts/s3-server.sh), lint, type-check,
+# bring up the real Kubernetes of scripts/cluster.sh where one can start (root, Docker,
+# mmdebstrap, and Go or a cached build of its binaries), and run the whole test suite.
 # A cluster already running is used and left running; one started here is stopped at the end.
 # Where none can start, the real-cluster tests skip, saying why (PROCTOR_REQUIRE_CLUSTER=1:
 # they fail instead).
@@ -10,8 +10,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test
 bash scripts/docker-daemon.sh
+# The object store's tests run against a real S3 server built with Go (2 to 3 minutes the
+# first time, then cached); where it cannot build they skip or, with PROCTOR_REQUIRE_S3=1,
+# fail, saying why.
+bash scripts/s3-server.sh build >/dev/null || echo "test.sh: the S3 server did not build (above)"
 .venv/bin/ruff check .
-.venv/bin/mypy  # [tool.mypy] in pyproject.toml: the package, strict on proctor.core and proctor.k8s
+.venv/bin/mypy  # [tool.mypy] in pyproject.toml: the package, strict on proctor.core, .k8s, .store
 
 started=""
 why=$(.venv/bin/python -c 'import sys; sys.path.insert(0, "tests"); import real_cluster; print(real_cluster.missing() or "")')

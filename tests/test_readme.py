@@ -47,6 +47,11 @@ RUN_ELSEWHERE = {
         "tests/test_green.py::test_an_assessment_equals_proctor_run",
     "proctor export swebench-submission RESULTS --output D":
         "tests/test_agentbeats.py::test_export_of_a_demo_run_gives_the_submission_layout",
+    "proctor run -f examples/demo-gold.yaml --output-dir results/gold --upload "
+    "s3://proctor-results/runs":
+        "tests/test_object_store.py::test_a_demo_run_uploads_and_pulls_back_byte_for_byte",
+    "proctor results pull s3://proctor-results/runs/gold --output-dir results/gold-again":
+        "tests/test_object_store.py::test_a_demo_run_uploads_and_pulls_back_byte_for_byte",
 }
 EVALUATE_YOUR_AGENT = (
     "proctor agent serve --kind mixed --port 9009 &",

@@ -64,11 +64,36 @@ def cmd_run(args: argparse.Namespace) -> int:
     from proctor.local.engine import run_evaluation
 
     evaluation, agents = _load_manifests(args.file)
+    store = _store_client(args) if args.upload else None  # no credentials: before the run
     summary = run_evaluation(evaluation, Path(args.output_dir), progress=not args.quiet,
                              agents=agents, retry_errors=args.retry_errors,
                              sandbox=_sandbox_options(args), agent_wait_s=args.agent_wait)
     _print_summary(summary, Path(args.output_dir))
+    if store is not None:
+        _upload(store, Path(args.output_dir), args.upload)
     return exits.for_summaries([summary])
+
+
+def _store_client(args: argparse.Namespace):
+    from proctor.store import s3
+
+    return s3.client(args.s3_endpoint)
+
+
+def _upload(store, output_dir: Path, to) -> None:
+    """The results folder, to `to`/<its name>/; a failure keeps the folder and says so."""
+    from proctor.results import LOCK_FILE
+    from proctor.store import s3
+    from proctor.store.location import StoreError
+
+    where = to.child(output_dir.resolve().name)
+    try:
+        count = s3.upload_folder(store, output_dir, where, skip={LOCK_FILE})
+    except (StoreError, s3.StoreUnreachable) as exc:
+        raise type(exc)(f"{exc}; the results are kept in {output_dir}/ (run the same "
+                        f"command again to upload them)") from None
+    print(f"Uploaded {count} files of {output_dir}/ to {where}/ (proctor results pull "
+          f"{where} --output-dir DIR gets them back)")
 
 
 def _reliability_demo(args: argparse.Namespace) -> int:
@@ -527,12 +552,33 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_results_pull(args: argparse.Namespace) -> int:
+    if "://" in args.evaluation:  # an Evaluation's name has none
+        return _pull_from_store(args)
     from proctor.k8s.pull import pull_from_cluster
 
     count = pull_from_cluster(args.namespace, args.evaluation, Path(args.output_dir))
     print(f"Pulled {count} results of {args.namespace}/{args.evaluation} into "
           f"{args.output_dir}/ (summary.json, report.md, results.jsonl)")
     return 0
+
+
+def _pull_from_store(args: argparse.Namespace) -> int:
+    from proctor.store import s3
+    from proctor.store.location import parse_s3_url
+
+    where = parse_s3_url(args.evaluation)
+    count = s3.download_folder(_store_client(args), where, Path(args.output_dir))
+    print(f"Pulled {count} files of {where}/ into {args.output_dir}/")
+    return 0
+
+
+def _s3_url(text: str):
+    from proctor.store.location import StoreError, parse_s3_url
+
+    try:
+        return parse_s3_url(text)
+    except StoreError as exc:  # argparse would print only "invalid value"
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _seconds(text: str) -> float:
@@ -567,6 +613,12 @@ def _add_sandbox_options(parser: argparse.ArgumentParser, default: str) -> None:
                                           "or a network's name (default: the daemon's default)")
 
 
+def _add_s3_endpoint(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--s3-endpoint", metavar="URL",
+                        help="the S3-compatible store's URL (default: AWS_ENDPOINT_URL, else "
+                             "AWS S3); requests are path-style")
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, but a mistake in the flags is one line (with where to read more), as
     every other bad input is, not the usage text followed by the error."""
@@ -590,6 +642,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="a YAML file with the Evaluation (and its AgentUnderTest); repeatable")
     run.add_argument("--output-dir", required=True, help="results folder (resumed if present)")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    run.add_argument("--upload", type=_s3_url, metavar="s3://BUCKET/PREFIX",
+                     help="after the run, put the results folder in this S3-compatible "
+                          "store, at PREFIX/<the folder's name>/ (keys from AWS_ACCESS_KEY_ID "
+                          "and AWS_SECRET_ACCESS_KEY)")
+    _add_s3_endpoint(run)
     _add_agent_options(run)
     _add_sandbox_options(run, default="auto")
     run.set_defaults(func=cmd_run)
@@ -819,13 +876,15 @@ def build_parser() -> argparse.ArgumentParser:
                                   "prompt's first repeat), or the start of an item id")
     sho.set_defaults(func=cmd_show)
 
-    res = sub.add_parser("results", help="results kept on a cluster")
+    res = sub.add_parser("results", help="results kept on a cluster or in an object store")
     res_sub = res.add_subparsers(dest="results_command", required=True)
-    pull = res_sub.add_parser("pull", help="write a cluster Evaluation's results as the "
-                                           "folder `proctor run` writes")
-    pull.add_argument("evaluation")
+    pull = res_sub.add_parser("pull", help="write a cluster Evaluation's results, or a run "
+                                           "stored with --upload, as the folder `proctor run` "
+                                           "writes")
+    pull.add_argument("evaluation", help="the Evaluation's name, or s3://BUCKET/PREFIX/RUN")
     pull.add_argument("-n", "--namespace", default="default")
-    pull.add_argument("--output-dir", required=True)
+    pull.add_argument("-o", "--output-dir", required=True)
+    _add_s3_endpoint(pull)
     pull.set_defaults(func=cmd_results_pull)
 
     runner = sub.add_parser("runner", help="one step of a work item (what a Job runs)")

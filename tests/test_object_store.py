@@ -1,0 +1,211 @@
+"""Results in an S3-compatible store: `proctor run --upload` and `proctor results pull
+s3://...` against a real server (scripts/s3-server.sh: versitygw on loopback), the
+failures a person meets (bad URL, store down, wrong key, no bucket), and the small
+per-item record etcd will keep, on the 177 real logs.
+
+The server is built with Go (scripts/test.sh builds it first). Without Go or a cached
+build these tests skip, saying so; with PROCTOR_REQUIRE_S3=1 (CI) that is a failure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+from botocore.config import Config
+
+from conftest import SHARED_DATA, shared
+from ports import free_port
+from proctor.core.model import RunResult
+from proctor.store.location import S3Location, StoreError, item_location, parse_s3_url
+from proctor.store.record import ARTEFACTS, item_record, object_keys
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "s3-server.sh"
+PROCTOR = Path(sys.executable).parent / "proctor"
+DEMO = ROOT / "examples" / "demo-gold.yaml"
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "proctor-s3"
+
+
+def unavailable(why: str) -> None:
+    if os.environ.get("PROCTOR_REQUIRE_S3") == "1":
+        pytest.fail(f"PROCTOR_REQUIRE_S3=1 but {why}", pytrace=False)
+    pytest.skip(why)
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory) -> Iterator[dict[str, str]]:
+    """The server's environment (AWS_ENDPOINT_URL and the keys), for the session."""
+    if not shutil.which("go") and not any(CACHE.glob("*/complete")):
+        unavailable("neither Go nor a cached build of the S3 server (scripts/s3-server.sh)")
+    env = {**os.environ, "PROCTOR_S3_DIR": str(tmp_path_factory.mktemp("s3"))}
+    up = subprocess.run(["bash", str(SCRIPT), "up"], env=env, capture_output=True,
+                        text=True, timeout=900)
+    if up.returncode != 0:  # Go is here, so it must build: a failure, not a skip
+        pytest.fail(f"scripts/s3-server.sh up failed: {up.stderr.strip()}", pytrace=False)
+    try:
+        yield dict(line.split("=", 1) for line in up.stdout.split())
+    finally:
+        subprocess.run(["bash", str(SCRIPT), "down"], env=env, timeout=60)
+
+
+def s3_client(server: dict[str, str]):
+    return boto3.client("s3", endpoint_url=server["AWS_ENDPOINT_URL"], region_name="us-east-1",
+                        aws_access_key_id=server["AWS_ACCESS_KEY_ID"],
+                        aws_secret_access_key=server["AWS_SECRET_ACCESS_KEY"],
+                        config=Config(s3={"addressing_style": "path"}))
+
+
+@pytest.fixture
+def bucket(server) -> str:
+    name = f"results-{uuid.uuid4().hex[:12]}"
+    s3_client(server).create_bucket(Bucket=name)
+    return name
+
+
+def proctor(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """`proctor ...` as a person runs it, with only the store's variables of `env`."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    return subprocess.run([str(PROCTOR), *args], env={**base, **env},
+                          capture_output=True, text=True, timeout=600)
+
+
+def run_demo(out: Path, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess:
+    return proctor("run", "-f", str(DEMO), "--output-dir", str(out), "--sandbox", "process",
+                   "-q", *extra, env=env)
+
+
+def files_of(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes()
+            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != "run.lock"}
+
+
+def one_line_error(done: subprocess.CompletedProcess) -> str:
+    """The error a failed command printed: one line, no traceback."""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("proctor: error: "), done.stderr
+    return lines[0]
+
+
+def test_a_demo_run_uploads_and_pulls_back_byte_for_byte(server, bucket, tmp_path):
+    run = tmp_path / "gold-run"
+    done = run_demo(run, server, "--upload", f"s3://{bucket}/runs")
+    assert done.returncode == 0, done.stderr
+    stored = f"s3://{bucket}/runs/gold-run"
+    assert f"to {stored}/" in done.stdout
+    pulled = proctor("results", "pull", stored, "-o", str(tmp_path / "pulled"), env=server)
+    assert pulled.returncode == 0, pulled.stderr
+    written = files_of(run)
+    assert len(written) > 100 and "results.jsonl" in written
+    assert files_of(tmp_path / "pulled") == written
+    the_records_point_at_the_stored_artefacts(server, run, parse_s3_url(stored))
+
+
+def the_records_point_at_the_stored_artefacts(server, run: Path, where: S3Location) -> None:
+    s3 = s3_client(server)
+    for line in (run / "results.jsonl").read_text().splitlines():
+        result = RunResult.model_validate_json(line)
+        work = run / "items" / result.instance_id / result.variant_id / str(result.repeat)
+        files = {n: (work / n).read_bytes() for n in ARTEFACTS if (work / n).exists()}
+        record = item_record(result, where, files)
+        assert {"patch.diff", "test_output.txt", "result.json", "report.json"} <= \
+            set(record["objects"])
+        for name, key in object_keys(record).items():
+            body = s3.get_object(Bucket=where.bucket, Key=key)["Body"].read()
+            assert hashlib.sha256(body).hexdigest() == record["objects"][name]["sha256"]
+        assert record["outcome"] == result.outcome.value
+        assert len(json.dumps(record)) <= 2048
+
+
+def test_a_store_that_is_down_keeps_the_results_and_a_second_run_uploads_them(
+        server, bucket, tmp_path):
+    run = tmp_path / "kept"
+    down = {**server, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}"}  # none listens
+    done = run_demo(run, down, "--upload", f"s3://{bucket}/runs")
+    assert done.returncode == 3
+    line = one_line_error(done)
+    assert "cannot reach the object store" in line and str(run) in line
+    assert len((run / "results.jsonl").read_text().splitlines()) == 10  # every item kept
+    again = run_demo(run, server, "--upload", f"s3://{bucket}/runs")  # resumes: all done
+    assert again.returncode == 0, again.stderr
+    pulled = proctor("results", "pull", f"s3://{bucket}/runs/kept", "-o",
+                     str(tmp_path / "pulled"), env=server)
+    assert pulled.returncode == 0 and files_of(tmp_path / "pulled") == files_of(run)
+
+
+def test_a_wrong_key_is_refused_in_one_line_and_nothing_is_written(server, bucket, tmp_path):
+    s3_client(server).put_object(Bucket=bucket, Key="runs/r/results.jsonl", Body=b"{}\n")
+    wrong = {**server, "AWS_SECRET_ACCESS_KEY": "not-the-key"}
+    done = proctor("results", "pull", f"s3://{bucket}/runs/r", "-o", str(tmp_path / "out"),
+                   env=wrong)
+    assert done.returncode == 3
+    assert "refused" in one_line_error(done) and "AWS_SECRET_ACCESS_KEY" in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("url", "says"), [
+    ("s3://no-such-bucket-here/runs/x", "no bucket 'no-such-bucket-here'"),
+    ("BUCKET/runs/nothing", "nothing stored at"),
+])
+def test_no_bucket_or_nothing_stored_is_bad_input(server, bucket, tmp_path, url, says):
+    done = proctor("results", "pull", url.replace("BUCKET", f"s3://{bucket}"), "-o",
+                   str(tmp_path / "out"), env=server)
+    assert done.returncode == 2 and says in one_line_error(done)
+    assert not (tmp_path / "out").exists()
+
+
+def test_without_credentials_the_run_does_not_start(server, bucket, tmp_path):
+    env = {"AWS_ENDPOINT_URL": server["AWS_ENDPOINT_URL"],  # and no keys anywhere:
+           "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+           "AWS_CONFIG_FILE": str(tmp_path / "none"), "AWS_EC2_METADATA_DISABLED": "true"}
+    done = run_demo(tmp_path / "r", env, "--upload", f"s3://{bucket}/runs")
+    assert done.returncode == 2 and "AWS_ACCESS_KEY_ID" in one_line_error(done)
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(("url", "says"), [
+    ("s3://Upper/x", "is not a bucket name"),
+    ("s3://ab/x", "is not a bucket name"),
+    ("gs://bucket/x", "is not an s3:// URL"),
+    ("s3://bucket/a/../b", "has an empty, . or .. part"),
+])
+def test_a_bad_url_is_one_line_and_exit_2(tmp_path, url, says):
+    pull = proctor("results", "pull", url, "-o", str(tmp_path / "out"), env={})
+    assert pull.returncode == 2 and says in one_line_error(pull)
+    run = run_demo(tmp_path / "r", {}, "--upload", url)
+    assert run.returncode == 2 and says in run.stderr and len(run.stderr.splitlines()) == 1
+    assert not (tmp_path / "r").exists() and not (tmp_path / "out").exists()
+
+
+def test_urls_and_keys_map_to_folder_paths_and_never_leave_them():
+    run = parse_s3_url("s3://results/evals/ns/")
+    assert run == S3Location(bucket="results", prefix="evals/ns")
+    assert str(parse_s3_url("s3://results")) == "s3://results"
+    item = item_location(run.child("ev"), "django__django-1", "original", 0)
+    assert item.key("patch.diff") == "evals/ns/ev/items/django__django-1/original/0/patch.diff"
+    assert run.relative("evals/ns/items/a/b") == "items/a/b"
+    for outside in ("evals/ns2/x", "evals/ns/../x", "evals/ns/a/../../x", "evals/ns/"):
+        assert run.relative(outside) is None, outside
+    with pytest.raises(StoreError):
+        parse_s3_url("s3:/results/x")
+
+
+def test_the_record_is_at_most_2_kib_on_the_real_logs(tmp_path):
+    data = shared(SHARED_DATA / "swebench-verified")
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from record_size import TARGET_BYTES, sizes
+
+    found = sizes(data, tmp_path)
+    assert len(found) == 177
+    assert max(record for _, record, _ in found) <= TARGET_BYTES == 2048
+    # and far below today's ConfigMap, which holds the test names and the logs
+    assert sum(r for _, r, _ in found) * 10 < sum(c for _, _, c in found)
