@@ -409,6 +409,10 @@ def _raw_writes_in_api() -> set[Rule]:
         assert rest[:2] == ["namespaces", "{}"], f"not a namespaced path: {template}"
         resource = "/".join([rest[2], *rest[4:]])  # the name (rest[3]) left out
         rules.add((group, resource, VERBS[method.value]))
+        if any(k.arg == "apply" for k in node.keywords):
+            # A server-side apply of an object that is not there yet creates it, and the
+            # API server asks for create as well as patch then.
+            rules.add((group, resource, "create"))
     return rules
 
 
@@ -510,7 +514,9 @@ def test_the_needed_rules_are_read_from_the_code() -> None:
     assert {"read_namespaced_job", "read_namespaced_pod_log"} <= client_methods
     assert _raw_writes_in_api() == {("batch", "jobs", "create"), ("batch", "jobs", "delete"),
                                     ("", "configmaps", "create"),
-                                    ("apps", "deployments", "patch"), ("", "services", "patch")}
+                                    ("apps", "deployments", "patch"), ("", "services", "patch"),
+                                    ("apps", "deployments", "create"),
+                                    ("", "services", "create")}
 
 
 def test_the_lease_role_grants_exactly_what_the_election_calls(

@@ -88,7 +88,7 @@ def test_crds_apply_puts_back_a_changed_crd_with_the_hooks_rights(
             "Updated CustomResourceDefinition evaluations.proctor.dev: version v1alpha1: "
             "schema"]
         held = json.loads(real_cluster.kubectl("get", "crd", "evaluations.proctor.dev",
-                                               "-o", "json"))
+                                               "-o", "json", "--show-managed-fields"))
         packaged = next(c for c in packaged_crds()
                         if c["metadata"]["name"] == "evaluations.proctor.dev")
         assert held["spec"]["versions"][0]["schema"] == packaged["spec"]["versions"][0]["schema"]
@@ -130,7 +130,7 @@ def test_helm_upgrade_puts_back_a_changed_crd(real_cluster: Any, cluster_images:
         upgraded = _helm(real_cluster, "upgrade", RELEASE, "charts/proctor", *values)
         assert upgraded.returncode == 0, upgraded.stderr
         held = json.loads(real_cluster.kubectl("get", "crd", "evaluations.proctor.dev",
-                                               "-o", "json"))
+                                               "-o", "json", "--show-managed-fields"))
         packaged = next(c for c in packaged_crds()
                         if c["metadata"]["name"] == "evaluations.proctor.dev")
         assert held["spec"]["versions"][0]["schema"] == packaged["spec"]["versions"][0]["schema"]
