@@ -362,6 +362,10 @@ def test_a_service_agent_gets_a_deployment_and_service_and_its_evaluation_succee
 def test_an_evaluation_waits_for_an_unreachable_agent_then_completes(demo: Cluster) -> None:
     """An endpoint nothing answers at: the Evaluation starts no item and says why (never
     Succeeded with every item in error); once an agent answers there, it completes."""
+    # What a run of this test before left in the module's namespace (a rerun on a kept
+    # cluster) would make the agent reachable from the start.
+    demo.kubectl("delete", "-n", DEMO, "--ignore-not-found", "--wait", "service/late-agent",
+                 "evaluation/waits", "agentundertest/late")
     late = aut(DEMO, "late", 2)
     late["spec"]["endpoint"] = f"http://late-agent.{DEMO}.svc:9009/"
     demo.apply(late, evaluation(DEMO, "waits", "late", rows=2, max_rows=2))
