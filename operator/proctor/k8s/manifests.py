@@ -45,6 +45,7 @@ from proctor.core.labels import (
     MANAGED_BY,
 )
 from proctor.core.model import ORIGINAL_VARIANT, Instance, WorkItem
+from proctor.core.plan import Variant
 from proctor.core.spec import AgentUnderTest, Evaluation
 from proctor.formats.predictions import patch_for
 from proctor.k8s.agent_manifests import agent_args, env_var, service_url
@@ -253,6 +254,30 @@ def runner_resources(resources: Mapping[str, Any] | None) -> dict[str, Any]:
 def prompt_key(variant_id: str) -> str:
     """The ConfigMap key of a variant's problem text."""
     return f"prompt.{variant_id}.txt"
+
+
+def variant_texts(variants: Mapping[str, Iterable[Variant]]) -> dict[str, dict[str, str]]:
+    """Each task's variant texts by variant id, as ``task_data`` takes them."""
+    return {task: {v.variant_id: v.text for v in own} for task, own in variants.items()}
+
+
+def task_variants(configmaps: Iterable[Mapping[str, Any]]
+                  ) -> tuple[list[Instance], dict[str, list[Variant]]]:
+    """What task ConfigMaps gave their Jobs (the inverse of ``task_data``): each task's row
+    (its gold patch left out) and its variants, in variant id order."""
+    instances: dict[str, Instance] = {}
+    variants: dict[str, list[Variant]] = {}
+    for cm in configmaps:
+        data = cm.get("data") or {}
+        if "instance.json" not in data:
+            continue
+        instance = Instance.model_validate_json(data["instance.json"])
+        instances[instance.instance_id] = instance
+        variants[instance.instance_id] = [
+            Variant(key.removeprefix("prompt.").removesuffix(".txt"), text)
+            for key, text in sorted(data.items()) if key.startswith("prompt.")
+            and key != prompt_key(ORIGINAL_VARIANT)]
+    return [instances[i] for i in sorted(instances)], variants
 
 
 def task_data(evaluation: Evaluation, instance: Instance, variants: Mapping[str, str],
