@@ -22,6 +22,7 @@ from proctor.core.spec import PROMPT_SENSITIVITY_LLM_ON_CLUSTER, VARIANTS_FILE_O
 from proctor.datasets import demo
 from proctor.formats.manifest import parse_manifests, parse_resource
 from proctor.k8s import reconcile
+from proctor.k8s.act import Tracked
 from proctor.k8s.manifests import prompt_key, task_variants
 from proctor.k8s.render import agent_of, render
 from proctor.prepare import Refusal, check_runnable, load_selection, plan_items, prompt_variants
@@ -188,3 +189,35 @@ def test_the_status_says_how_many_tasks_got_no_variants() -> None:
     assert status_with(0)["variantsFailed"] == 0
     assert status_with(2)["variantsFailed"] == 2
     assert "variantsFailed" not in status_with(None)  # promptSensitivity off
+
+
+# --- What the operator keeps per Evaluation -------------------------------------------------
+
+
+def test_the_operator_plans_the_engines_items_once_per_generation() -> None:
+    (evaluation,) = parse_manifests(evaluation_yaml(promptSensitivity=TEMPLATE, repeats=2))
+    selection = load_selection(evaluation)
+    made = prompt_variants(evaluation, selection)
+    tracked = Tracked(uid="u", name="demo")
+    body = {"metadata": {"generation": 1}}
+    items = tracked.items(body, evaluation, selection, made)
+    assert items == plan_items(evaluation, selection, made)  # what `proctor run` plans
+    assert tracked.variants_failed == 0
+    assert tracked.variants == {task: {v.variant_id: v.text for v in own}
+                                for task, own in made.items()}
+    # The same generation keeps its plan; a new one plans again (here: one task lost its
+    # variants, as a failed generation leaves it: it runs its original only).
+    assert tracked.items(body, evaluation, selection, {}) is items
+    first = selection.instances[0].instance_id
+    fewer = {task: own for task, own in made.items() if task != first}
+    again = tracked.items({"metadata": {"generation": 2}}, evaluation, selection, fewer)
+    assert len(again) == len(items) - 2 * 2 and tracked.variants_failed == 1
+    assert {i.variant_id for i in again if i.instance_id == first} == {ORIGINAL_VARIANT}
+
+
+def test_without_prompt_sensitivity_no_count_of_failed_variants() -> None:
+    (evaluation,) = parse_manifests(evaluation_yaml())
+    selection = load_selection(evaluation)
+    tracked = Tracked(uid="u", name="demo")
+    items = tracked.items({"metadata": {"generation": 1}}, evaluation, selection, {})
+    assert len(items) == TASKS and tracked.variants_failed is None
