@@ -23,7 +23,13 @@ from proctor.datasets import demo
 from proctor.formats.manifest import parse_manifests, parse_resource
 from proctor.k8s import reconcile
 from proctor.k8s.act import Tracked
-from proctor.k8s.manifests import prompt_key, task_variants
+from proctor.k8s.manifests import (
+    TaskTooLarge,
+    check_task_sizes,
+    prompt_key,
+    task_variants,
+    variant_texts,
+)
 from proctor.k8s.render import agent_of, render
 from proctor.prepare import Refusal, check_runnable, load_selection, plan_items, prompt_variants
 from proctor.variants import read_variants, template_variants, text_hash, write_variants
@@ -221,3 +227,19 @@ def test_without_prompt_sensitivity_no_count_of_failed_variants() -> None:
     tracked = Tracked(uid="u", name="demo")
     items = tracked.items({"metadata": {"generation": 1}}, evaluation, selection, {})
     assert len(items) == TASKS and tracked.variants_failed is None
+
+
+def test_variants_that_make_a_task_too_large_are_found_before_any_item_starts() -> None:
+    """A task whose ConfigMap fits with its original alone may not with its variants: the
+    operator checks every task when it plans (and refuses, reason TaskTooLarge)."""
+    (evaluation,) = parse_manifests(evaluation_yaml(promptSensitivity=TEMPLATE))
+    rows = list(load_selection(evaluation).instances)
+    big = rows[0].model_copy(update={"problem_statement": "word " * 80_000})  # 400 kB
+    check_task_sizes(evaluation, [big, *rows[1:]], {})
+    variants = variant_texts(prompt_variants_of([big, *rows[1:]]))
+    with pytest.raises(TaskTooLarge, match=f"task data of {big.instance_id} holds"):
+        check_task_sizes(evaluation, [big, *rows[1:]], variants)
+
+
+def prompt_variants_of(rows: list) -> dict:
+    return {row.instance_id: template_variants(row, 2) for row in rows}

@@ -122,6 +122,19 @@ def _env_seconds(name: str, text: str | None, default: float) -> float:
     return value
 
 
+def _made_variants(evaluation: Evaluation, selection: datasets.Selection
+                   ) -> dict[str, list[Variant]] | Refusal:
+    """Each task's prompt variants, or the refusal of a task whose ConfigMap they would
+    make too large (as `proctor render` refuses it)."""
+    made = prompt_variants(evaluation, selection)
+    try:
+        manifests.check_task_sizes(evaluation, selection.instances,
+                                   manifests.variant_texts(made))
+    except manifests.TaskTooLarge as exc:
+        return Refusal("TaskTooLarge", str(exc))
+    return made
+
+
 def env_settings(environ: Mapping[str, str]) -> tuple[float, float]:
     """(resync seconds, image pull timeout seconds) from PROCTOR_RECONCILE_SECONDS and
     PROCTOR_IMAGE_PULL_TIMEOUT_SECONDS; a bad one is a ValueError naming it, read before
@@ -146,7 +159,7 @@ class Controller:
         self.queue = WorkQueue(self.reconcile)
         self.tracked: dict[Key, Tracked] = {}
         self._datasets: dict[tuple[Any, ...], datasets.Selection] = {}
-        self._variants: dict[tuple[Any, ...], dict[str, list[Variant]]] = {}
+        self._variants: dict[tuple[Any, ...], dict[str, list[Variant]] | Refusal] = {}
         self._parsed: dict[tuple[Any, Any], Resource] = {}  # by (uid, generation)
         self._resync: asyncio.Task[None] | None = None
         self._probes: asyncio.Task[None] | None = None
@@ -323,13 +336,18 @@ class Controller:
     async def _prompt_variants(self, evaluation: Evaluation, selection: datasets.Selection
                                ) -> dict[str, list[Variant]]:
         """Each task's prompt variants (`prompt_variants`), made once per dataset and
-        promptSensitivity, off the loop: the Verified split's 3 template variants take
-        2 s, its 14 take 20 s."""
-        key = (selection.fingerprint, evaluation.spec.prompt_sensitivity)
+        promptSensitivity, off the loop (the Verified split's 3 template variants take
+        2 s, its 14 take 20 s); a Refusal (kept, not made again) when a task's ConfigMap
+        would be too large for them."""
+        spec = evaluation.spec
+        key = (selection.fingerprint, spec.prompt_sensitivity, spec.predictions)
         if key not in self._variants:
-            self._variants[key] = await asyncio.to_thread(prompt_variants, evaluation,
+            self._variants[key] = await asyncio.to_thread(_made_variants, evaluation,
                                                           selection)
-        return self._variants[key]
+        made = self._variants[key]
+        if isinstance(made, Refusal):  # a new one each time: a raise adds to its traceback
+            raise Refusal(made.reason, made.message)
+        return made
 
     def _agent(self, evaluation: Evaluation) -> AgentUnderTest | None:
         if evaluation.spec.predictions.source != "agent":

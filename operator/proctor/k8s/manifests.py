@@ -329,6 +329,16 @@ def task_configmap(evaluation: Evaluation, instance: Instance, variants: Mapping
         {COMPONENT: "task", LABEL_INSTANCE: label_value(instance.instance_id)}, data)
 
 
+def check_task_sizes(evaluation: Evaluation, instances: Iterable[Instance],
+                     variants: Mapping[str, Mapping[str, str]]) -> None:
+    """Raise TaskTooLarge, naming the task, if any task's ConfigMap (with its variants)
+    would be over the size a ConfigMap can hold: checked before any item starts, rather
+    than when the task's first Job is created."""
+    for instance in instances:
+        _check_size(task_data(evaluation, instance, variants.get(instance.instance_id, {})),
+                    f"the task data of {instance.instance_id}")
+
+
 def patch_configmap(evaluation: Evaluation, item: WorkItem, patch: str) -> dict[str, Any]:
     """The patch an earlier attempt got from the agent, for a retry not to ask again."""
     data = {"patch.diff": patch}
