@@ -208,6 +208,9 @@ def test_the_operator_plans_the_engines_items_once_per_generation() -> None:
     body = {"metadata": {"generation": 1}}
     items = tracked.items(body, evaluation, selection, made)
     assert items == plan_items(evaluation, selection, made)  # what `proctor run` plans
+    # Made afresh (a restarted operator, or `proctor run`): the same items, the same ids.
+    fresh = load_selection(evaluation)
+    assert plan_items(evaluation, fresh, prompt_variants(evaluation, fresh)) == items
     assert tracked.variants_failed == 0
     assert tracked.variants == {task: {v.variant_id: v.text for v in own}
                                 for task, own in made.items()}
