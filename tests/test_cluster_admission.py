@@ -31,7 +31,7 @@ import yaml
 
 import k8s_tools
 import real_cluster
-from proctor.core.spec import PROMPT_SENSITIVITY_ON_CLUSTER
+from proctor.core.spec import PROMPT_SENSITIVITY_LLM_ON_CLUSTER, VARIANTS_FILE_ON_CLUSTER
 from proctor.k8s import security
 from proctor.k8s.conditions import LOCAL_ENDPOINT
 from proctor.sandboxes.demo_images import demo_tasks
@@ -253,19 +253,35 @@ def test_a_finished_evaluation_stays_succeeded_when_its_agent_goes(demo: Cluster
 
 
 @pytest.mark.parametrize(("obj", "message"), [
+    ({**evaluation(DEMO, "refused", "local-agent", 1),  # strategy llm: the CRD's default
+      "spec": {"agentRef": {"name": "local-agent"}, "promptSensitivity": {"enabled": True}}},
+     PROMPT_SENSITIVITY_LLM_ON_CLUSTER),
     ({**evaluation(DEMO, "refused", "local-agent", 1),
       "spec": {"agentRef": {"name": "local-agent"},
-               "promptSensitivity": {"enabled": True, "strategy": "template"}}},
-     PROMPT_SENSITIVITY_ON_CLUSTER),
+               "promptSensitivity": {"enabled": True, "strategy": "template",
+                                     "variantsFile": "variants.jsonl"}}},
+     VARIANTS_FILE_ON_CLUSTER),
     ({**aut(DEMO, "refused", 1), "spec": {"endpoint": "agent.example:9009"}},
      "endpoint must be an http:// or https:// URL with a host"),
     ({**aut(DEMO, "refused", 1), "spec": {"endpoint": "http://127.0.0.1:9009/"}},
      LOCAL_ENDPOINT.format(url="http://127.0.0.1:9009/")),
-], ids=["prompt-sensitivity", "endpoint-not-a-url", "local-endpoint"])
+], ids=["llm-variants", "variants-file", "endpoint-not-a-url", "local-endpoint"])
 def test_what_the_operator_cannot_serve_is_refused_at_apply(cluster: Cluster, obj: dict,
                                                             message: str) -> None:
     done = cluster.apply(obj, check=False)
     assert done.returncode != 0 and message in done.stderr, done.stderr
+
+
+def test_template_variants_pass_admission(cluster: Cluster) -> None:
+    """The operator runs template variants: the policy lets them through (a server-side dry
+    run: every admission check, nothing stored)."""
+    obj = {**evaluation(DEMO, "templated", "local-agent", 1),
+           "spec": {"agentRef": {"name": "local-agent"},
+                    "promptSensitivity": {"enabled": True, "strategy": "template",
+                                          "numVariations": 2}}}
+    done = cluster.kubectl("apply", "--dry-run=server", "-f", "-",
+                           stdin=yaml.safe_dump(obj), check=False)
+    assert done.returncode == 0, done.stderr
 
 
 def agent_tasks_in_flight(pods: list[dict]) -> int:

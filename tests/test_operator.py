@@ -684,7 +684,7 @@ def test_job_creations_refused_are_tried_again(real_cluster, cluster_images,
      "DatasetUnusable", "nope__nope-1"),
     ({"agentRef": {"name": "no-such-agent"}}, "AgentNotFound", "no-such-agent"),
     ({"promptSensitivity": {"enabled": True}}, "PromptSensitivityUnsupported",
-     "promptSensitivity is not run yet"),
+     "strategy llm is not run yet"),
 ])
 def test_an_unusable_spec_is_degraded_and_creates_nothing(real_cluster, cluster_images,
                                                           cluster_namespace, api, agent,

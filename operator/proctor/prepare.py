@@ -16,7 +16,11 @@ from proctor import datasets
 from proctor.core.exits import BadInput
 from proctor.core.model import WorkItem
 from proctor.core.plan import PlanInputs, Variant, plan, shard
-from proctor.core.spec import PROMPT_SENSITIVITY_ON_CLUSTER, Evaluation
+from proctor.core.spec import (
+    PROMPT_SENSITIVITY_LLM_ON_CLUSTER,
+    VARIANTS_FILE_ON_CLUSTER,
+    Evaluation,
+)
 from proctor.variants import MAX_VARIATIONS, store, variants_for
 from proctor.variants.llm import settings_for
 
@@ -57,8 +61,12 @@ def _check_prompt_sensitivity(evaluation: Evaluation, on_cluster: bool) -> None:
     sensitivity = evaluation.spec.prompt_sensitivity
     if not sensitivity.enabled:
         return
-    if on_cluster:
-        raise Refusal("PromptSensitivityUnsupported", PROMPT_SENSITIVITY_ON_CLUSTER)
+    # The operator makes template variants in-process (pure, no key, no file); llm ones
+    # need a model key, and a variants file is on the user's machine (docs/kubernetes.md).
+    if on_cluster and sensitivity.strategy == "llm":
+        raise Refusal("PromptSensitivityUnsupported", PROMPT_SENSITIVITY_LLM_ON_CLUSTER)
+    if on_cluster and sensitivity.variants_file:
+        raise Refusal("PromptSensitivityUnsupported", VARIANTS_FILE_ON_CLUSTER)
     if sensitivity.strategy != "template":
         return
     if sensitivity.num_variations > MAX_VARIATIONS:

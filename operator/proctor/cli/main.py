@@ -524,14 +524,15 @@ def _non_negative(text: str) -> int:
 
 def cmd_render(args: argparse.Namespace) -> int:
     from proctor.k8s.render import agent_of, render, to_yaml
-    from proctor.prepare import check_runnable, load_selection, plan_items
+    from proctor.prepare import check_runnable, load_selection, plan_items, prompt_variants
 
     evaluation, agents = _load_manifests(args.file)
     check_runnable(evaluation, on_cluster=True)
     agent = agent_of(evaluation, agents, allow_local=args.allow_local_endpoints)
     selection = load_selection(evaluation)
-    objects = render(evaluation, agent, selection, plan_items(evaluation, selection),
-                     args.items, runner_image_default=args.runner_image)
+    variants = prompt_variants(evaluation, selection)
+    objects = render(evaluation, agent, selection, plan_items(evaluation, selection, variants),
+                     args.items, runner_image_default=args.runner_image, variants=variants)
     print(to_yaml(objects), end="")
     return 0
 

@@ -159,11 +159,16 @@ class DatasetSpec(_Spec):
     """Run one shard of the selected rows; None runs them all."""
 
 
-PROMPT_SENSITIVITY_ON_CLUSTER = (
-    "promptSensitivity is not run yet on a cluster: the operator asks each task's original "
-    "problem statement only, so it would report no sensitivity at all; run the Evaluation "
-    "on one machine (`proctor run`), or leave promptSensitivity out")
-"""The operator's refusal, until it plans and runs variants."""
+PROMPT_SENSITIVITY_LLM_ON_CLUSTER = (
+    "promptSensitivity.strategy llm is not run yet on a cluster: the operator would need a "
+    "model key it does not hold; use strategy template, or run the Evaluation on one "
+    "machine (`proctor run`)")
+"""The operator's refusal of llm variants (the chart's admission policy says it too)."""
+
+VARIANTS_FILE_ON_CLUSTER = (
+    "promptSensitivity.variantsFile reads a local file, which the operator cannot; leave it "
+    "out (the operator makes template variants itself), or use it with `proctor run`")
+"""The operator's refusal of a variants file (the chart's admission policy says it too)."""
 
 
 class PromptSensitivitySpec(_Spec):

@@ -19,6 +19,7 @@ import kopf
 
 from proctor import __version__
 from proctor.core.model import Instance, Outcome, RunResult, WorkItem
+from proctor.core.plan import Variant
 from proctor.core.spec import AgentUnderTest, Evaluation
 from proctor.datasets import Selection
 from proctor.k8s import figures, manifests, reconcile, store
@@ -51,6 +52,9 @@ class Tracked:
     expected: Expectations = field(default_factory=Expectations)
     plan: tuple[Any, list[WorkItem]] = (None, [])  # (generation, dataset fingerprint), items
     tasks: dict[str, Obj] = field(default_factory=dict)  # task ConfigMaps made, by task
+    # Each task's variant texts by variant id (made with the plan; in its task ConfigMap)
+    variants: dict[str, dict[str, str]] = field(default_factory=dict)
+    variants_failed: int | None = None  # tasks whose variants could not be made (None: off)
     status_at: float = float("-inf")
     written: Obj | None = None
     agent_tasks: int = 0  # the agent's task slots it holds (`reconcile.Decision.agent_tasks`)
@@ -70,11 +74,19 @@ class Tracked:
             self.figures_of = (key, figures.reliability(self.agent_label, results))
         return self.figures_of[1]
 
-    def items(self, body: Obj, evaluation: Evaluation, selection: Selection) -> list[WorkItem]:
-        """The plan (`plan_items`), made once per spec generation and dataset."""
+    def items(self, body: Obj, evaluation: Evaluation, selection: Selection,
+              made: dict[str, list[Variant]]) -> list[WorkItem]:
+        """The plan (`plan_items`) with the variants ``made`` (`prompt_variants`: the same
+        as `proctor run` makes, hence the same item ids), made once per spec generation and
+        dataset."""
         version = (body["metadata"].get("generation"), selection.fingerprint)
         if self.plan[0] != version:
-            self.plan, self.tasks = (version, plan_items(evaluation, selection)), {}
+            self.variants = manifests.variant_texts(made)
+            # A task with no variants runs its original only, as in the engine.
+            self.variants_failed = (sum(not made.get(i.instance_id) for i in
+                                        selection.instances)
+                                    if evaluation.spec.prompt_sensitivity.enabled else None)
+            self.plan, self.tasks = (version, plan_items(evaluation, selection, made)), {}
         return self.plan[1]
 
 
@@ -117,7 +129,8 @@ class Pass:
         instance = self.instances[item.instance_id]
         task = self.tracked.tasks.get(instance.instance_id)
         if task is None:
-            task = manifests.task_configmap(self.evaluation, instance, {})
+            task = manifests.task_configmap(self.evaluation, instance,
+                                            self.tracked.variants.get(instance.instance_id, {}))
             kopf.adopt(task, owner=_body(self.body))
             await asyncio.to_thread(self.kube.create, task)
             self.tracked.tasks[instance.instance_id] = task

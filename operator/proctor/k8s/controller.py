@@ -5,7 +5,8 @@ A pass (`Controller.reconcile`), in a dozen lines:
     body = the Evaluation from kopf's index        gone or being deleted: forget it, stop
     evaluation, agent, dataset = parse, check      refused: Ready=False, reason, stop
                                                    (finished: its agent is not looked up)
-    items = plan_items(evaluation, dataset)        once per spec generation
+    items = plan_items(evaluation, dataset,        once per spec generation, with the
+                       prompt_variants(...))       template variants made in-process
     jobs, pods, results, events = the indexes      + what this process wrote (expectations)
     views = observe(the items in play)             each item's attempts and `item_state`
     decision = decide(evaluation, views, now,      pure: harvest, retry, give up, stop, start
@@ -72,6 +73,7 @@ from proctor.core.exits import BadInput
 from proctor.core.labels import COMPONENT, LABEL_EVALUATION, MANAGED_BY
 from proctor.core.metrics import aggregate
 from proctor.core.model import WorkItem
+from proctor.core.plan import Variant
 from proctor.core.spec import AgentUnderTest, Evaluation, Resource
 from proctor.formats.manifest import ManifestError, parse_kind
 from proctor.k8s import agent_manifests, conditions, manifests, reconcile, store
@@ -84,7 +86,13 @@ from proctor.k8s.names import label_value
 from proctor.k8s.podstatus import ItemState, PodsByJob, item_state
 from proctor.k8s.reconcile import Decision, ItemView, Settings
 from proctor.k8s.workqueue import WorkQueue
-from proctor.prepare import Refusal, agent_label, check_runnable, load_selection
+from proctor.prepare import (
+    Refusal,
+    agent_label,
+    check_runnable,
+    load_selection,
+    prompt_variants,
+)
 
 log = logging.getLogger("proctor.controller")
 Obj = dict[str, Any]
@@ -114,6 +122,19 @@ def _env_seconds(name: str, text: str | None, default: float) -> float:
     return value
 
 
+def _made_variants(evaluation: Evaluation, selection: datasets.Selection
+                   ) -> dict[str, list[Variant]] | Refusal:
+    """Each task's prompt variants, or the refusal of a task whose ConfigMap they would
+    make too large (as `proctor render` refuses it)."""
+    made = prompt_variants(evaluation, selection)
+    try:
+        manifests.check_task_sizes(evaluation, selection.instances,
+                                   manifests.variant_texts(made))
+    except manifests.TaskTooLarge as exc:
+        return Refusal("TaskTooLarge", str(exc))
+    return made
+
+
 def env_settings(environ: Mapping[str, str]) -> tuple[float, float]:
     """(resync seconds, image pull timeout seconds) from PROCTOR_RECONCILE_SECONDS and
     PROCTOR_IMAGE_PULL_TIMEOUT_SECONDS; a bad one is a ValueError naming it, read before
@@ -138,6 +159,7 @@ class Controller:
         self.queue = WorkQueue(self.reconcile)
         self.tracked: dict[Key, Tracked] = {}
         self._datasets: dict[tuple[Any, ...], datasets.Selection] = {}
+        self._variants: dict[tuple[Any, ...], dict[str, list[Variant]] | Refusal] = {}
         self._parsed: dict[tuple[Any, Any], Resource] = {}  # by (uid, generation)
         self._resync: asyncio.Task[None] | None = None
         self._probes: asyncio.Task[None] | None = None
@@ -217,14 +239,16 @@ class Controller:
             log.info("Waiting for %d objects of an earlier Evaluation %s/%s to be deleted",
                      left, key[0], tracked.name)
             return self.queue.add_after(key, RETRY_SECONDS)
-        selection, refusal = None, None
+        selection, variants, refusal = None, None, None
         try:
             evaluation = self._parse(body, Evaluation)
             tracked.agent_label = agent_label(evaluation)
             check_runnable(evaluation, on_cluster=True)
             selection = await self._dataset(evaluation)
+            variants = await self._prompt_variants(evaluation, selection)
             # A finished Evaluation stays as it ended, whatever becomes of its agent.
-            finished = self._finished(key, tracked, tracked.items(body, evaluation, selection))
+            finished = self._finished(key, tracked, tracked.items(body, evaluation, selection,
+                                                                  variants))
             agent = None if finished else self._agent(evaluation)
         except (ManifestError, Refusal) as exc:
             refusal = exc if isinstance(exc, Refusal) else Refusal("InvalidSpec", str(exc))
@@ -233,10 +257,10 @@ class Controller:
                 "conditions") or [], refusal.reason, refusal.message, _now(), generation)
             await write_status(self.kube, tracked, body, {
                 "reason": refusal.reason, "conditions": invalid, "observedGeneration": generation})
-            if selection is None:
+            if selection is None or variants is None:
                 return
             agent = None  # only its agent is missing: start nothing, keep what still ends
-        items = tracked.items(body, evaluation, selection)
+        items = tracked.items(body, evaluation, selection, variants)
         rows = evaluation.spec.max_concurrent_rows if refusal is None else 0
         views = self._observe(key, tracked, items, rows)
         waiting = self._agent_waiting(agent)
@@ -308,6 +332,22 @@ class Controller:
         if key not in self._datasets:
             self._datasets[key] = await asyncio.to_thread(load_selection, evaluation)
         return self._datasets[key]
+
+    async def _prompt_variants(self, evaluation: Evaluation, selection: datasets.Selection
+                               ) -> dict[str, list[Variant]]:
+        """Each task's prompt variants (`prompt_variants`), made once per dataset and
+        promptSensitivity, off the loop (the Verified split's 3 template variants take
+        2 s, its 14 take 20 s); a Refusal (kept, not made again) when a task's ConfigMap
+        would be too large for them."""
+        spec = evaluation.spec
+        key = (selection.fingerprint, spec.prompt_sensitivity, spec.predictions)
+        if key not in self._variants:
+            self._variants[key] = await asyncio.to_thread(_made_variants, evaluation,
+                                                          selection)
+        made = self._variants[key]
+        if isinstance(made, Refusal):  # a new one each time: a raise adds to its traceback
+            raise Refusal(made.reason, made.message)
+        return made
 
     def _agent(self, evaluation: Evaluation) -> AgentUnderTest | None:
         if evaluation.spec.predictions.source != "agent":
@@ -453,7 +493,8 @@ class Controller:
             agent_waiting=waiting)
         status = reconcile.build_status(
             p.evaluation, p.tracked.agent_label, views, results, conditions_now,
-            generation=generation, fingerprint=selection.fingerprint, reliability=figures)
+            generation=generation, fingerprint=selection.fingerprint, reliability=figures,
+            variants_failed=p.tracked.variants_failed)
         await write_status(self.kube, p.tracked, p.body, status)
         self.metrics.publish(p.evaluation.namespace, p.evaluation.name, p.tracked.agent_label,
                              aggregate(results, selection.by_id), status["items"], figures)

@@ -45,6 +45,7 @@ from proctor.core.labels import (
     MANAGED_BY,
 )
 from proctor.core.model import ORIGINAL_VARIANT, Instance, WorkItem
+from proctor.core.plan import Variant
 from proctor.core.spec import AgentUnderTest, Evaluation
 from proctor.formats.predictions import patch_for
 from proctor.k8s.agent_manifests import agent_args, env_var, service_url
@@ -255,6 +256,30 @@ def prompt_key(variant_id: str) -> str:
     return f"prompt.{variant_id}.txt"
 
 
+def variant_texts(variants: Mapping[str, Iterable[Variant]]) -> dict[str, dict[str, str]]:
+    """Each task's variant texts by variant id, as ``task_data`` takes them."""
+    return {task: {v.variant_id: v.text for v in own} for task, own in variants.items()}
+
+
+def task_variants(configmaps: Iterable[Mapping[str, Any]]
+                  ) -> tuple[list[Instance], dict[str, list[Variant]]]:
+    """What task ConfigMaps gave their Jobs (the inverse of ``task_data``): each task's row
+    (its gold patch left out) and its variants, in variant id order."""
+    instances: dict[str, Instance] = {}
+    variants: dict[str, list[Variant]] = {}
+    for cm in configmaps:
+        data = cm.get("data") or {}
+        if "instance.json" not in data:
+            continue
+        instance = Instance.model_validate_json(data["instance.json"])
+        instances[instance.instance_id] = instance
+        variants[instance.instance_id] = [
+            Variant(key.removeprefix("prompt.").removesuffix(".txt"), text)
+            for key, text in sorted(data.items()) if key.startswith("prompt.")
+            and key != prompt_key(ORIGINAL_VARIANT)]
+    return [instances[i] for i in sorted(instances)], variants
+
+
 def task_data(evaluation: Evaluation, instance: Instance, variants: Mapping[str, str],
               predictions: Mapping[str, str] | None = None) -> dict[str, str]:
     """What /task holds for every item of one task, by ConfigMap key.
@@ -302,6 +327,16 @@ def task_configmap(evaluation: Evaluation, instance: Instance, variants: Mapping
     return immutable_configmap(
         evaluation, configmap_name(evaluation.name, "task", _digest(data)),
         {COMPONENT: "task", LABEL_INSTANCE: label_value(instance.instance_id)}, data)
+
+
+def check_task_sizes(evaluation: Evaluation, instances: Iterable[Instance],
+                     variants: Mapping[str, Mapping[str, str]]) -> None:
+    """Raise TaskTooLarge, naming the task, if any task's ConfigMap (with its variants)
+    would be over the size a ConfigMap can hold: checked before any item starts, rather
+    than when the task's first Job is created."""
+    for instance in instances:
+        _check_size(task_data(evaluation, instance, variants.get(instance.instance_id, {})),
+                    f"the task data of {instance.instance_id}")
 
 
 def patch_configmap(evaluation: Evaluation, item: WorkItem, patch: str) -> dict[str, Any]:

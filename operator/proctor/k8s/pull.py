@@ -1,9 +1,9 @@
 """`proctor results pull`: a cluster Evaluation's kept results, as a local results folder.
 
 It writes the folder `proctor run` writes (spec.json, results.jsonl, summary.json,
-report.md, items/<instance>/<variant>/<repeat>/ with patch.diff, test_output.txt,
-apply.log, result.json, report.json), so every report and analysis works on cluster
-runs too.
+report.md, variants.jsonl with promptSensitivity, items/<instance>/<variant>/<repeat>/
+with patch.diff, test_output.txt, apply.log, result.json, report.json), so every report
+and analysis works on cluster runs too.
 """
 
 from __future__ import annotations
@@ -19,17 +19,20 @@ from urllib3.exceptions import HTTPError
 
 from proctor import __version__
 from proctor.core.exits import BadInput, NotRun
+from proctor.core.labels import COMPONENT
 from proctor.core.model import RESULT_SCHEMA_VERSION, WorkItem
 from proctor.core.spec import Evaluation
 from proctor.formats import agentbeats
 from proctor.formats.manifest import parse_kind
 from proctor.formats.report_json import report_json
 from proctor.k8s.api import Kube, load_config
+from proctor.k8s.manifests import owner_labels, task_variants
 from proctor.k8s.store import newer_schema, read_result, result_labels
 from proctor.prepare import Refusal, load_selection
 from proctor.results import ResultsFolder, write_outputs
 from proctor.runner.artifacts import unpack
 from proctor.runner.workdir import write_json
+from proctor.variants import write_variants
 
 
 class PullError(BadInput):
@@ -84,6 +87,11 @@ def pull(kube: Kube, namespace: str, name: str, out: Path) -> int:
                         f"({__version__}) reads (up to {RESULT_SCHEMA_VERSION}); upgrade "
                         f"proctor to pull them ({out} was left as it was)")
     count = write_folder(evaluation, configmaps, out)
+    if evaluation.spec.prompt_sensitivity.enabled:
+        # variants.jsonl, as `proctor run` writes it, from the texts the Jobs were given:
+        # the analysis reads each variant's hash and similarity from it.
+        tasks = kube.list_configmaps(namespace, {**owner_labels(evaluation), COMPONENT: "task"})
+        write_variants(out, *task_variants(tasks["items"]))
     try:
         instances = load_selection(evaluation).by_id
     except Refusal:

@@ -363,11 +363,13 @@ def _times(views: Sequence[ItemView], results: Sequence[RunResult]) -> tuple[str
 def build_status(evaluation: Evaluation, agent_label: str, views: Sequence[ItemView],
                  results: Sequence[RunResult], conditions: Sequence[Obj], *,
                  generation: int | None, fingerprint: str,
-                 reliability: Reliability | None = None) -> dict[str, Any]:
+                 reliability: Reliability | None = None,
+                 variants_failed: int | None = None) -> dict[str, Any]:
     """The whole status of this pass, rebuilt from what was observed: ``agent_label`` is
     what ``kubectl get`` shows as the agent, ``results`` the kept result of each finished
     item, ``conditions`` already set (`conditions_for`), ``reliability`` the figures of
-    those results (`figures.reliability`, computed by the caller only when they change)."""
+    those results (`figures.reliability`, computed by the caller only when they change),
+    ``variants_failed`` how many tasks got no prompt variants (None: promptSensitivity off)."""
     tally, table, (start, end) = counts(views), results_table(results), _times(views, results)
     status: dict[str, Any] = {
         "agent": agent_label,
@@ -389,7 +391,7 @@ def build_status(evaluation: Evaluation, agent_label: str, views: Sequence[ItemV
     optional = {"observedGeneration": generation, "datasetFingerprint": fingerprint,
                 "startTime": start, "completionTime": end,
                 "reliability": status_of(reliability) if reliability is not None
-                else None}
+                else None, "variantsFailed": variants_failed}
     return status | {key: value for key, value in optional.items() if value not in (None, "")}
 
 

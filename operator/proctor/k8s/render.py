@@ -12,18 +12,19 @@ and what the operator's settings add (`manifests.JobDefaults`: the chart's `jobs
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import yaml
 
 from proctor import __version__
 from proctor.core.model import WorkItem
+from proctor.core.plan import Variant
 from proctor.core.spec import AgentUnderTest, Evaluation
 from proctor.datasets import Selection
 from proctor.k8s import agent_manifests
 from proctor.k8s.conditions import agent_refusal
-from proctor.k8s.manifests import TaskTooLarge, desired_objects
+from proctor.k8s.manifests import TaskTooLarge, desired_objects, variant_texts
 from proctor.prepare import Refusal
 
 
@@ -50,17 +51,21 @@ def agent_of(evaluation: Evaluation, agents: Sequence[AgentUnderTest], *,
 
 def render(evaluation: Evaluation, agent: AgentUnderTest | None, selection: Selection,
            items: Sequence[WorkItem], n: int | None = None, *,
-           runner_image_default: str | None = None) -> list[dict[str, Any]]:
+           runner_image_default: str | None = None,
+           variants: Mapping[str, Sequence[Variant]] | None = None) -> list[dict[str, Any]]:
     """A service agent's Deployment and Service, the task ConfigMaps of the first ``n``
     items (all when None), then their Jobs, in the order the operator starts them (plan
     order).
 
     ``runner_image_default`` is the operator's default runner image (the chart sets it
-    from its values), used when spec.runner.image is unset.
+    from its values), used when spec.runner.image is unset. ``variants`` are each task's
+    prompt variants (`prepare.prompt_variants`), the ones ``items`` were planned with: their
+    texts go into the task ConfigMaps.
     """
     chosen = list(items)[:n]  # all when None
     try:
         configmaps, jobs = desired_objects(evaluation, agent, chosen, selection.by_id,
+                                           variant_texts(variants or {}),
                                            runner_version=__version__,
                                            runner_image_default=runner_image_default)
     except TaskTooLarge as exc:
