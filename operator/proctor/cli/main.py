@@ -67,7 +67,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     store = _store_client(args) if args.upload else None  # no credentials: before the run
     summary = run_evaluation(evaluation, Path(args.output_dir), progress=not args.quiet,
                              agents=agents, retry_errors=args.retry_errors,
-                             sandbox=_sandbox_options(args), agent_wait_s=args.agent_wait)
+                             sandbox=_sandbox_options(args), agent_wait_s=args.agent_wait,
+                             agent_token=_agent_token(args, os.environ))
     _print_summary(summary, Path(args.output_dir))
     if store is not None:
         _upload(store, Path(args.output_dir), args.upload)
@@ -166,6 +167,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                              sandbox=_sandbox_options(args), selection=selection,
                              retry_errors=args.retry_errors, agent_wait_s=args.agent_wait,
                              inputs={"predictions_sha256": preds.digest} if preds else None,
+                             agent_token=_agent_token(args, os.environ),
                              advice=f"use another --run_id, or remove {run_dir} to start "
                                     f"the run again")
     report = write_run_logs(out, evaluation, selection, args.run_id, summary.agent,
@@ -368,6 +370,24 @@ def _auth_header(env: Mapping[str, str]) -> tuple[str, str] | None:
     scheme = env.get("PROCTOR_AGENT_AUTH_SCHEME", "Bearer")
     return env.get("PROCTOR_AGENT_AUTH_HEADER", "Authorization"), \
         f"{scheme} {token}" if scheme else token
+
+
+def _agent_token(args: argparse.Namespace, env: Mapping[str, str]) -> str | None:
+    """The token of an agent whose spec.auth names a Secret, on one machine: the file's
+    first line (--agent-token-file), else the environment's PROCTOR_AGENT_TOKEN."""
+    from proctor.local.engine import AGENT_TOKEN_ENV
+
+    if not args.agent_token_file:
+        return env.get(AGENT_TOKEN_ENV) or None
+    try:
+        lines = Path(args.agent_token_file).read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--agent-token-file {args.agent_token_file}: cannot be read "
+                         f"({getattr(exc, 'strerror', None) or type(exc).__name__})") from None
+    if not lines or not lines[0].strip():
+        raise UsageError(f"--agent-token-file {args.agent_token_file}: its first line is "
+                         f"empty (it should hold the token)")
+    return lines[0].strip()
 
 
 def cmd_runner_solve(args: argparse.Namespace) -> int:
@@ -600,6 +620,11 @@ def _add_agent_options(parser: argparse.ArgumentParser) -> None:
                         help="after 3 requests in a row fail to reach the agent, no new task "
                              "is sent and its card is probed this long: if it answers the run "
                              "goes on, else it stops with exit 3 (default 60)")
+    parser.add_argument("--agent-token-file", metavar="FILE",
+                        help="the token of an agent whose AgentUnderTest has spec.auth (on a "
+                             "cluster, its Secret's value): the file's first line; without "
+                             "it, $PROCTOR_AGENT_TOKEN. Sent in spec.auth's header, never "
+                             "written down")
 
 
 def _add_sandbox_options(parser: argparse.ArgumentParser, default: str) -> None:
