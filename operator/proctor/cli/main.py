@@ -402,7 +402,8 @@ def cmd_runner_solve(args: argparse.Namespace) -> int:
         write_patch(work, Path(args.patch_file).read_text() if args.patch_file else "")
     elif args.endpoint:
         header = _auth_header(os.environ)
-        target = AgentTarget(args.endpoint, args.timeout, header, task_data=args.task_data)
+        target = AgentTarget(args.endpoint, args.timeout, header, task_data=args.task_data,
+                             card_wait_s=args.card_wait)
         result = solve_step(work, target,
                             include_hints=not args.no_hints, repo_dir=args.repo_dir)
         print(f"solve: {result.summary}", file=sys.stderr)
@@ -923,6 +924,10 @@ def build_parser() -> argparse.ArgumentParser:
                                           "PROCTOR_AGENT_TOKEN, _AUTH_HEADER, _AUTH_SCHEME)")
     solve.add_argument("--timeout", type=float, default=1800, help="seconds to wait for it")
     solve.add_argument("--repo-dir", help="the agent's checkout, sent as REPO_DIR")
+    solve.add_argument("--card-wait", type=_seconds, metavar="SECONDS",
+                       help="fetch the agent's card first, retrying this long (a sidecar "
+                            "agent); if it never answers, the item is an agent error naming "
+                            "it, and no task is sent")
     solve.add_argument("--no-hints", action="store_true", help="do not send hints_text")
     solve.add_argument("--task-data", action="store_true",
                        help="also send the data part naming the task (AgentUnderTest taskData)")
