@@ -96,6 +96,14 @@ def test_the_token_reaches_the_agent_and_nothing_written(locked_agent, tmp_path:
     assert [r.outcome for r in ResultsFolder(out).load()] == [Outcome.RESOLVED] * 2
     assert TOKEN not in run.stdout + run.stderr
     assert files_holding(out, TOKEN) == []
+    # Nor in what is made of the folder: an item shown, the reliability report.
+    results = ResultsFolder(out).load()
+    shown = proctor("show", str(out), results[0].instance_id, env={})
+    analyzed = proctor("analyze", str(out), "--output-dir", str(tmp_path / "report"), env={})
+    assert shown.returncode == analyzed.returncode == 0, shown.stderr + analyzed.stderr
+    assert TOKEN not in shown.stdout + shown.stderr + analyzed.stdout + analyzed.stderr
+    assert files_holding(tmp_path / "report", TOKEN) == []
+    assert any((tmp_path / "report").iterdir())
 
 
 def test_a_wrong_token_is_refused_by_the_agent_and_not_repeated(locked_agent,
