@@ -75,6 +75,8 @@ def test_agent_credentials_come_from_the_environment():
     assert _auth_header({"PROCTOR_AGENT_TOKEN": "t"}) == ("Authorization", "Bearer t")
     assert _auth_header({"PROCTOR_AGENT_TOKEN": "t", "PROCTOR_AGENT_AUTH_HEADER": "X-Key",
                          "PROCTOR_AGENT_AUTH_SCHEME": ""}) == ("X-Key", "t")
+    # A Secret made from a file ends in a newline: sent without it, as the operator sends it.
+    assert _auth_header({"PROCTOR_AGENT_TOKEN": "t\n"}) == ("Authorization", "Bearer t")
 
 
 def _late(app, not_yet: int):

@@ -364,7 +364,8 @@ def cmd_runner_test(args: argparse.Namespace) -> int:
 
 def _auth_header(env: Mapping[str, str]) -> tuple[str, str] | None:
     """The agent's credentials, as a Job passes them (from AgentUnderTest.spec.auth)."""
-    token = env.get("PROCTOR_AGENT_TOKEN")
+    # Stripped as the operator strips it: a Secret made from a file often ends in a newline.
+    token = (env.get("PROCTOR_AGENT_TOKEN") or "").strip()
     if not token:
         return None
     scheme = env.get("PROCTOR_AGENT_AUTH_SCHEME", "Bearer")
@@ -378,7 +379,7 @@ def _agent_token(args: argparse.Namespace, env: Mapping[str, str]) -> str | None
     from proctor.local.engine import AGENT_TOKEN_ENV
 
     if not args.agent_token_file:
-        return env.get(AGENT_TOKEN_ENV) or None
+        return (env.get(AGENT_TOKEN_ENV) or "").strip() or None
     try:
         lines = Path(args.agent_token_file).read_text().splitlines()
     except (OSError, UnicodeDecodeError) as exc:
