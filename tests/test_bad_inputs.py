@@ -44,6 +44,10 @@ def prediction(instance_id: str) -> str:
 LOOPBACK_AGENT = json.dumps({"apiVersion": "proctor.dev/v1alpha1", "kind": "AgentUnderTest",
                              "metadata": {"name": "a"},
                              "spec": {"endpoint": "http://127.0.0.1:9009/"}})
+LOCKED_AGENT = json.dumps({"apiVersion": "proctor.dev/v1alpha1", "kind": "AgentUnderTest",
+                           "metadata": {"name": "a"},
+                           "spec": {"endpoint": "http://127.0.0.1:9009/", "auth": {
+                               "secretRef": {"name": "s", "key": "token"}}}})
 FILES = {
     "empty.yaml": "",
     "junk.yaml": "kind: [Evaluation\n",
@@ -54,6 +58,9 @@ FILES = {
     "gold.yaml": evaluation("proctor-demo"),
     "loopback.yaml": evaluation("proctor-demo", predictions={"source": "agent"},
                                 agentRef={"name": "a"}) + "\n---\n" + LOOPBACK_AGENT,
+    "locked.yaml": evaluation("proctor-demo", predictions={"source": "agent"},
+                              agentRef={"name": "a"}) + "\n---\n" + LOCKED_AGENT,
+    "empty-token": "\n",
     "template.yaml": evaluation("proctor-demo", promptSensitivity={
         "enabled": True, "strategy": "template", "numVariations": 2}),
     "corrupt.parquet": "PAR1 not a parquet file",
@@ -139,6 +146,17 @@ CASES: dict[tuple[str, str], tuple[str, dict[str, str], tuple[str, ...]]] = {
     ("scenario import", "junk toml"): ("scenario import {d}/junk.toml", {}, ("junk.toml",)),
     ("scenario import", "folder"): ("scenario import {d}/folder", {}, ("folder",)),
     ("green serve", "wrong type"): ("green serve --port x", {}, ("'x'",)),
+    ("run", "agent token unset"): ("run -f {d}/locked.yaml --output-dir {d}/out", {},
+                                   ("PROCTOR_AGENT_TOKEN", "--agent-token-file")),
+    ("run", "agent token file missing"): ("run -f {d}/locked.yaml --output-dir {d}/out "
+                                          "--agent-token-file {d}/nothing", {},
+                                          ("--agent-token-file", "nothing")),
+    ("run", "agent token file empty"): ("run -f {d}/locked.yaml --output-dir {d}/out "
+                                        "--agent-token-file {d}/empty-token", {},
+                                        ("empty-token", "empty")),
+    ("agent serve", "token variable unset"): ("agent serve --kind oracle --port 0 "
+                                              "--token-env PROCTOR_NO_SUCH_TOKEN", {},
+                                              ("PROCTOR_NO_SUCH_TOKEN",)),
     ("agent serve", "unknown kind"): ("agent serve --kind genius", {}, ("genius",)),
     ("agent serve", "llm without model"): ("agent serve --kind llm", {}, ("--model",)),
     ("agent serve", "missing dataset"): ("agent serve --kind oracle --port 0 --dataset "

@@ -79,7 +79,8 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "tolerations": [{"key": "evals", "operator": "Exists", "effect": "NoSchedule"}],
         "serviceAccount": {"annotations": {"example.com/role": "proctor"}},
     },
-    "namespaced": {"operator": {"watchNamespaces": ["team-a", "team-b"]}},
+    "namespaced": {"operator": {"watchNamespaces": ["team-a", "team-b"]},
+                   "rbac": {"agentSecretNames": ["agent-token"]}},
     "namespaced-minimal": {"operator": {"watchNamespaces": ["team-a"]},
                            "rbac": {"clusterReads": False, "aggregateToDefaultRoles": False}},
     "own-rbac": {"rbac": {"create": False},
@@ -352,6 +353,7 @@ CLIENT_CALLS: dict[str, tuple[str, str, str]] = {
     "read_namespaced_pod_log": ("", "pods/log", "get"),
     "list_namespaced_config_map": ("", "configmaps", "list"),
     "read_namespaced_config_map": ("", "configmaps", "get"),
+    "read_namespaced_secret": ("", "secrets", "get"),
     "read_namespaced_lease": ("coordination.k8s.io", "leases", "get"),
     "create_namespaced_lease": ("coordination.k8s.io", "leases", "create"),
     "replace_namespaced_lease": ("coordination.k8s.io", "leases", "update"),
@@ -555,6 +557,20 @@ def test_namespaced_roles_grant_exactly_what_the_operator_calls(
         assert granted(role) == needed_rules()
     reads = only(objects, "ClusterRole", f"{FULLNAME}-{NAMESPACE}")
     assert granted(reads) == KOPF_CLUSTER | KOPF_NAMESPACES
+
+
+def test_secrets_are_only_got_by_name_and_only_the_named_ones_when_set(
+        rendered: dict[str, list[dict[str, Any]]]) -> None:
+    """An agent's token (spec.auth) is read for its card fetch: get, never list or watch;
+    with rbac.agentSecretNames, only those Secrets."""
+    def secret_rules(role: Mapping[str, Any]) -> list[dict[str, Any]]:
+        return [r for r in role["rules"] if "secrets" in r["resources"]]
+
+    (anywhere,) = secret_rules(only(rendered["defaults"], "ClusterRole", f"{FULLNAME}-{NAMESPACE}"))
+    assert anywhere["verbs"] == ["get"] and "resourceNames" not in anywhere
+    for role in (o for o in rendered["namespaced"] if o["kind"] == "Role"):
+        assert secret_rules(role) == [{"apiGroups": [""], "resources": ["secrets"],
+                                       "verbs": ["get"], "resourceNames": ["agent-token"]}]
 
 
 def _bound(objects: list[dict[str, Any]], kind: str) -> Iterator[tuple[dict, dict]]:

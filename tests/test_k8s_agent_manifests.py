@@ -127,3 +127,16 @@ def test_the_status_shows_the_card_of_a_real_agent() -> None:
     assert shown["skills"] == [{"id": "swe-bench", "name": "Solve a SWE-bench task"}]
     with pytest.raises(AgentProblem, match="unreachable"):  # gone: the agent is not ready
         asyncio.run(fetch_card(server.url, 2.0))
+
+
+def test_a_sidecar_agents_card_is_waited_for_in_the_pod_before_the_task_is_sent() -> None:
+    """Its startupProbe sees the port open; the solve step then fetches the card, retrying
+    until the same startup deadline, and only then sends the task."""
+    aut = AgentUnderTest(name="editor", namespace="team-a", spec=AgentUnderTestSpec(
+        sidecar={"image": "registry.example/editor:1", "port": 9010}))
+    evaluation = Evaluation(name="ev", namespace="team-a", spec=EvaluationSpec(
+        agent_ref={"name": "editor"}, dataset={"name": "proctor-demo"}))
+    command = manifests.solve_command(evaluation, aut)
+    assert command[command.index("--endpoint") + 1] == "http://127.0.0.1:9010/"
+    assert command[command.index("--card-wait") + 1] == str(manifests.AGENT_STARTUP_SECONDS)
+    assert "--card-wait" not in manifests.solve_command(evaluation, agent())

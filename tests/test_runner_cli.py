@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import socket
+import time
 
+from proctor.agents.server import reference_app, start_in_thread
 from proctor.cli.main import main
 from proctor.core.model import WorkItem
 from proctor.datasets import demo, to_instance
@@ -72,3 +75,55 @@ def test_agent_credentials_come_from_the_environment():
     assert _auth_header({"PROCTOR_AGENT_TOKEN": "t"}) == ("Authorization", "Bearer t")
     assert _auth_header({"PROCTOR_AGENT_TOKEN": "t", "PROCTOR_AGENT_AUTH_HEADER": "X-Key",
                          "PROCTOR_AGENT_AUTH_SCHEME": ""}) == ("X-Key", "t")
+    # A Secret made from a file ends in a newline: sent without it, as the operator sends it.
+    assert _auth_header({"PROCTOR_AGENT_TOKEN": "t\n"}) == ("Authorization", "Bearer t")
+
+
+def _late(app, not_yet: int):
+    """The app, answering 503 to its first `not_yet` card requests: an agent whose port is
+    open (the sidecar's startupProbe passed) before its app serves."""
+    asked = []
+
+    async def late(scope, receive, send):
+        if scope["type"] == "http" and "agent" in scope["path"] and len(asked) < not_yet:
+            asked.append(scope["path"])
+            await send({"type": "http.response.start", "status": 503, "headers": []})
+            await send({"type": "http.response.body", "body": b"starting"})
+            return
+        await app(scope, receive, send)
+    return late, asked
+
+
+def test_solve_waits_for_a_starting_sidecars_card_then_sends_the_task(tmp_path, capsys):
+    row = demo.load_rows()[0]
+    made = {}
+
+    def app(url):
+        made["app"], made["asked"] = _late(reference_app("oracle", url), 2)
+        return made["app"]
+
+    with start_in_thread(app) as server:
+        assert main(["runner", "solve", "--work-dir", str(tmp_path / "work"), "--task-dir",
+                     str(task_dir(tmp_path, row)), "--endpoint", server.url,
+                     "--card-wait", "20"]) == 0
+    assert len(made["asked"]) == 2  # refused twice, then fetched
+    assert patch_from_log(capsys.readouterr().out) == row["patch"]
+
+
+def test_a_sidecar_that_never_serves_its_card_is_an_agent_error_naming_it(tmp_path, capsys):
+    row = demo.load_rows()[0]
+    with socket.socket() as sock:  # a port no one listens on
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/"
+    work = tmp_path / "work"
+    started = time.monotonic()
+    assert main(["runner", "solve", "--work-dir", str(work), "--task-dir",
+                 str(task_dir(tmp_path, row)), "--endpoint", url, "--card-wait", "2"]) == 0
+    assert 2 <= time.monotonic() - started < 15  # retried until the deadline, not forever
+    solve = json.loads((work / "solve.json").read_text())
+    assert solve["error_kind"] == "agent"
+    assert f"sidecar agent at {url} did not serve its card within 2 s" in solve["error"]
+    assert patch_from_log(capsys.readouterr().out) == ""
+    assert main(["runner", "grade", "--work-dir", str(work)]) == 0
+    graded = json.loads(capsys.readouterr().out)
+    assert graded["outcome"] == "error" and url in graded["error_message"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -51,11 +52,16 @@ def cmd_agent_serve(args: argparse.Namespace) -> int:
     if problem:
         print(f"proctor agent serve: {problem}", file=sys.stderr)
         return 2
+    token = os.environ.get(args.token_env) if args.token_env else None
+    if args.token_env and not token:
+        print(f"proctor agent serve: --token-env {args.token_env}: that variable is unset "
+              f"or empty", file=sys.stderr)
+        return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     serve(args.kind, host=args.host, port=args.port, card_url=args.card_url,
           dataset_files=args.dataset or (), seed=args.seed,
           request_log=Path(args.request_log) if args.request_log else None,
-          exit_after=args.exit_after, llm=llm_settings(args))
+          exit_after=args.exit_after, llm=llm_settings(args), token=token)
     return 0
 
 
@@ -100,6 +106,10 @@ def _add_serve(commands: argparse._SubParsersAction) -> None:
     serve.add_argument("--exit-after", type=int, metavar="N",
                        help="stop serving after N answers, as an agent that dies mid-run "
                             "(to try the dead-agent rule)")
+    serve.add_argument("--token-env", metavar="NAME",
+                       help="answer 401 to any request (the card too) without the header "
+                            "'Authorization: Bearer <token>', the token read from the "
+                            "environment variable NAME (to try an agent's spec.auth)")
     _add_llm_flags(serve)
     serve.set_defaults(func=cmd_agent_serve)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import hmac
 import json
 import logging
 import socket
@@ -185,6 +186,23 @@ def build_app(executor: AgentExecutor, card: AgentCard) -> Starlette:
     return Starlette(routes=routes, lifespan=lifespan)
 
 
+def require_token(app: ASGIApp, token: str) -> ASGIApp:
+    """The app, answering 401 to every request (its card too) that lacks the header
+    `Authorization: Bearer <token>`: an agent that checks who calls it."""
+    expected = f"Bearer {token}".encode()
+
+    async def guarded(scope: Any, receive: Any, send: Any) -> None:
+        given = dict(scope.get("headers") or ()).get(b"authorization", b"")
+        if scope["type"] == "http" and not hmac.compare_digest(given, expected):
+            await send({"type": "http.response.start", "status": 401,
+                        "headers": [(b"content-type", b"text/plain")]})
+            await send({"type": "http.response.body", "body": b"a bearer token is required\n"})
+            return
+        await app(scope, receive, send)
+
+    return guarded
+
+
 def reference_app(kind: str, card_url: str, dataset_files: Iterable[str] = (),
                   streaming: bool = True, seed: int | None = None,
                   executor: SolverExecutor | None = None,
@@ -204,14 +222,16 @@ def default_card_url(host: str, port: int) -> str:
 def serve(kind: str, host: str = "127.0.0.1", port: int = 9009, card_url: str | None = None,
           dataset_files: Iterable[str] = (), seed: int | None = None,
           request_log: Path | None = None, exit_after: int | None = None,
-          llm: LlmSettings | None = None) -> None:
-    """Run a reference agent until interrupted (what `proctor agent serve` does)."""
+          llm: LlmSettings | None = None, token: str | None = None) -> None:
+    """Run a reference agent until interrupted (what `proctor agent serve` does);
+    `token`: the bearer token every request must carry."""
     if kind not in KINDS:
         raise ValueError(f"unknown agent kind {kind!r}; choose one of {', '.join(KINDS)}")
     url = card_url or default_card_url(host, port)
     executor = SolverExecutor(solver_for(kind, Tasks.load(dataset_files), seed, llm),
                               request_log, exit_after)
     app = reference_app(kind, url, executor=executor)
+    app = require_token(app, token) if token else app
     log.info("Serving the %s agent on %s:%s, card URL %s", kind, host, port, url)
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
     executor.stop_serving = lambda: setattr(server, "should_exit", True)
@@ -273,8 +293,13 @@ def start_in_thread(app_for_url: Callable[[str], ASGIApp],
 
 def start_reference_agent(kind: str, dataset_files: Iterable[str] = (),
                           streaming: bool = True, seed: int | None = None,
-                          llm: LlmSettings | None = None) -> RunningServer:
-    """A reference agent on a free loopback port, in this process."""
+                          llm: LlmSettings | None = None, token: str | None = None,
+                          host: str = "127.0.0.1") -> RunningServer:
+    """A reference agent on a free port of `host`, in this process; `token`: the bearer
+    token every request must carry."""
     files = tuple(dataset_files)
-    return start_in_thread(lambda url: reference_app(kind, url, files, streaming, seed,
-                                                     llm=llm))
+
+    def app(url: str) -> ASGIApp:
+        built = reference_app(kind, url, files, streaming, seed, llm=llm)
+        return require_token(built, token) if token else built
+    return start_in_thread(app, host)

@@ -67,7 +67,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     store = _store_client(args) if args.upload else None  # no credentials: before the run
     summary = run_evaluation(evaluation, Path(args.output_dir), progress=not args.quiet,
                              agents=agents, retry_errors=args.retry_errors,
-                             sandbox=_sandbox_options(args), agent_wait_s=args.agent_wait)
+                             sandbox=_sandbox_options(args), agent_wait_s=args.agent_wait,
+                             agent_token=_agent_token(args, os.environ))
     _print_summary(summary, Path(args.output_dir))
     if store is not None:
         _upload(store, Path(args.output_dir), args.upload)
@@ -166,6 +167,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                              sandbox=_sandbox_options(args), selection=selection,
                              retry_errors=args.retry_errors, agent_wait_s=args.agent_wait,
                              inputs={"predictions_sha256": preds.digest} if preds else None,
+                             agent_token=_agent_token(args, os.environ),
                              advice=f"use another --run_id, or remove {run_dir} to start "
                                     f"the run again")
     report = write_run_logs(out, evaluation, selection, args.run_id, summary.agent,
@@ -362,12 +364,31 @@ def cmd_runner_test(args: argparse.Namespace) -> int:
 
 def _auth_header(env: Mapping[str, str]) -> tuple[str, str] | None:
     """The agent's credentials, as a Job passes them (from AgentUnderTest.spec.auth)."""
-    token = env.get("PROCTOR_AGENT_TOKEN")
+    # Stripped as the operator strips it: a Secret made from a file often ends in a newline.
+    token = (env.get("PROCTOR_AGENT_TOKEN") or "").strip()
     if not token:
         return None
     scheme = env.get("PROCTOR_AGENT_AUTH_SCHEME", "Bearer")
     return env.get("PROCTOR_AGENT_AUTH_HEADER", "Authorization"), \
         f"{scheme} {token}" if scheme else token
+
+
+def _agent_token(args: argparse.Namespace, env: Mapping[str, str]) -> str | None:
+    """The token of an agent whose spec.auth names a Secret, on one machine: the file's
+    first line (--agent-token-file), else the environment's PROCTOR_AGENT_TOKEN."""
+    from proctor.local.engine import AGENT_TOKEN_ENV
+
+    if not args.agent_token_file:
+        return (env.get(AGENT_TOKEN_ENV) or "").strip() or None
+    try:
+        lines = Path(args.agent_token_file).read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--agent-token-file {args.agent_token_file}: cannot be read "
+                         f"({getattr(exc, 'strerror', None) or type(exc).__name__})") from None
+    if not lines or not lines[0].strip():
+        raise UsageError(f"--agent-token-file {args.agent_token_file}: its first line is "
+                         f"empty (it should hold the token)")
+    return lines[0].strip()
 
 
 def cmd_runner_solve(args: argparse.Namespace) -> int:
@@ -382,7 +403,8 @@ def cmd_runner_solve(args: argparse.Namespace) -> int:
         write_patch(work, Path(args.patch_file).read_text() if args.patch_file else "")
     elif args.endpoint:
         header = _auth_header(os.environ)
-        target = AgentTarget(args.endpoint, args.timeout, header, task_data=args.task_data)
+        target = AgentTarget(args.endpoint, args.timeout, header, task_data=args.task_data,
+                             card_wait_s=args.card_wait)
         result = solve_step(work, target,
                             include_hints=not args.no_hints, repo_dir=args.repo_dir)
         print(f"solve: {result.summary}", file=sys.stderr)
@@ -601,6 +623,11 @@ def _add_agent_options(parser: argparse.ArgumentParser) -> None:
                         help="after 3 requests in a row fail to reach the agent, no new task "
                              "is sent and its card is probed this long: if it answers the run "
                              "goes on, else it stops with exit 3 (default 60)")
+    parser.add_argument("--agent-token-file", metavar="FILE",
+                        help="the token of an agent whose AgentUnderTest has spec.auth (on a "
+                             "cluster, its Secret's value): the file's first line; without "
+                             "it, $PROCTOR_AGENT_TOKEN. Sent in spec.auth's header, never "
+                             "written down")
 
 
 def _add_sandbox_options(parser: argparse.ArgumentParser, default: str) -> None:
@@ -899,6 +926,10 @@ def build_parser() -> argparse.ArgumentParser:
                                           "PROCTOR_AGENT_TOKEN, _AUTH_HEADER, _AUTH_SCHEME)")
     solve.add_argument("--timeout", type=float, default=1800, help="seconds to wait for it")
     solve.add_argument("--repo-dir", help="the agent's checkout, sent as REPO_DIR")
+    solve.add_argument("--card-wait", type=_seconds, metavar="SECONDS",
+                       help="fetch the agent's card first, retrying this long (a sidecar "
+                            "agent); if it never answers, the item is an agent error naming "
+                            "it, and no task is sent")
     solve.add_argument("--no-hints", action="store_true", help="do not send hints_text")
     solve.add_argument("--task-data", action="store_true",
                        help="also send the data part naming the task (AgentUnderTest taskData)")

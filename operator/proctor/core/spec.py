@@ -87,6 +87,10 @@ class AgentAuth(_Spec):
     scheme: str = "Bearer"
     """Scheme written before the token; empty sends the token alone."""
 
+    def header_for(self, token: str) -> tuple[str, str]:
+        """The header that carries ``token`` (name, value), as every client sends it."""
+        return self.header, f"{self.scheme} {token}" if self.scheme else token
+
 
 class BudgetSpec(_Spec):
     """Caps on what the agent may spend (enforced on one machine)."""

@@ -8,6 +8,8 @@ controller runs them in asyncio's default executor. Reads of what the controller
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 from collections.abc import Mapping
 from typing import Any
@@ -48,6 +50,10 @@ def _json(response: Any) -> Obj:
     return decoded
 
 
+class SecretUnreadable(Exception):
+    """An agent's auth Secret, or its key, is missing; the message names them (no value)."""
+
+
 class Kube:
     """Reads and writes what the operator needs, nothing more."""
 
@@ -80,6 +86,26 @@ class Kube:
     def list_configmaps(self, namespace: str, labels: Mapping[str, str]) -> Obj:
         return _json(self.core.list_namespaced_config_map(
             namespace, label_selector=selector(labels), _preload_content=False))
+
+    def secret_value(self, namespace: str, name: str, key: str) -> str:
+        """One key of a Secret, decoded: an agent's token (spec.auth), for its card fetch.
+        A get by name only: the chart grants no list or watch of Secrets. Raises
+        SecretUnreadable, naming the Secret and the key, when either is missing."""
+        try:
+            secret = _json(self.core.read_namespaced_secret(name, namespace,
+                                                            _preload_content=False))
+        except ApiException as exc:
+            if exc.status == 404:
+                raise SecretUnreadable(f"Secret {namespace}/{name} does not exist") from None
+            raise
+        encoded = (secret.get("data") or {}).get(key)
+        if encoded is None:
+            raise SecretUnreadable(f"Secret {namespace}/{name} has no key {key!r}")
+        try:  # stripped: a Secret made from a file often ends in a newline
+            return base64.b64decode(encoded, validate=True).decode().strip()
+        except (binascii.Error, UnicodeDecodeError):  # the value itself is never said
+            raise SecretUnreadable(f"Secret {namespace}/{name} key {key!r} is not "
+                                   f"UTF-8 text") from None
 
     def pod_log(self, namespace: str, pod: str, container: str) -> str:
         try:

@@ -154,6 +154,9 @@ class AgentProbe:
     unavailable: str | None = None
     """A service agent's Deployment: why it serves no ready pod; None: it does (or no
     Deployment)."""
+    auth: str | None = None
+    """Why the token of spec.auth could not be read (the Secret and key, never a value);
+    None: it was, or none is needed."""
 
 
 def agent_ready(agent: AgentUnderTest, probe: AgentProbe | None, allow_local: bool = False
@@ -171,6 +174,8 @@ def agent_ready(agent: AgentUnderTest, probe: AgentProbe | None, allow_local: bo
         return False, "Probing", f"the operator has not fetched the card at {endpoint} yet"
     if probe.unavailable is not None:
         return False, "DeploymentUnavailable", probe.unavailable
+    if probe.auth is not None:
+        return False, "AuthSecretUnreadable", probe.auth
     if probe.card is None:
         return False, "Unreachable", probe.error or f"no agent card at {endpoint}"
     named = " ".join(str(probe.card.get(k) or "") for k in ("name", "version")).strip()

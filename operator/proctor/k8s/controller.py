@@ -78,7 +78,14 @@ from proctor.core.spec import AgentUnderTest, Evaluation, Resource
 from proctor.formats.manifest import ManifestError, parse_kind
 from proctor.k8s import agent_manifests, conditions, manifests, reconcile, store
 from proctor.k8s.act import Pass, Tracked, write_status
-from proctor.k8s.api import Kube, Leases, describe, load_config, owner_uid
+from proctor.k8s.api import (
+    Kube,
+    Leases,
+    SecretUnreadable,
+    describe,
+    load_config,
+    owner_uid,
+)
 from proctor.k8s.conditions import AgentProbe
 from proctor.k8s.election import Election, run_elected
 from proctor.k8s.exporter import Metrics
@@ -449,12 +456,28 @@ class Controller:
             unavailable = agent_manifests.unavailable(applied[0])
             if unavailable is not None:  # the Service has no pod to send the fetch to
                 return AgentProbe(unavailable=unavailable)
-        endpoint = manifests.agent_endpoint(agent)
+        endpoint, header = manifests.agent_endpoint(agent), None
+        if agent.spec.auth is not None:
+            try:
+                header = await self.auth_header(agent)
+            except Exception as exc:  # missing, refused (RBAC): the condition says so
+                why = str(exc) if isinstance(exc, SecretUnreadable) else describe(exc)
+                return AgentProbe(auth=f"its token (spec.auth) could not be read: {why}")
         try:
-            card = await fetch_card(endpoint, CARD_TIMEOUT_SECONDS)
+            card = await fetch_card(endpoint, CARD_TIMEOUT_SECONDS, auth_header=header)
         except AgentProblem as exc:
             return AgentProbe(error=str(exc))
         return AgentProbe(card=agent_manifests.card_status(card))
+
+    async def auth_header(self, agent: AgentUnderTest) -> tuple[str, str] | None:
+        """The header the solve step sends (spec.auth), for the card fetch: the token read
+        from its Secret at each probe (a rotated token is used at the next), kept nowhere."""
+        auth = agent.spec.auth
+        if auth is None:
+            return None
+        token = await asyncio.to_thread(self.kube.secret_value, agent.namespace,
+                                        auth.secret_ref.name, auth.secret_ref.key)
+        return auth.header_for(token)
 
     def _observe(self, key: Key, tracked: Tracked, items: list[WorkItem], rows: int | None
                  ) -> list[ItemView]:

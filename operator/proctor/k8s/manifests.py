@@ -374,8 +374,8 @@ def solve_command(evaluation: Evaluation, agent: AgentUnderTest | None,
                              f"AgentUnderTest")
         command += ["--endpoint", agent_endpoint(agent),
                     "--timeout", str(agent.spec.request_timeout_seconds)]
-        if agent.spec.sidecar:
-            command += ["--repo-dir", REPO_DIR]
+        if agent.spec.sidecar:  # its port is open (startupProbe); its card is waited for
+            command += ["--repo-dir", REPO_DIR, "--card-wait", str(AGENT_STARTUP_SECONDS)]
         if agent.spec.task_data:
             command.append("--task-data")
     elif kept_patch is not None or spec.predictions.source in ("gold", "file"):

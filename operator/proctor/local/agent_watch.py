@@ -76,9 +76,10 @@ class AgentWatch:
     """The rule, shared by the worker threads of one run."""
 
     def __init__(self, endpoint: str, wait_s: float, stop: threading.Event,
-                 probe: Callable[[float], bool] | None = None):
+                 probe: Callable[[float], bool] | None = None,
+                 auth_header: tuple[str, str] | None = None):
         self.endpoint, self.wait_s, self.stop = endpoint, wait_s, stop
-        self.probe = probe or (lambda timeout: card_answers(endpoint, timeout))
+        self.probe = probe or (lambda timeout: card_answers(endpoint, timeout, auth_header))
         self.health = Health()
         self._cond = threading.Condition()
 
@@ -130,10 +131,11 @@ class AgentWatch:
                 f"--retry-errors")
 
 
-def card_answers(endpoint: str, timeout_s: float) -> bool:
+def card_answers(endpoint: str, timeout_s: float,
+                 auth_header: tuple[str, str] | None = None) -> bool:
     """Whether the agent serves its card now."""
     try:
-        asyncio.run(fetch_card(endpoint, timeout_s=timeout_s))
+        asyncio.run(fetch_card(endpoint, timeout_s=timeout_s, auth_header=auth_header))
     except AgentProblem:
         return False
     return True

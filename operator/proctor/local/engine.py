@@ -144,8 +144,15 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
-def agent_target(evaluation: Evaluation, agents: Sequence[AgentUnderTest]) -> AgentTarget:
-    """The agent the evaluation names, reachable from this machine, or a clear refusal."""
+AGENT_TOKEN_ENV = "PROCTOR_AGENT_TOKEN"
+"""Where `proctor run` reads the token of an agent whose spec.auth names a Secret (or from
+--agent-token-file): on one machine there is no Secret to read."""
+
+
+def agent_target(evaluation: Evaluation, agents: Sequence[AgentUnderTest],
+                 token: str | None = None) -> AgentTarget:
+    """The agent the evaluation names, reachable from this machine, or a clear refusal.
+    `token`: the value spec.auth's Secret holds on a cluster (unused without spec.auth)."""
     ref = evaluation.spec.agent_ref
     name = ref.name if ref else ""
     found = [a for a in agents if a.name == name]
@@ -158,13 +165,14 @@ def agent_target(evaluation: Evaluation, agents: Sequence[AgentUnderTest]) -> Ag
         raise EngineError(f"AgentUnderTest {name!r} runs as a service or sidecar, which needs a "
                           f"cluster; on one machine, start the agent yourself and give its "
                           f"endpoint")
-    if spec.auth:
-        raise EngineError(f"AgentUnderTest {name!r} reads its credentials from a Kubernetes "
-                          f"Secret, which `proctor run` cannot read; use it on a cluster")
+    if spec.auth and not token:
+        raise EngineError(f"AgentUnderTest {name!r} sends a token (spec.auth): on one machine "
+                          f"set {AGENT_TOKEN_ENV} or pass --agent-token-file FILE")
     budget = combined(evaluation.spec.budget, spec.budget)
     timeout = min(spec.request_timeout_seconds,
                   (budget.item_seconds if budget else None) or spec.request_timeout_seconds)
-    return AgentTarget(endpoint=spec.endpoint, timeout_s=timeout,
+    header = spec.auth.header_for(token) if spec.auth and token else None
+    return AgentTarget(endpoint=spec.endpoint, timeout_s=timeout, auth_header=header,
                        task_data=spec.task_data, max_concurrent_tasks=spec.max_concurrent_tasks)
 
 
@@ -177,7 +185,7 @@ def agent_budget(evaluation: Evaluation, agents: Sequence[AgentUnderTest]) -> Bu
 
 def prepare(evaluation: Evaluation, agents: Sequence[AgentUnderTest] = (),
             sandbox: SandboxOptions | None = None, selection: datasets.Selection | None = None,
-            agent_wait_s: float = DEFAULT_WAIT_S
+            agent_wait_s: float = DEFAULT_WAIT_S, agent_token: str | None = None
             ) -> tuple[RunContext, datasets.Selection, list[WorkItem]]:
     """Load the rows (unless the caller has them) and plan the items; refuse early what
     cannot run here."""
@@ -185,7 +193,7 @@ def prepare(evaluation: Evaluation, agents: Sequence[AgentUnderTest] = (),
     check_runnable(evaluation, on_cluster=False)
     agent, slots = None, None
     if spec.predictions.source == "agent":
-        agent = agent_target(evaluation, agents)
+        agent = agent_target(evaluation, agents, agent_token)
         slots = threading.Semaphore(agent.max_concurrent_tasks)
     selection = selection or load_selection(evaluation)
     # The cheap check of the input first: a bad predictions file is told before Docker is
@@ -199,7 +207,8 @@ def prepare(evaluation: Evaluation, agents: Sequence[AgentUnderTest] = (),
     variants = prompt_variants(evaluation, selection, progress=_variants_progress)
     items = plan_items(evaluation, selection, variants)
     stop = threading.Event()
-    watch = AgentWatch(agent.endpoint, agent_wait_s, stop) if agent else None
+    watch = (AgentWatch(agent.endpoint, agent_wait_s, stop, auth_header=agent.auth_header)
+             if agent else None)
     budget = agent_budget(evaluation, agents) if agent else None
     ctx = RunContext(evaluation, selection.by_id, predictions, agent, slots, stop=stop,
                      watch=watch, budget=budget, sandboxes=sandboxes, variants=variants)
@@ -444,14 +453,16 @@ def run_evaluation(evaluation: Evaluation, output_dir: Path, progress: bool = Tr
                    agent_wait_s: float = DEFAULT_WAIT_S,
                    on_result: Callable[[RunResult], None] | None = None,
                    inputs: Mapping[str, Any] | None = None,
-                   advice: str = FOLDER_ADVICE) -> Summary:
+                   advice: str = FOLDER_ADVICE, agent_token: str | None = None) -> Summary:
     """Run (or resume, or extend) an evaluation into `output_dir`; returns its summary.
     `selection`: its rows, when the caller has loaded them already. `agent_wait_s`: how
     long an agent that stopped answering is waited for (`agent_watch`). `on_result` is
     called (on a worker thread) with each item's result as it is recorded. `inputs`:
     more of what the folder's results depend on (a predictions file's content, say), so
-    that a run with others is refused with `advice`, as one with another spec is."""
-    ctx, selection, items = prepare(evaluation, agents, sandbox, selection, agent_wait_s)
+    that a run with others is refused with `advice`, as one with another spec is.
+    `agent_token`: the agent's token when its spec.auth asks for one (never written down)."""
+    ctx, selection, items = prepare(evaluation, agents, sandbox, selection, agent_wait_s,
+                                    agent_token)
     # hashed now, beside the rows just read: a file changed during the run is not theirs
     dataset = provenance.dataset_provenance(evaluation, selection.fingerprint)
     folder = ResultsFolder(output_dir)

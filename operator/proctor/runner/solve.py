@@ -10,8 +10,10 @@ step's log instead of asking the agent a second time.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,6 +41,33 @@ class AgentTarget:
     """Send the data part naming the task (AgentUnderTest.spec.taskData)."""
     max_concurrent_tasks: int = 8
     """How many tasks the agent takes at once (AgentUnderTest.spec.maxConcurrentTasks)."""
+    card_wait_s: float | None = None
+    """A sidecar agent: fetch its card, retrying this long, before the task is sent (its
+    port opens before its app may serve); None: send the task at once."""
+
+
+CARD_RETRY_SECONDS = 1.0
+CARD_FETCH_SECONDS = 5.0
+
+
+def wait_for_card(agent: AgentTarget, deadline_s: float) -> str | None:
+    """Fetch the agent's card until it answers or `deadline_s` has passed: None when it
+    answered, else why not, naming the agent's address."""
+    from proctor.a2a.client import AgentProblem, fetch_card
+
+    end = time.monotonic() + deadline_s
+    while True:
+        left = end - time.monotonic()
+        try:
+            asyncio.run(fetch_card(agent.endpoint, max(0.5, min(CARD_FETCH_SECONDS, left)),
+                                   auth_header=agent.auth_header))
+            return None
+        except AgentProblem as exc:
+            left = end - time.monotonic()
+            if left <= 0:
+                return (f"the sidecar agent at {agent.endpoint} did not serve its card "
+                        f"within {deadline_s:g} s of its start: {exc}")
+        time.sleep(min(CARD_RETRY_SECONDS, left))
 
 
 def write_prompt(work: WorkDir, problem_text: str) -> None:
@@ -50,15 +79,21 @@ def solve_step(work: WorkDir, agent: AgentTarget, include_hints: bool,
                ) -> SolveResult:
     """Send the item to the agent and keep its patch in the work folder."""
     # Imported here: the grade step reads solve.json without loading the A2A client.
-    from proctor.a2a.client import solve_sync
+    from proctor.a2a.client import SolveResult, solve_sync
     from proctor.a2a.message import build_message
 
     instance, item = work.instance(), work.item()
     problem = work.read("prompt.txt")
     message = build_message(instance, instance.problem_statement if problem is None else problem,
                             item.variant_id, include_hints, repo_dir, agent.task_data)
-    result = solve_sync(agent.endpoint, message, timeout_s=agent.timeout_s,
-                        auth_header=agent.auth_header, streaming=agent.streaming, stop=stop)
+    not_ready = wait_for_card(agent, agent.card_wait_s) if agent.card_wait_s else None
+    if not_ready:  # the agent's to fix (its image, its start): an agent error, not sent
+        result = SolveResult(error_kind=ErrorKind.AGENT, error=not_ready,
+                             summary=f"agent error: {not_ready}")
+    else:
+        result = solve_sync(agent.endpoint, message, timeout_s=agent.timeout_s,
+                            auth_header=agent.auth_header, streaming=agent.streaming,
+                            stop=stop)
     write_patch(work, result.patch)
     if result.transcript is not None:
         write_transcript(work, result.transcript)
