@@ -4,16 +4,34 @@ nothing else; the operator's settings of it; the specs' CIDR fields."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from kubernetes import client
+from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
 
+from proctor.core.model import Instance
 from proctor.core.spec import AgentUnderTest, AgentUnderTestSpec
 from proctor.k8s import netpol
+from proctor.k8s.act import Pass, Tracked
 from proctor.k8s.agent_manifests import deployment
+from proctor.k8s.api import Kube
+from proctor.k8s.exporter import Metrics
 from proctor.k8s.netpol import Boundary
-from test_k8s_manifests import evaluation, job_for, task, validate, verified  # noqa: F401
+from proctor.k8s.reconcile import Decision
+from test_k8s_manifests import (  # noqa: F401
+    evaluation,
+    item_of,
+    job_for,
+    task,
+    validate,
+    verified,
+)
 
 INDEX = Boundary(enabled=True, package_index_cidrs=("151.101.0.0/16", "2a04:4e42::/32"),
                  package_index_ports=(443,))
@@ -132,3 +150,87 @@ def test_a_bad_setting_is_one_line_naming_it(environ: dict[str, str], named: str
 def test_a_spec_cidr_that_is_not_one_is_refused(spec: dict[str, Any]) -> None:
     with pytest.raises(ValidationError, match="is not a CIDR"):
         agent(**spec)
+
+
+# --- The shell: the policy is applied before the Jobs it governs ---------------------------
+
+
+class ApiServer:
+    """A loopback HTTP server standing in for the API server: it records each write and
+    answers with its body, or refuses the NetworkPolicy's apply (403) when told to."""
+
+    def __init__(self, refuse_policy: bool = False) -> None:
+        self.writes: list[tuple[str, str, dict[str, Any]]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *_: Any) -> None:
+                pass
+
+            def _write(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.writes.append((self.command, self.path, body))
+                refused = refuse_policy and "networkpolicies" in self.path
+                answer = json.dumps({"kind": "Status", "code": 403, "message": "forbidden"}
+                                    if refused else body).encode()
+                self.send_response(403 if refused else 200 if self.command == "PATCH" else 201)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            do_POST = do_PATCH = _write
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def kube(self) -> Kube:
+        configuration = client.Configuration()
+        configuration.host = f"http://127.0.0.1:{self.server.server_port}"
+        return Kube(client.ApiClient(configuration))
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def a_pass(server: ApiServer, instance: Instance, tracked: Tracked) -> Pass:
+    ev = evaluation("demo")
+    aut = agent(endpoint="http://10.0.0.5:9009/")
+    body = {"apiVersion": "proctor.dev/v1alpha1", "kind": "Evaluation",
+            "metadata": {"name": "demo", "namespace": "evals", "uid": "uid-1"}}
+    return Pass(server.kube(), Metrics(CollectorRegistry()), None, body, tracked, ev, aut,
+                {instance.instance_id: instance}, policy=policy(aut))
+
+
+def test_the_policy_is_applied_owned_before_the_first_job_and_once(task) -> None:  # noqa: F811
+    server, tracked = ApiServer(), Tracked("uid-1", "demo")
+    try:
+        p = a_pass(server, task, tracked)
+        assert asyncio.run(p.act(Decision(start=[item_of(task)]))) == []
+        first = list(server.writes)
+        other = item_of(task, repeat=1)
+        assert asyncio.run(a_pass(server, task, tracked).act(Decision(start=[other]))) == []
+    finally:
+        server.stop()
+    (method, path, applied), *rest = first
+    assert method == "PATCH"
+    assert path.startswith("/apis/networking.k8s.io/v1/namespaces/evals/networkpolicies/"
+                           "proctor-demo?") and "fieldManager=proctor" in path
+    assert applied["spec"] == policy(agent(endpoint="http://10.0.0.5:9009/"))["spec"]
+    (owner,) = applied["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner["uid"]) == ("Evaluation", "demo", "uid-1")
+    assert [w[1].split("/")[-1] for w in rest] == ["configmaps", "jobs"]
+    # The next pass, the policy unchanged, applies nothing again: one more Job only.
+    assert [w[1].split("/")[-1] for w in server.writes[len(first):]] == ["jobs"]
+
+
+def test_a_policy_refused_starts_no_job(task) -> None:  # noqa: F811
+    server = ApiServer(refuse_policy=True)
+    try:
+        failed = asyncio.run(a_pass(server, task, Tracked("uid-1", "demo")).act(
+            Decision(start=[item_of(task)])))
+    finally:
+        server.stop()
+    assert len(failed) == 1 and "403" in str(failed[0])
+    assert [w[1].split("?")[0].split("/")[-1] for w in server.writes] == ["proctor-demo"]
