@@ -21,9 +21,11 @@ from proctor.k8s import netpol
 from proctor.k8s.act import Pass, Tracked
 from proctor.k8s.agent_manifests import deployment
 from proctor.k8s.api import Kube
+from proctor.k8s.controller import Controller
 from proctor.k8s.exporter import Metrics
 from proctor.k8s.netpol import Boundary
-from proctor.k8s.reconcile import Decision
+from proctor.k8s.reconcile import Decision, Settings
+from proctor.prepare import Refusal
 from test_k8s_manifests import (  # noqa: F401
     evaluation,
     item_of,
@@ -234,3 +236,19 @@ def test_a_policy_refused_starts_no_job(task) -> None:  # noqa: F811
         server.stop()
     assert len(failed) == 1 and "403" in str(failed[0])
     assert [w[1].split("?")[0].split("/")[-1] for w in server.writes] == ["proctor-demo"]
+
+
+def test_an_agent_the_policy_cannot_name_refuses_its_evaluation() -> None:
+    def controller(boundary: Boundary) -> Controller:
+        return Controller(Kube(client.ApiClient()), Metrics(CollectorRegistry()), Settings(),
+                          {}, runner_image=None, allow_local=False, boundary=boundary)
+    named = agent(endpoint="http://agent.example:9009/")
+    with pytest.raises(Refusal, match="endpointCidrs") as caught:
+        controller(INDEX)._policy(evaluation("demo"), named, finished=False)
+    assert caught.value.reason == "AgentUnreachable"
+    # Off, or once the Evaluation is finished, there is no policy to make.
+    assert controller(Boundary())._policy(evaluation("demo"), named, finished=False) is None
+    assert controller(INDEX)._policy(evaluation("demo"), named, finished=True) is None
+    made = controller(INDEX)._policy(evaluation("demo"), agent(endpoint="http://10.0.0.5:9/"),
+                                     finished=False)
+    assert made == policy(agent(endpoint="http://10.0.0.5:9/"))
