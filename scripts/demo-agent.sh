@@ -48,6 +48,9 @@ kind: AgentUnderTest
 metadata: {name: $name, namespace: $ns}
 spec:
   endpoint: http://demo-agent.$ns.svc:$port/
+  # Where the Service's pods are, for the operator's NetworkPolicy (a host name is no peer of
+  # a NetworkPolicy): the pod range of scripts/cluster.sh and of kind.
+  endpointCidrs: [10.244.0.0/16]
   requestTimeoutSeconds: 1800
   maxConcurrentTasks: $max_tasks
 YAML

@@ -175,6 +175,9 @@ CASES: dict[tuple[str, str], tuple[str, dict[str, str], tuple[str, ...]]] = {
                                             ("PROCTOR_RECONCILE_SECONDS is 'soon'",)),
     ("operator", "bad job ttl"): ("operator", {"PROCTOR_JOB_TTL_SECONDS": "-5"},
                                   ("PROCTOR_JOB_TTL_SECONDS",)),
+    ("operator", "bad package index cidr"): (
+        "operator", {"PROCTOR_PACKAGE_INDEX_CIDRS": "pypi"},
+        ("PROCTOR_PACKAGE_INDEX_CIDRS has 'pypi'",)),
     ("operator", "lease without namespace"): ("operator --leader-election",
                                               {"POD_NAMESPACE": ""}, ("POD_NAMESPACE",)),
     ("operator", "lease durations out of order"): (

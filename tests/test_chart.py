@@ -518,7 +518,9 @@ def test_the_needed_rules_are_read_from_the_code() -> None:
                                     ("", "configmaps", "create"),
                                     ("apps", "deployments", "patch"), ("", "services", "patch"),
                                     ("apps", "deployments", "create"),
-                                    ("", "services", "create")}
+                                    ("", "services", "create"),
+                                    ("networking.k8s.io", "networkpolicies", "patch"),
+                                    ("networking.k8s.io", "networkpolicies", "create")}
 
 
 def test_the_lease_role_grants_exactly_what_the_election_calls(
@@ -859,6 +861,23 @@ def test_job_settings_reach_the_operator(helm: Path) -> None:
     assert defaults({"jobs": {"runtimeClassName": "gvisor", "priorityClassName": "low",
                               "ttlSecondsAfterFinished": None}}) == JobDefaults("gvisor", "low")
     assert defaults({"jobs": {"ttlSecondsAfterFinished": 0}}).ttl_seconds_after_finished == 0
+
+
+def test_network_policy_settings_reach_the_operator(helm: Path) -> None:
+    from proctor.k8s.netpol import Boundary
+
+    def boundary(values: Mapping[str, Any]) -> Boundary:
+        env = {e["name"]: e.get("value", "") for e in container(render(helm, values))["env"]}
+        return Boundary.from_env(env)
+    on = boundary({})
+    assert on.enabled and on.package_index_ports == (443,)
+    assert "151.101.0.0/16" in on.package_index_cidrs
+    assert (on.dns_namespace, dict(on.dns_labels)) == ("kube-system", {"k8s-app": "kube-dns"})
+    assert boundary({"networkPolicy": {
+        "enabled": False, "packageIndex": {"cidrs": ["10.9.0.0/16"], "ports": [3141, 443]},
+        "dns": {"namespace": "dns", "podLabels": "a=1,b=2"}}}) == Boundary(
+        False, ("10.9.0.0/16",), (3141, 443), "dns", {"a": "1", "b": "2"})
+    assert boundary({"networkPolicy": {"packageIndex": {"cidrs": []}}}).package_index_cidrs == ()
 
 
 def test_the_admission_policy_says_what_the_operator_says(helm: Path) -> None:

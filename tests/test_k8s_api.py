@@ -118,3 +118,28 @@ def test_apply_creates_a_service_agent_then_changes_only_what_differs(
     with pytest.raises(ValueError, match="cannot apply a Secret"):
         kube.apply({"kind": "Secret", "metadata": {"namespace": cluster_namespace,
                                                    "name": "s"}})
+
+
+def test_the_api_server_takes_every_shape_of_network_policy(
+        kube: Kube, cluster_namespace: str) -> None:
+    """Each agent's policy, as the API server validates it (IPv4 and IPv6 blocks, a pod
+    selector, rules with and without ports); applied again unchanged, it stays as it was."""
+    from proctor.core.spec import AgentUnderTest, AgentUnderTestSpec, Evaluation, EvaluationSpec
+    from proctor.k8s.netpol import Boundary, network_policy
+
+    boundary = Boundary(True, ("151.101.0.0/16", "2a04:4e42::/32"), (443, 3141))
+    shapes = {"endpoint": {"endpoint": "http://[2001:db8::7]:9009/"},
+              "named": {"endpoint": "https://agent.example/", "endpointCidrs": ["192.0.2.0/28"]},
+              "service": {"service": {"image": "agent:1"}},
+              "sidecar": {"sidecar": {"image": "agent:1", "egress": ["203.0.113.0/24"]}}}
+    for name, spec in shapes.items():
+        agent = AgentUnderTest(name="a", namespace=cluster_namespace,
+                               spec=AgentUnderTestSpec.model_validate(spec))
+        evaluation = Evaluation(name=name, namespace=cluster_namespace,
+                                spec=EvaluationSpec(agent_ref={"name": "a"}))
+        policy = network_policy(evaluation, agent, boundary)
+        taken = kube.apply(policy)
+        assert taken["metadata"]["name"] == f"proctor-{name}"
+        assert taken["spec"]["egress"] == policy["spec"]["egress"]
+        again = kube.apply(policy)
+        assert again["metadata"]["resourceVersion"] == taken["metadata"]["resourceVersion"]

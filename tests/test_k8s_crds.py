@@ -241,5 +241,6 @@ def test_the_docs_use_the_crds_short_names_and_no_built_in_one() -> None:
     short = {name for kind in ("Evaluation", "AgentUnderTest")
              for name in crd(kind)["spec"]["names"]["shortNames"]}
     assert short <= used, f"the docs never show {short - used}"
-    # Only the resources the docs mean to show: Jobs (and their pods), never Events by `ev`.
-    assert used & BUILT_IN_NAMES <= {"jobs", "pods"}, used & BUILT_IN_NAMES
+    # Only the resources the docs mean to show: Jobs (and their pods), an Evaluation's
+    # NetworkPolicy, never Events by `ev`.
+    assert used & BUILT_IN_NAMES <= {"jobs", "pods", "networkpolicy"}, used & BUILT_IN_NAMES

@@ -8,9 +8,10 @@ would; the defaults here exist so code and tests can build a spec by hand.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+import ipaddress
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 API_GROUP = "proctor.dev"
@@ -77,6 +78,31 @@ class AgentContainer(_Spec):
     """Compute resources of the container, as in a Pod's container resources."""
 
 
+def _cidr(text: str) -> str:
+    """A CIDR as written (``10.0.0.0/8``, ``2001:db8::/32``); a host's address needs its
+    prefix (``/32``, ``/128``). NetworkPolicy's ipBlock takes nothing else."""
+    try:
+        if "/" not in text:
+            raise ValueError("no prefix length")
+        ipaddress.ip_network(text, strict=True)
+    except ValueError as exc:
+        raise ValueError(f"{text!r} is not a CIDR such as 10.0.0.0/8 or 192.0.2.7/32 "
+                         f"({exc})") from None
+    return text
+
+
+Cidr = Annotated[str, AfterValidator(_cidr)]
+"""A network in CIDR notation, checked as the NetworkPolicy's ipBlock would check it."""
+
+
+class SidecarContainer(AgentContainer):
+    """An agent container run in every task's pod, which shares the pod's network."""
+
+    egress: tuple[Cidr, ...] = ()
+    """CIDRs the agent may reach from the task's pod (its LLM API, say), on any port, when
+    the chart's networkPolicy is on: the pod's policy is the agent's too."""
+
+
 class AgentAuth(_Spec):
     """Credentials sent with every request to the agent."""
 
@@ -110,7 +136,10 @@ class AgentUnderTestSpec(_Spec):
     """URL of an A2A agent that is already running."""
     service: AgentContainer | None = None
     """Run the agent as one Deployment and Service shared by every task."""
-    sidecar: AgentContainer | None = None
+    endpoint_cidrs: tuple[Cidr, ...] = ()
+    """CIDRs the endpoint's host name resolves to, which task pods may reach on the
+    endpoint's port when the chart's networkPolicy is on; unused when the host is an IP."""
+    sidecar: SidecarContainer | None = None
     """Run the agent as a sidecar in every task's pod, with the repository at REPO_DIR."""
     auth: AgentAuth | None = None
     """Credentials sent with every request to the agent."""

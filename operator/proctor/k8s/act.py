@@ -10,6 +10,7 @@ Jobs. `Pass.create_job` is the one place a Job is created.
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -57,6 +58,7 @@ class Tracked:
     variants_failed: int | None = None  # tasks whose variants could not be made (None: off)
     status_at: float = float("-inf")
     written: Obj | None = None
+    policy: Obj | None = None  # the NetworkPolicy last applied (`Pass.apply_policy`)
     agent_tasks: int = 0  # the agent's task slots it holds (`reconcile.Decision.agent_tasks`)
     slot_agent: tuple[str, str] | None = None  # the agent those slots are of
     # (slot_agent, agent_tasks) as that agent's status last counted them (tasksInFlight)
@@ -105,9 +107,15 @@ class Pass:
     instances: Mapping[str, Instance]
     nodes: Mapping[str, str] = field(default_factory=dict)  # where each task ran before
     defaults: manifests.JobDefaults = manifests.NO_JOB_DEFAULTS  # the operator's, for each Job
+    policy: Obj | None = None  # the Evaluation's NetworkPolicy (`netpol`); None: none is made
 
     async def act(self, decision: Decision) -> list[BaseException]:
         """Carry out the decision, each item's calls beside the others'; what failed."""
+        if decision.start or decision.retry:
+            try:  # before any pod it governs can start; failed, the pass is made again
+                await self.apply_policy()
+            except Exception as exc:
+                return [exc]
         stops: dict[str, list[Mapping[str, Any]]] = {}
         for job in decision.stop:
             stops.setdefault(reconcile.item_of(job), []).append(job)
@@ -121,6 +129,18 @@ class Pass:
         work += [self.create_job(item) for item in decision.start]
         done = await asyncio.gather(*work, return_exceptions=True)
         return [failure for failure in done if isinstance(failure, BaseException)]
+
+    async def apply_policy(self) -> None:
+        """Create or update the Evaluation's NetworkPolicy (server-side apply, owned by the
+        Evaluation) when it differs from the one this process last applied."""
+        if self.policy is None or self.tracked.policy == self.policy:
+            return
+        policy = copy.deepcopy(self.policy)
+        kopf.adopt(policy, owner=_body(self.body))
+        await asyncio.to_thread(self.kube.apply, policy)
+        self.tracked.policy = self.policy
+        log.info("Applied NetworkPolicy %s evaluation=%s", policy["metadata"]["name"],
+                 self.evaluation.name)
 
     async def create_job(self, item: WorkItem, kept_patch: Obj | None = None,
                          attempt: int = 0) -> None:

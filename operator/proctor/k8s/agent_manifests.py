@@ -42,7 +42,7 @@ def service_url(agent: AgentUnderTest) -> str:
             f"{agent.spec.service.port}/")
 
 
-def _selector(agent: AgentUnderTest) -> dict[str, str]:
+def pod_labels(agent: AgentUnderTest) -> dict[str, str]:
     """The pods' labels: the Service and the Deployment select them by these. No
     managed-by label: the operator watches its own pods (the work items') by it."""
     return {COMPONENT: "agent", LABEL_AGENT: label_value(agent.name)}
@@ -53,7 +53,7 @@ def _metadata(agent: AgentUnderTest, uid: str | None) -> dict[str, Any]:
     garbage collector delete the object with its agent (no blockOwnerDeletion: that would
     need the right to update the agent's finalizers)."""
     meta: dict[str, Any] = {"name": service_name(agent), "namespace": agent.namespace,
-                            "labels": {MANAGED_BY: "proctor", **_selector(agent)}}
+                            "labels": {MANAGED_BY: "proctor", **pod_labels(agent)}}
     if uid:
         meta["ownerReferences"] = [{"apiVersion": API_VERSION, "kind": agent.KIND,
                                     "name": agent.name, "uid": uid, "controller": True}]
@@ -98,7 +98,7 @@ def _container(agent: AgentUnderTest) -> dict[str, Any]:
 
 def deployment(agent: AgentUnderTest, uid: str | None = None) -> dict[str, Any]:
     """The agent's Deployment: one replica of its container."""
-    labels = _selector(agent)
+    labels = pod_labels(agent)
     return {
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": _metadata(agent, uid),
         "spec": {"replicas": 1, "selector": {"matchLabels": labels},
@@ -115,7 +115,7 @@ def service(agent: AgentUnderTest, uid: str | None = None) -> dict[str, Any]:
     spec = agent.spec.service
     assert spec is not None
     return {"apiVersion": "v1", "kind": "Service", "metadata": _metadata(agent, uid),
-            "spec": {"selector": _selector(agent),
+            "spec": {"selector": pod_labels(agent),
                      "ports": [{"name": "a2a", "port": spec.port, "targetPort": spec.port,
                                 "protocol": "TCP"}]}}
 

@@ -137,8 +137,9 @@ class Kube:
         return data
 
     def apply(self, obj: Obj) -> Obj:
-        """Create or update a service agent's Deployment or Service (server-side apply);
-        the object as the API server answers, its status included."""
+        """Create or update a service agent's Deployment or Service, or an Evaluation's
+        NetworkPolicy (server-side apply); the object as the API server answers, its status
+        included."""
         namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
         if obj["kind"] == "Deployment":
             data = self._send("PATCH", f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}",
@@ -146,6 +147,11 @@ class Kube:
         elif obj["kind"] == "Service":
             data = self._send("PATCH", f"/api/v1/namespaces/{namespace}/services/{name}", obj,
                               apply=True)
+        elif obj["kind"] == "NetworkPolicy":
+            data = self._send(
+                "PATCH",
+                f"/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies/{name}",
+                obj, apply=True)
         else:
             raise ValueError(f"cannot apply a {obj['kind']}")
         answer: Obj = orjson.loads(data)

@@ -76,7 +76,7 @@ from proctor.core.model import WorkItem
 from proctor.core.plan import Variant
 from proctor.core.spec import AgentUnderTest, Evaluation, Resource
 from proctor.formats.manifest import ManifestError, parse_kind
-from proctor.k8s import agent_manifests, conditions, manifests, reconcile, store
+from proctor.k8s import agent_manifests, conditions, manifests, netpol, reconcile, store
 from proctor.k8s.act import Pass, Tracked, write_status
 from proctor.k8s.api import (
     Kube,
@@ -159,10 +159,11 @@ def _now() -> str:
 class Controller:
     def __init__(self, kube: Kube, metrics: Metrics, settings: Settings,
                  indexes: Mapping[str, Any], runner_image: str | None, allow_local: bool,
-                 job_defaults: manifests.JobDefaults = manifests.NO_JOB_DEFAULTS):
+                 job_defaults: manifests.JobDefaults = manifests.NO_JOB_DEFAULTS,
+                 boundary: netpol.Boundary = netpol.NO_BOUNDARY):
         self.kube, self.metrics, self.settings, self.indexes = kube, metrics, settings, indexes
         self.runner_image, self.allow_local = runner_image, allow_local
-        self.job_defaults = job_defaults
+        self.job_defaults, self.boundary = job_defaults, boundary
         self.queue = WorkQueue(self.reconcile)
         self.tracked: dict[Key, Tracked] = {}
         self._datasets: dict[tuple[Any, ...], datasets.Selection] = {}
@@ -257,6 +258,7 @@ class Controller:
             finished = self._finished(key, tracked, tracked.items(body, evaluation, selection,
                                                                   variants))
             agent = None if finished else self._agent(evaluation)
+            policy = self._policy(evaluation, agent, finished)
         except (ManifestError, Refusal) as exc:
             refusal = exc if isinstance(exc, Refusal) else Refusal("InvalidSpec", str(exc))
             generation = meta.get("generation")
@@ -266,7 +268,8 @@ class Controller:
                 "reason": refusal.reason, "conditions": invalid, "observedGeneration": generation})
             if selection is None or variants is None:
                 return
-            agent = None  # only its agent is missing: start nothing, keep what still ends
+            agent, policy = None, None  # its agent is missing or unreachable: start
+            # nothing, keep what still ends
         items = tracked.items(body, evaluation, selection, variants)
         rows = evaluation.spec.max_concurrent_rows if refusal is None else 0
         views = self._observe(key, tracked, items, rows)
@@ -281,7 +284,7 @@ class Controller:
             return await self.forget(key)
         p = Pass(self.kube, self.metrics, self.runner_image, body, tracked, evaluation, agent,
                  selection.by_id, {v.item.instance_id: v.state.node for v in views
-                                   if v.state and v.state.node}, self.job_defaults)
+                                   if v.state and v.state.node}, self.job_defaults, policy)
         for failure in await p.act(decision):
             self.metrics.reconcile_errors.inc()
             log.error("Acting failed evaluation=%s/%s: %s", key[0], tracked.name,
@@ -289,6 +292,17 @@ class Controller:
             self.queue.add_after(key, RETRY_SECONDS)
         if refusal is None:
             await self._publish(key, p, selection, items, decision, waiting)
+
+    def _policy(self, evaluation: Evaluation, agent: AgentUnderTest | None, finished: bool
+                ) -> Obj | None:
+        """The Evaluation's NetworkPolicy (`netpol`), when the boundary is on and items may
+        still start; an agent it cannot name by address refuses the Evaluation."""
+        if not self.boundary.enabled or finished:
+            return None
+        try:
+            return netpol.network_policy(evaluation, agent, self.boundary)
+        except netpol.Unreachable as exc:
+            raise Refusal("AgentUnreachable", str(exc)) from None
 
     def _predecessors_left(self, key: Key, tracked: Tracked) -> int:
         """How many Jobs and kept results an earlier Evaluation of the same name owns still:
@@ -594,7 +608,7 @@ async def _startup(settings: kopf.OperatorSettings, **kwargs: Any) -> None:
                                          "warnings")},  # kopf's live indexes (below)
         runner_image=os.environ.get("PROCTOR_RUNNER_IMAGE") or None,
         allow_local=os.environ.get("PROCTOR_ALLOW_LOCAL_ENDPOINTS", "") in ("1", "true"),
-        job_defaults=defaults)
+        job_defaults=defaults, boundary=netpol.Boundary.from_env(os.environ))
 
 
 EVENT_HANDLERS = ("_evaluation_event", "_agent_event", "_child_event")
@@ -699,6 +713,7 @@ def check_settings(environ: Mapping[str, str]) -> None:
     before kopf starts: in its startup handler it would be a traceback."""
     try:
         manifests.JobDefaults.from_env(environ)
+        netpol.Boundary.from_env(environ)
         env_settings(environ)
     except ValueError as exc:
         raise BadInput(str(exc)) from None

@@ -83,6 +83,12 @@ def agent_service_name(agent: str) -> str:
     return "agent-" + _dns_part(agent, MAX_LABEL - len("agent-"))
 
 
+def network_policy_name(evaluation: str) -> str:
+    """An Evaluation's NetworkPolicy: ``proctor-<its name>``, cut and hashed to a DNS
+    label (the prefix keeps it apart from the namespace's own policies)."""
+    return "proctor-" + _dns_part(evaluation, MAX_LABEL - len("proctor-"))
+
+
 def label_value(text: str) -> str:
     """``text`` as a label value: unchanged when valid, else cleaned, cut and hashed.
 
