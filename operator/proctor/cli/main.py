@@ -556,7 +556,8 @@ def cmd_results_pull(args: argparse.Namespace) -> int:
         return _pull_from_store(args)
     from proctor.k8s.pull import pull_from_cluster
 
-    count = pull_from_cluster(args.namespace, args.evaluation, Path(args.output_dir))
+    count = pull_from_cluster(args.namespace, args.evaluation, Path(args.output_dir),
+                              args.s3_endpoint)
     print(f"Pulled {count} results of {args.namespace}/{args.evaluation} into "
           f"{args.output_dir}/ (summary.json, report.md, results.jsonl)")
     return 0

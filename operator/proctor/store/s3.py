@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -154,3 +154,27 @@ def download_folder(s3: Any, where: S3Location, out: Path) -> int:
     with translated(s3, "download", where):
         each(get, keys)
     return len(keys)
+
+
+def upload_item(endpoint: str, files: Mapping[str, bytes], to: S3Location) -> None:
+    """Put each of an item's files (name -> bytes) under `to`, with a client of the
+    operator's credentials for `endpoint` (empty: AWS_ENDPOINT_URL, else AWS S3)."""
+    s3 = client(endpoint or None)
+
+    def put(name: str) -> None:
+        s3.put_object(Bucket=to.bucket, Key=to.key(name), Body=files[name])
+
+    with translated(s3, "upload to", to):
+        each(put, sorted(files))
+
+
+def fetch_objects(s3: Any, bucket: str, keys: Collection[str]) -> dict[str, bytes]:
+    """The bytes of each of `keys` in `bucket`, TRANSFERS at once."""
+    found: dict[str, bytes] = {}
+
+    def get(key: str) -> None:
+        found[key] = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+
+    with translated(s3, "download", S3Location(bucket=bucket)):
+        each(get, sorted(keys))
+    return found
