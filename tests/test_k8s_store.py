@@ -13,8 +13,6 @@ from proctor.formats.manifest import parse_resource
 from proctor.k8s.conditions import find_condition
 from proctor.k8s.reconcile import Decision, StoreState, conditions_for, store_condition
 from proctor.k8s.store import (
-    STORE_ENDPOINT_ENV,
-    STORE_URL_ENV,
     StoreConfig,
     item_files,
     keep_mode,
@@ -77,7 +75,8 @@ ARTIFACTS = {"patch.diff.gz": pack(b"--- a/x\n+++ b/x\n"),
 
 
 def test_the_store_of_the_spec_wins_over_the_operators_default() -> None:
-    env = {STORE_ENDPOINT_ENV: "http://default:9000", STORE_URL_ENV: "s3://default/x"}
+    env = {"PROCTOR_RESULTS_STORE_ENDPOINT": "http://default:9000",
+           "PROCTOR_RESULTS_STORE_URL": "s3://default/x"}
     own = store_of(evaluation({"url": STORE_URL, "endpoint": "http://own:9000"}), env)
     assert own == StoreConfig(run=parse_s3_url("s3://results/evals/ns/ev"),
                               endpoint="http://own:9000")
@@ -86,7 +85,7 @@ def test_the_store_of_the_spec_wins_over_the_operators_default() -> None:
     assert default is not None and str(default.run) == "s3://default/x/ns/ev"
     assert store_of(evaluation(), {}) is None  # none: ConfigMaps, as before
     with pytest.raises(StoreError, match="not a bucket name"):
-        store_of(evaluation(), {STORE_URL_ENV: "s3://NO/x"})
+        store_of(evaluation(), {"PROCTOR_RESULTS_STORE_URL": "s3://NO/x"})
 
 
 def test_a_result_is_kept_as_a_record_only_once_its_files_are_uploaded() -> None:

@@ -31,8 +31,6 @@ from proctor.store.record import RECORD_VERSION, result_from_record
 RESULT_KIND = "result"
 RESULT_KEY = "result.json"
 RECORD_KEY = "record.json"
-STORE_URL_ENV = "PROCTOR_RESULTS_STORE_URL"
-STORE_ENDPOINT_ENV = "PROCTOR_RESULTS_STORE_ENDPOINT"
 
 
 class StoreConfig(BaseModel):
@@ -51,10 +49,11 @@ def store_of(evaluation: Evaluation, environ: Mapping[str, str]) -> StoreConfig 
     (PROCTOR_RESULTS_STORE_URL and _ENDPOINT, from the chart), else None (ConfigMaps).
     A bad URL is a StoreError naming it."""
     spec = evaluation.spec.results.store
-    url = spec.url if spec else environ.get(STORE_URL_ENV, "").strip()
+    url = spec.url if spec else environ.get("PROCTOR_RESULTS_STORE_URL", "").strip()
     if not url:
         return None
-    endpoint = (spec.endpoint if spec else "") or environ.get(STORE_ENDPOINT_ENV, "").strip()
+    default = environ.get("PROCTOR_RESULTS_STORE_ENDPOINT", "").strip()
+    endpoint = (spec.endpoint if spec else "") or default
     run = parse_s3_url(url).child(f"{evaluation.namespace}/{evaluation.name}")
     return StoreConfig(run=run, endpoint=endpoint)
 
