@@ -121,7 +121,8 @@ def test_a_record_of_a_newer_operator_is_unreadable_not_absent() -> None:
     record = item_record(result, parse_s3_url(STORE_URL), {})
     assert newer_schema(record_configmap(ev, result, record)) is None
     assert newer_schema(record_configmap(ev, result, {**record, "v": 99})) is not None
-    assert read_result({"data": {"record.json": '{"v": 1}'}}) is None  # no stall on junk
+    for junk in ('{"v": 1}', "[]", '{"bucket": 1, "prefix": "p", "item": "i", "objects": {}}'):
+        assert read_result({"data": {"record.json": junk}}) is None  # no stall on junk
 
 
 def test_store_unavailable_names_the_error_and_clears_once_an_upload_succeeds() -> None:

@@ -289,3 +289,30 @@ def test_a_changed_stored_file_or_a_store_that_is_down_is_refused_and_writes_not
     with pytest.raises(PullError, match="sha256 differs"):
         write_folder(ev, records, tmp_path / "out", store_fetch(config.endpoint))
     assert not (tmp_path / "out").exists()
+
+
+def test_the_server_stopped_and_started_again_keeps_its_port_and_data(server, tmp_path,
+                                                                     monkeypatch):
+    """What the real-cluster test does to the store mid-run (scripts/s3-server.sh stop,
+    start), on a server of its own."""
+    env = {**os.environ, "PROCTOR_S3_DIR": str(tmp_path / "s3")}
+
+    def script(action: str) -> dict[str, str]:
+        done = subprocess.run(["bash", str(SCRIPT), action], env=env, capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return dict(line.split("=", 1) for line in done.stdout.split())
+
+    own = script("up")
+    for name, value in own.items():
+        monkeypatch.setenv(name, value)
+    try:
+        s3_client(own).put_object(Bucket="proctor-results", Key="k", Body=b"kept")
+        script("stop")
+        with pytest.raises(StoreUnreachable):
+            upload_item(own["AWS_ENDPOINT_URL"], {"x": b"y"}, S3Location(bucket="proctor-results"))
+        assert script("start") == own
+        body = s3_client(own).get_object(Bucket="proctor-results", Key="k")["Body"].read()
+        assert body == b"kept"
+    finally:
+        script("down")

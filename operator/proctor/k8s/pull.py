@@ -63,12 +63,12 @@ def kept_files(configmaps: Iterable[Mapping[str, Any]], fetch: Fetch | None
     if records and fetch is None:
         raise PullError(f"{len(records)} results are in an object store, and none is "
                         f"configured")
-    for record, files in zip(records, fetch(records) if records and fetch else [],
+    for stored, files in zip(records, fetch(records) if records and fetch else [],
                              strict=True):
         try:
             kept.append((RunResult.model_validate_json(files["result.json"]), files))
         except (KeyError, ValueError):
-            raise PullError(f"item {record.get('item')}: its stored result.json is "
+            raise PullError(f"item {stored.get('item')}: its stored result.json is "
                             f"missing or unreadable") from None
     return sorted(kept, key=lambda rf: (rf[0].instance_id, rf[0].variant_id, rf[0].repeat))
 

@@ -117,7 +117,10 @@ def read_record(configmap: Mapping[str, Any]) -> dict[str, Any] | None:
         record = json.loads(text) if text else None
     except ValueError:
         return None
-    return record if isinstance(record, dict) else None
+    # Without these it points at nothing: read as no record, as a junk result is none.
+    usable = isinstance(record, dict) and isinstance(record.get("objects"), dict) and \
+        all(isinstance(record.get(k), str) for k in ("bucket", "prefix", "item"))
+    return record if usable else None
 
 
 def read_result(configmap: Mapping[str, Any]) -> RunResult | None:
