@@ -170,10 +170,12 @@ class Pass:
         """The record ConfigMap of `result` once its files are uploaded to the
         Evaluation's store; None without a store, or when the upload failed (then
         `Tracked.store_error` says why, for the StoreUnavailable condition)."""
-        files, error, config = store.item_files(result, artifacts), None, None
+        files: dict[str, bytes] = {}
+        error, config = None, None
         try:
             config = store.store_of(self.evaluation, os.environ)
             if config is not None:
+                files = store.item_files(result, artifacts)
                 where = item_location(config.run, result.instance_id, result.variant_id,
                                       result.repeat)
                 await asyncio.to_thread(upload_item, config.endpoint, files, where)
