@@ -616,8 +616,9 @@ def _add_sandbox_options(parser: argparse.ArgumentParser, default: str) -> None:
 
 def _add_s3_endpoint(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--s3-endpoint", metavar="URL",
-                        help="the S3-compatible store's URL (default: AWS_ENDPOINT_URL, else "
-                             "AWS S3); requests are path-style")
+                        help="the S3-compatible store's URL (default: a cluster "
+                             "Evaluation's spec.results.store.endpoint, else "
+                             "AWS_ENDPOINT_URL, else AWS S3); requests are path-style")
 
 
 class _Parser(argparse.ArgumentParser):
