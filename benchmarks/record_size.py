@@ -1,11 +1,13 @@
 """How much etcd holds per item: today's result ConfigMap against the small record
-(`proctor.store.record.item_record`) that is left once the artefacts are in an object store.
+(`proctor.store.record.item_record`, in `k8s.store.record_configmap`) that is left once
+the artefacts are in an object store.
 
 On the 177 real harness runs of the shared data (swebench-verified/logs: the agent's
 patch and the official harness's test log of each), each graded as `runner grade
 --legacy-log` grades it. Today's size is the ConfigMap the operator writes
 (`k8s.store.result_configmap`, with the artefacts `runner.artifacts.collect` packs), as
-JSON; the record's is its JSON. Target: the record at most 2 KiB on every log.
+JSON; the record's is the ConfigMap that keeps it, as JSON. Target: at most 2 KiB on every
+log.
 
     python benchmarks/record_size.py [--data DIR]
 """
@@ -21,8 +23,7 @@ from pathlib import Path
 from proctor.core.model import WorkItem
 from proctor.datasets import load
 from proctor.formats.manifest import parse_resource
-from proctor.formats.report_json import report_json
-from proctor.k8s.store import result_configmap
+from proctor.k8s.store import item_files, record_configmap, result_configmap
 from proctor.runner.artifacts import collect
 from proctor.runner.grade import grade_work_dir
 from proctor.runner.workdir import WorkDir, write_task
@@ -40,7 +41,9 @@ RUN = parse_s3_url("s3://proctor-results/evaluations/verified-composio-agent")
 
 
 def sizes(data: Path, tmp: Path) -> list[tuple[str, int, int]]:
-    """(instance id, record bytes, ConfigMap bytes) of each real run."""
+    """(instance id, record bytes, ConfigMap bytes) of each real run. The record's is that
+    of the whole ConfigMap that keeps it (`k8s.store.record_configmap`: metadata, labels
+    and the record), with the owner reference the operator adds."""
     rows = load(str(data / "SWE-bench_Verified_test.parquet"), max_rows=-1).by_id
     out = []
     for src in sorted(p for p in (data / "logs").iterdir() if p.is_dir()):
@@ -52,15 +55,24 @@ def sizes(data: Path, tmp: Path) -> list[tuple[str, int, int]]:
         log = (src / "test_output.txt").read_bytes()
         (work / "test_output.txt").write_bytes(log)
         result = grade_work_dir(work, legacy_log=True)
-        files = {"patch.diff": (src / "patch.diff").read_bytes(), "test_output.txt": log,
-                 "result.json": result.model_dump_json().encode(),
-                 "report.json": json.dumps(report_json(result, log.decode(errors="replace")))
-                 .encode()}
-        record = len(json.dumps(item_record(result, RUN, files)).encode())
-        configmap = len(json.dumps(result_configmap(EVALUATION, result, collect(work)))
+        artefacts = collect(work)
+        kept = record_configmap(EVALUATION, result,
+                                item_record(result, RUN, item_files(result, artefacts)))
+        record = len(json.dumps(owned(kept)).encode())
+        configmap = len(json.dumps(owned(result_configmap(EVALUATION, result, artefacts)))
                         .encode())
         out.append((iid, record, configmap))
     return out
+
+
+def owned(configmap: dict) -> dict:
+    """`configmap` with the owner reference `kopf.adopt` gives it (a uid is 36 bytes)."""
+    meta = configmap["metadata"]
+    meta["ownerReferences"] = [{
+        "apiVersion": "proctor.dev/v1alpha1", "kind": "Evaluation",
+        "name": EVALUATION.name, "uid": "0" * 36, "controller": True,
+        "blockOwnerDeletion": True}]
+    return configmap
 
 
 def distribution(values: list[int]) -> str:

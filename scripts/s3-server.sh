@@ -8,7 +8,12 @@
 #                                another), print AWS_ENDPOINT_URL=...,
 #                                AWS_ACCESS_KEY_ID=... and AWS_SECRET_ACCESS_KEY=...
 #                                (one a line: `export $(scripts/s3-server.sh up)`)
+#   scripts/s3-server.sh stop    stop it, keeping its data and port (a store gone down)
+#   scripts/s3-server.sh start   start it again after `stop`, on the same port and data
 #   scripts/s3-server.sh down    stop it and remove its data
+#
+# PROCTOR_S3_HOST is the address it binds and prints (default 127.0.0.1; a node's IP
+# lets pods reach it, as the real-cluster tests need).
 #
 # The server is Versity's S3 gateway (versitygw) with its posix backend: one Go module
 # that `go install` builds from the Go module proxy in 2 to 3 minutes on 2 cores (MinIO's
@@ -23,6 +28,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VERSION=v1.8.0
 MODULE=github.com/versity/versitygw/cmd/versitygw
 STATE=${PROCTOR_S3_DIR:-$ROOT/.s3}
+HOST=${PROCTOR_S3_HOST:-127.0.0.1}
 ACCESS=${PROCTOR_S3_ACCESS_KEY:-proctor-test}
 SECRET=${PROCTOR_S3_SECRET_KEY:-proctor-test-secret}
 
@@ -63,10 +69,24 @@ build() {
 running() { [ -f "$STATE/pid" ] && kill -0 "$(cat "$STATE/pid")" 2>/dev/null; }
 
 free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+  python3 -c 'import socket, sys; s = socket.socket(); s.bind((sys.argv[1], 0)); print(s.getsockname()[1])' "$HOST"
 }
 
-answers() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+answers() { (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null; }
+
+# Starts the server on $1 (a port) in the background; true once it answers (30 s at most).
+serve() {
+  "$BIN" --access "$ACCESS" --secret "$SECRET" --port "$HOST:$1" --quiet \
+    posix --sidecar "$STATE/meta" "$STATE/data" >>"$STATE/log" 2>&1 &
+  echo $! >"$STATE/pid"
+  SECONDS=0
+  while [ "$SECONDS" -lt 30 ] && running; do
+    answers "$1" && return 0
+    sleep 0.2
+  done
+  running && kill "$(cat "$STATE/pid")"
+  return 1
+}
 
 up() {
   build
@@ -78,41 +98,52 @@ up() {
   # The port is free when chosen; another process may take it before the server binds,
   # so a server that exits at once is started again on another.
   local port try
+  : >"$STATE/log"
   for try in 1 2 3; do
     port=$(free_port)
-    "$BIN" --access "$ACCESS" --secret "$SECRET" --port "127.0.0.1:$port" --quiet \
-      posix --sidecar "$STATE/meta" "$STATE/data" >"$STATE/log" 2>&1 &
-    echo $! >"$STATE/pid"
-    SECONDS=0
-    while [ "$SECONDS" -lt 30 ] && running; do
-      if answers "$port"; then
-        printf 'AWS_ENDPOINT_URL=http://127.0.0.1:%s\nAWS_ACCESS_KEY_ID=%s\nAWS_SECRET_ACCESS_KEY=%s\n' \
-          "$port" "$ACCESS" "$SECRET" >"$STATE/env"
-        cat "$STATE/env"
-        return 0
-      fi
-      sleep 0.2
-    done
-    running && kill "$(cat "$STATE/pid")"
+    if serve "$port"; then
+      printf 'AWS_ENDPOINT_URL=http://%s:%s\nAWS_ACCESS_KEY_ID=%s\nAWS_SECRET_ACCESS_KEY=%s\n' \
+        "$HOST" "$port" "$ACCESS" "$SECRET" >"$STATE/env"
+      cat "$STATE/env"
+      return 0
+    fi
     say "try $try: the server did not answer on port $port: $(tail -n 2 "$STATE/log")"
   done
   rm -f "$STATE/pid"
   die "the S3 server did not start (log: $STATE/log)"
 }
 
-down() {
+start() {
+  build
+  [ -f "$STATE/env" ] || die "nothing to start again in $STATE: run up first"
+  if running; then cat "$STATE/env"; return 0; fi
+  local url port
+  url=$(sed -n 's/^AWS_ENDPOINT_URL=//p' "$STATE/env")
+  port=${url##*:}
+  serve "$port" || die "the S3 server did not start again on port $port (log: $STATE/log)"
+  cat "$STATE/env"
+}
+
+stop() {
   if running; then
     local pid
     pid=$(cat "$STATE/pid")
     kill "$pid"
     for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
   fi
-  rm -rf "$STATE/pid" "$STATE/env" "$STATE/data" "$STATE/meta"
+  rm -f "$STATE/pid"
+}
+
+down() {
+  stop
+  rm -rf "$STATE/env" "$STATE/data" "$STATE/meta"
 }
 
 case "${1:-}" in
   build) build; echo "$BIN" ;;
   up) up ;;
+  stop) stop ;;
+  start) start ;;
   down) down ;;
-  *) die "usage: $0 build|up|down" ;;
+  *) die "usage: $0 build|up|stop|start|down" ;;
 esac

@@ -78,6 +78,8 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "nodeSelector": {"kubernetes.io/os": "linux"},
         "tolerations": [{"key": "evals", "operator": "Exists", "effect": "NoSchedule"}],
         "serviceAccount": {"annotations": {"example.com/role": "proctor"}},
+        "resultsStore": {"url": "s3://proctor-results/evals",
+                         "endpoint": "http://minio.storage:9000", "secretName": "s3-keys"},
     },
     "namespaced": {"operator": {"watchNamespaces": ["team-a", "team-b"]},
                    "rbac": {"agentSecretNames": ["agent-token"]}},
@@ -306,6 +308,20 @@ def test_every_setting_the_operator_reads_is_set(
     assert {name for name in env if name.startswith("PROCTOR_")} == read
     assert env["PROCTOR_IMAGE_PULL_TIMEOUT_SECONDS"] == "600"
     assert env["PROCTOR_RECONCILE_SECONDS"] == "10"
+
+
+def test_the_default_store_and_its_keys_reach_the_operator_only(
+        rendered: dict[str, list[dict[str, Any]]]) -> None:
+    """resultsStore: the operator's environment, its keys from the Secret; no store by
+    default (results stay in ConfigMaps)."""
+    env = {e["name"]: e for e in container(rendered["toggles"])["env"]}
+    assert env["PROCTOR_RESULTS_STORE_URL"]["value"] == "s3://proctor-results/evals"
+    assert env["PROCTOR_RESULTS_STORE_ENDPOINT"]["value"] == "http://minio.storage:9000"
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        assert env[key]["valueFrom"]["secretKeyRef"] == {"name": "s3-keys", "key": key}
+    defaults = {e["name"]: e for e in container(rendered["defaults"])["env"]}
+    assert defaults["PROCTOR_RESULTS_STORE_URL"]["value"] == ""
+    assert "AWS_ACCESS_KEY_ID" not in defaults
 
 
 def test_the_default_image_is_the_one_the_operator_names(

@@ -1,7 +1,8 @@
 """Results in an S3-compatible store: `proctor run --upload` and `proctor results pull
 s3://...` against a real server (scripts/s3-server.sh: versitygw on loopback), the
 failures a person meets (bad URL, store down, wrong key, no bucket), and the small
-per-item record etcd will keep, on the 177 real logs.
+per-item record etcd keeps, on the 177 real logs; and the operator's side: an item's files
+uploaded and its record ConfigMap pulled back into the same folder as a full ConfigMap.
 
 The server is built with Go (scripts/test.sh builds it first). Without Go or a cached
 build these tests skip, saying so; with PROCTOR_REQUIRE_S3=1 (CI) that is a failure.
@@ -26,8 +27,21 @@ from botocore.config import Config
 from conftest import SHARED_DATA, shared
 from ports import free_port
 from proctor.core.model import RunResult
+from proctor.formats.manifest import parse_resource
+from proctor.k8s.pull import PullError, store_fetch, write_folder
+from proctor.k8s.store import (
+    item_files,
+    read_record,
+    read_result,
+    record_configmap,
+    result_configmap,
+    store_of,
+)
+from proctor.runner.artifacts import collect
+from proctor.runner.workdir import WorkDir
 from proctor.store.location import S3Location, StoreError, item_location, parse_s3_url
 from proctor.store.record import ARTEFACTS, item_record, object_keys
+from proctor.store.s3 import StoreUnreachable, upload_item
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "s3-server.sh"
@@ -209,3 +223,96 @@ def test_the_record_is_at_most_2_kib_on_the_real_logs(tmp_path):
     assert max(record for _, record, _ in found) <= TARGET_BYTES == 2048
     # and far below today's ConfigMap, which holds the test names and the logs
     assert sum(r for _, r, _ in found) * 10 < sum(c for _, _, c in found)
+
+
+# --- the operator's side: records in etcd, files in the store --------------------------------
+
+
+def kept_both_ways(run: Path, server: dict[str, str], bucket: str, monkeypatch):
+    """The demo run's results as the operator keeps them: full ConfigMaps (no store) and,
+    with the store, the files uploaded and record ConfigMaps."""
+    for name, value in server.items():  # the operator's own credentials
+        monkeypatch.setenv(name, value)
+    ev = parse_resource({
+        "apiVersion": "proctor.dev/v1alpha1", "kind": "Evaluation",
+        "metadata": {"name": "gold", "namespace": "evals"},
+        "spec": {"dataset": {"name": "proctor-demo"}, "predictions": {"source": "gold"},
+                 "results": {"store": {"url": f"s3://{bucket}/cluster",
+                                       "endpoint": server["AWS_ENDPOINT_URL"]}}}})
+    config = store_of(ev, {})
+    assert config is not None
+    full, records = [], []
+    for line in (run / "results.jsonl").read_text().splitlines():
+        result = RunResult.model_validate_json(line)
+        artifacts = collect(WorkDir(run / "items" / result.instance_id / result.variant_id
+                                    / str(result.repeat)))
+        full.append(result_configmap(ev, result, artifacts))
+        files = item_files(result, artifacts)
+        upload_item(config.endpoint, files, item_location(
+            config.run, result.instance_id, result.variant_id, result.repeat))
+        records.append(record_configmap(ev, result, item_record(result, config.run, files)))
+    return ev, config, full, records
+
+
+def test_records_pull_into_the_same_folder_as_configmaps(server, bucket, tmp_path,
+                                                         monkeypatch):
+    run = tmp_path / "run"
+    assert run_demo(run, server).returncode == 0
+    ev, config, full, records = kept_both_ways(run, server, bucket, monkeypatch)
+    sizes = [len(json.dumps(r)) for r in records]
+    print(f"record ConfigMaps: max {max(sizes)} bytes, full ConfigMaps: max "
+          f"{max(len(json.dumps(f)) for f in full)} bytes")
+    assert max(sizes) <= 2048 and all(read_result(r) for r in records)
+    keys = s3_client(server).list_objects_v2(Bucket=bucket, Prefix="cluster/")["Contents"]
+    assert all(k["Key"].startswith("cluster/evals/gold/items/") for k in keys)
+    assert write_folder(ev, full, tmp_path / "configmaps") == 10
+    assert write_folder(ev, records, tmp_path / "store", store_fetch(config.endpoint)) == 10
+    assert files_of(tmp_path / "store") == files_of(tmp_path / "configmaps")
+    # Some kept in full while the store was down, the rest as records: all of them pull.
+    mixed = full[:4] + records[4:]
+    assert write_folder(ev, mixed, tmp_path / "mixed", store_fetch(config.endpoint)) == 10
+    assert files_of(tmp_path / "mixed") == files_of(tmp_path / "configmaps")
+
+
+def test_a_changed_stored_file_or_a_store_that_is_down_is_refused_and_writes_nothing(
+        server, bucket, tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    assert run_demo(run, server).returncode == 0
+    ev, config, _, records = kept_both_ways(run, server, bucket, monkeypatch)
+    down = f"http://127.0.0.1:{free_port()}"  # none listens
+    with pytest.raises(StoreUnreachable, match="cannot reach the object store"):
+        upload_item(down, {"result.json": b"{}"}, config.run)  # the operator then keeps all
+    with pytest.raises(StoreUnreachable):
+        write_folder(ev, records, tmp_path / "out", store_fetch(down))
+    key = next(iter(object_keys(read_record(records[0])).values()))
+    s3_client(server).put_object(Bucket=bucket, Key=key, Body=b"changed")
+    with pytest.raises(PullError, match="sha256 differs"):
+        write_folder(ev, records, tmp_path / "out", store_fetch(config.endpoint))
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_server_stopped_and_started_again_keeps_its_port_and_data(server, tmp_path,
+                                                                     monkeypatch):
+    """What the real-cluster test does to the store mid-run (scripts/s3-server.sh stop,
+    start), on a server of its own."""
+    env = {**os.environ, "PROCTOR_S3_DIR": str(tmp_path / "s3")}
+
+    def script(action: str) -> dict[str, str]:
+        done = subprocess.run(["bash", str(SCRIPT), action], env=env, capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return dict(line.split("=", 1) for line in done.stdout.split())
+
+    own = script("up")
+    for name, value in own.items():
+        monkeypatch.setenv(name, value)
+    try:
+        s3_client(own).put_object(Bucket="proctor-results", Key="k", Body=b"kept")
+        script("stop")
+        with pytest.raises(StoreUnreachable):
+            upload_item(own["AWS_ENDPOINT_URL"], {"x": b"y"}, S3Location(bucket="proctor-results"))
+        assert script("start") == own
+        body = s3_client(own).get_object(Bucket="proctor-results", Key="k")["Body"].read()
+        assert body == b"kept"
+    finally:
+        script("down")

@@ -22,6 +22,7 @@ import collections
 import itertools
 import json
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -51,10 +52,11 @@ from proctor.formats.manifest import parse_resource
 from proctor.k8s.api import Kube
 from proctor.k8s.names import label_value
 from proctor.k8s.pull import pull
-from proctor.k8s.store import RESULT_KEY
+from proctor.k8s.store import RESULT_KEY, result_labels
 from proctor.local.engine import run_evaluation
 from proctor.results import ResultsFolder
 from proctor.sandboxes import process
+from proctor.store import s3
 from real_cluster_fixtures import (
     IMAGE_PREFIX,
     AdmissionWebhook,
@@ -1087,3 +1089,94 @@ def test_a_loopback_endpoint_is_refused_unless_the_operator_allows_it(
     assert api.evaluation()["status"]["reason"] == "LocalEndpoint"
     assert (aut[0]["status"], aut[0]["reason"]) == ("False", "LocalEndpoint")
     assert api.jobs() == [] and sum(local.calls.values()) == 0
+
+
+# --- Results in an object store --------------------------------------------------------------
+
+S3_SERVER = Path(__file__).resolve().parents[1] / "scripts" / "s3-server.sh"
+
+
+@pytest.fixture
+def object_store(real_cluster: RealCluster, tmp_path: Path, monkeypatch
+                 ) -> Iterator[Callable[[str], None]]:
+    """The S3 server of scripts/s3-server.sh on the node's address, with bucket
+    proctor-results; the operator of this process gets its keys (the chart's
+    resultsStore.secretName). Yields `control("stop" | "start")`."""
+    env = {**os.environ, "PROCTOR_S3_DIR": str(tmp_path / "s3"),
+           "PROCTOR_S3_HOST": real_cluster.node_ip}
+    up = subprocess.run(["bash", str(S3_SERVER), "up"], env=env, capture_output=True,
+                        text=True, timeout=900)
+    assert up.returncode == 0, up.stderr
+    for line in up.stdout.split():
+        monkeypatch.setenv(*line.split("=", 1))
+
+    def control(action: str) -> None:
+        done = subprocess.run(["bash", str(S3_SERVER), action], env=env, capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+    try:
+        yield control
+    finally:
+        control("down")
+
+
+def test_a_store_keeps_etcd_small_pulls_the_same_files_and_loses_nothing_when_it_stops(
+        real_cluster, cluster_images, cluster_namespace, cluster_api_client, api,
+        object_store, tmp_path):
+    ns, endpoint = cluster_namespace, os.environ["AWS_ENDPOINT_URL"]
+    stored = gold_evaluation(ns, cluster_images, maxConcurrentRows=2, results={
+        "store": {"url": "s3://proctor-results/cluster", "endpoint": endpoint}})
+    plain = gold_evaluation(ns, cluster_images, maxConcurrentRows=3)
+    plain["metadata"]["name"] = "plain"
+    api.apply(stored, plain)
+    with operator(real_cluster, cluster_images, ns):
+        wait_for(lambda: api.done() >= 2, 300)
+        object_store("stop")  # mid-run: the next uploads fail
+        down = wait_for(lambda: api.condition("StoreUnavailable").get("status") == "True"
+                        and api.condition("StoreUnavailable"), 300)
+        object_store("start")
+        body = wait_succeeded(api)
+        wait_for(lambda: api.condition("Succeeded", "plain").get("status") == "True", 300)
+    assert down["reason"] == "UploadFailed" and "object store" in down["message"]
+    assert body["status"]["items"]["done"] == TASKS
+
+    # etcd: a record per uploaded item, the full result of those kept while it was down.
+    kept = Kube(cluster_api_client).list_configmaps(
+        ns, result_labels(parse_resource(stored)))["items"]
+    records = [cm for cm in kept if "record.json" in cm["data"]]
+    in_full = [cm for cm in kept if RESULT_KEY in cm["data"]]
+    sizes = sorted(len(json.dumps({**cm, "metadata": {
+        k: v for k, v in cm["metadata"].items() if k != "managedFields"}})) for cm in records)
+    whole = max(len(json.dumps(cm)) for cm in records)
+    print(f"record ConfigMaps: {len(records)}, bytes {sizes[0]} to {sizes[-1]} "
+          f"({whole} with managedFields); kept in full while the store was down: "
+          f"{len(in_full)}")
+    assert len(records) + len(in_full) == TASKS and records and in_full
+    assert sizes[-1] <= 2048
+
+    # `results pull` gives the same folder as the ConfigMap mode: outcomes and test logs.
+    pull(Kube(cluster_api_client), ns, "demo", tmp_path / "stored")
+    pull(Kube(cluster_api_client), ns, "plain", tmp_path / "plain")
+    mine = {r.item_id: r for r in ResultsFolder(tmp_path / "stored").load()}
+    theirs = {r.item_id: r for r in ResultsFolder(tmp_path / "plain").load()}
+    assert len(mine) == TASKS and mine.keys() == theirs.keys()
+    for key, r in mine.items():
+        assert (r.outcome, r.FAIL_TO_PASS, r.PASS_TO_PASS) == \
+            (theirs[key].outcome, theirs[key].FAIL_TO_PASS, theirs[key].PASS_TO_PASS)
+        item = Path("items", r.instance_id, r.variant_id, str(r.repeat))
+        ours, plain_dir = tmp_path / "stored" / item, tmp_path / "plain" / item
+        assert sorted(p.name for p in ours.iterdir()) == sorted(p.name for p in plain_dir.iterdir())
+        assert (ours / "patch.diff").read_bytes() == (plain_dir / "patch.diff").read_bytes()
+        if r.tests_ran:  # the same log, but for times and numbers
+            assert _masked(ours / "test_output.txt") == _masked(plain_dir / "test_output.txt")
+
+    # Deleting the Evaluation leaves its stored artefacts.
+    api.custom.delete_namespaced_custom_object(*GROUP, ns, "evaluations", "demo")
+    left = s3.client(endpoint).list_objects_v2(Bucket="proctor-results",
+                                               Prefix=f"cluster/{ns}/demo/items/")
+    assert left.get("KeyCount", 0) >= len(records) * 4
+
+
+def _masked(path: Path) -> str:
+    """A log with its numbers (times, temporary names) masked."""
+    return re.sub(r"\d+", "N", path.read_text(errors="replace"))

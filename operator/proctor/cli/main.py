@@ -579,7 +579,8 @@ def cmd_results_pull(args: argparse.Namespace) -> int:
         return _pull_from_store(args)
     from proctor.k8s.pull import pull_from_cluster
 
-    count = pull_from_cluster(args.namespace, args.evaluation, Path(args.output_dir))
+    count = pull_from_cluster(args.namespace, args.evaluation, Path(args.output_dir),
+                              args.s3_endpoint)
     print(f"Pulled {count} results of {args.namespace}/{args.evaluation} into "
           f"{args.output_dir}/ (summary.json, report.md, results.jsonl)")
     return 0
@@ -643,8 +644,9 @@ def _add_sandbox_options(parser: argparse.ArgumentParser, default: str) -> None:
 
 def _add_s3_endpoint(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--s3-endpoint", metavar="URL",
-                        help="the S3-compatible store's URL (default: AWS_ENDPOINT_URL, else "
-                             "AWS S3); requests are path-style")
+                        help="the S3-compatible store's URL (default: a cluster "
+                             "Evaluation's spec.results.store.endpoint, else "
+                             "AWS_ENDPOINT_URL, else AWS S3); requests are path-style")
 
 
 class _Parser(argparse.ArgumentParser):

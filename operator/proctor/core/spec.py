@@ -262,6 +262,24 @@ class RunnerSpec(_Spec):
     """PriorityClass of rows' pods; empty: the operator's default."""
 
 
+class StoreSpec(_Spec):
+    """An S3-compatible object store for the items' artefacts."""
+
+    url: str
+    """Where the artefacts go, as ``s3://bucket/prefix`` (the prefix optional)."""
+    endpoint: str = ""
+    """The store's URL (e.g. ``http://minio.storage:9000``); empty: the operator's
+    default, else AWS S3."""
+
+
+class ResultsSpec(_Spec):
+    """Where the items' results are kept."""
+
+    store: StoreSpec | None = None
+    """An object store for each item's artefacts; etcd then keeps a small record per item.
+    None: the operator's default store, else everything in ConfigMaps."""
+
+
 class EvaluationSpec(_Spec):
     """What to evaluate and how."""
 
@@ -287,6 +305,8 @@ class EvaluationSpec(_Spec):
     """Caps on what the agent may spend in this Evaluation."""
     suspend: bool = False
     """Start no new rows while true."""
+    results: ResultsSpec = Field(default_factory=ResultsSpec)
+    """Where the items' results are kept."""
 
 
 # --- Resources ------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -32,6 +33,9 @@ from proctor.k8s.reconcile import Decision, ItemView
 from proctor.prepare import plan_items
 from proctor.runner.artifacts import parse_grade_log
 from proctor.runner.solve import patch_from_log
+from proctor.store.location import StoreError, item_location
+from proctor.store.record import item_record
+from proctor.store.s3 import StoreUnreachable, upload_item
 
 log = logging.getLogger("proctor.controller")
 Obj = dict[str, Any]
@@ -65,6 +69,7 @@ class Tracked:
     shown: tuple[tuple[str, str] | None, int] = (None, 0)
     # (the results' item ids and outcomes, their reliability figures): see `reliability`
     figures_of: tuple[frozenset[Any], Reliability | None] = (frozenset(), None)
+    store_error: str | None = None  # the last upload's failure; None once one succeeds
 
     def reliability(self, results: list[RunResult]) -> Reliability | None:
         """The figures of these results, computed again only when they changed (a kept
@@ -171,15 +176,20 @@ class Pass:
 
     async def _keep(self, view: ItemView, result: RunResult,
                     artifacts: Mapping[str, str] | None = None) -> None:
-        """Keep the item's result, then delete its Jobs (their pods and logs go with them),
-        unless finished Jobs are left to their ttlSecondsAfterFinished."""
+        """Keep the item's result (with a store: its files there, its record in etcd; the
+        store failing: all in etcd, `store.keep_mode`), then delete its Jobs (their pods
+        and logs go with them), unless finished Jobs are left to their
+        ttlSecondsAfterFinished."""
         result = result.model_copy(update={"repo": self.instances[view.item.instance_id].repo})
-        configmap = store.result_configmap(self.evaluation, result, artifacts)
+        configmap, where = await self._stored(result, artifacts), "store"
+        if configmap is None:
+            configmap, where = store.result_configmap(self.evaluation, result, artifacts), \
+                "configmap"
         kopf.adopt(configmap, owner=_body(self.body))
         await asyncio.to_thread(self.kube.create, configmap)
         self.tracked.expected.kept(result)
-        log.info("Kept result evaluation=%s item=%s outcome=%s", self.evaluation.name,
-                 view.item.key, result.outcome.value)
+        log.info("Kept result evaluation=%s item=%s outcome=%s in=%s", self.evaluation.name,
+                 view.item.key, result.outcome.value, where)
         if result.outcome == Outcome.ERROR:
             kind = result.error_kind.value if result.error_kind else "error"
             kopf.warn(_body(self.body), reason="ItemFailed",
@@ -187,6 +197,31 @@ class Pass:
         if self.defaults.ttl_seconds_after_finished is None:
             for job in view.jobs:
                 await self._delete(job)
+
+    async def _stored(self, result: RunResult, artifacts: Mapping[str, str] | None
+                      ) -> Obj | None:
+        """The record ConfigMap of `result` once its files are uploaded to the
+        Evaluation's store; None without a store, or when the upload failed (then
+        `Tracked.store_error` says why, for the StoreUnavailable condition)."""
+        files: dict[str, bytes] = {}
+        error, config = None, None
+        try:
+            config = store.store_of(self.evaluation, os.environ)
+            if config is not None:
+                files = store.item_files(result, artifacts)
+                where = item_location(config.run, result.instance_id, result.variant_id,
+                                      result.repeat)
+                await asyncio.to_thread(upload_item, config.endpoint, files, where)
+        except (StoreError, StoreUnreachable) as exc:
+            error = str(exc)
+            log.error("Uploading failed evaluation=%s item=%s: %s (kept in a ConfigMap)",
+                      self.evaluation.name, result.item_id, error)
+        if error is not None or config is not None:
+            self.tracked.store_error = error
+        if store.keep_mode(config, error) != "record" or config is None:
+            return None
+        return store.record_configmap(self.evaluation, result,
+                                      item_record(result, config.run, files))
 
     async def _harvest(self, view: ItemView) -> None:
         """Read a succeeded attempt's full result from its grade log, and keep it."""

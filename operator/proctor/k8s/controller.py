@@ -152,6 +152,17 @@ def env_settings(environ: Mapping[str, str]) -> tuple[float, float]:
                          environ.get("PROCTOR_IMAGE_PULL_TIMEOUT_SECONDS"), 600.0))
 
 
+def _store_state(evaluation: Evaluation, tracked: Tracked) -> reconcile.StoreState | None:
+    """The Evaluation's store as the operator last used it; None without one."""
+    try:
+        config = store.store_of(evaluation, os.environ)
+    except BadInput as exc:  # a bad default URL: every upload fails, and says so
+        return reconcile.StoreState(url="", error=str(exc))
+    if config is None:
+        return None
+    return reconcile.StoreState(url=str(config.run), error=tracked.store_error)
+
+
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -527,7 +538,7 @@ class Controller:
         figures = p.tracked.reliability(results)
         conditions_now = reconcile.conditions_for(
             old, views, decision, _now(), generation, p.evaluation.spec.suspend,
-            agent_waiting=waiting)
+            agent_waiting=waiting, store=_store_state(p.evaluation, p.tracked))
         status = reconcile.build_status(
             p.evaluation, p.tracked.agent_label, views, results, conditions_now,
             generation=generation, fingerprint=selection.fingerprint, reliability=figures,

@@ -3,13 +3,16 @@
 It writes the folder `proctor run` writes (spec.json, results.jsonl, summary.json,
 report.md, variants.jsonl with promptSensitivity, items/<instance>/<variant>/<repeat>/
 with patch.diff, test_output.txt, apply.log, result.json, report.json), so every report
-and analysis works on cluster runs too.
+and analysis works on cluster runs too. A result kept as a record (its files in the object
+store) is fetched from the store and checked against the record's digests: the folder is
+the same either way.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,18 +23,22 @@ from urllib3.exceptions import HTTPError
 from proctor import __version__
 from proctor.core.exits import BadInput, NotRun
 from proctor.core.labels import COMPONENT
-from proctor.core.model import RESULT_SCHEMA_VERSION, WorkItem
+from proctor.core.model import RESULT_SCHEMA_VERSION, RunResult, WorkItem
 from proctor.core.spec import Evaluation
 from proctor.formats import agentbeats
 from proctor.formats.manifest import parse_kind
-from proctor.formats.report_json import report_json
 from proctor.k8s.api import Kube, load_config
 from proctor.k8s.manifests import owner_labels, task_variants
-from proctor.k8s.store import newer_schema, read_result, result_labels
+from proctor.k8s.store import (
+    item_files,
+    newer_schema,
+    read_record,
+    read_result,
+    result_labels,
+)
 from proctor.prepare import Refusal, load_selection
 from proctor.results import ResultsFolder, write_outputs
-from proctor.runner.artifacts import unpack
-from proctor.runner.workdir import write_json
+from proctor.store.record import object_keys
 from proctor.variants import write_variants
 
 
@@ -39,29 +46,83 @@ class PullError(BadInput):
     """The Evaluation cannot be pulled; the message says why."""
 
 
+Files = dict[str, bytes]
+Fetch = Callable[[list[Mapping[str, Any]]], list[Files]]
+"""The files of each record, from the object store (`store_fetch`)."""
+
+
+def kept_files(configmaps: Iterable[Mapping[str, Any]], fetch: Fetch | None
+               ) -> list[tuple[RunResult, Files]]:
+    """Each kept result with its item's files: from the ConfigMap itself, or, for a
+    record, from the store (`fetch`; its full result is the stored result.json). Read
+    whole before anything is written, so that a store that fails leaves the folder as it
+    was."""
+    kept: list[tuple[RunResult, Files]] = []
+    records: list[Mapping[str, Any]] = []
+    for cm in configmaps:
+        if (record := read_record(cm)) is not None:
+            records.append(record)
+        elif (result := read_result(cm)) is not None:
+            kept.append((result, item_files(result, cm.get("binaryData"))))
+    if records and fetch is None:
+        raise PullError(f"{len(records)} results are in an object store, and none is "
+                        f"configured")
+    for stored, files in zip(records, fetch(records) if records and fetch else [],
+                             strict=True):
+        try:
+            kept.append((RunResult.model_validate_json(files["result.json"]), files))
+        except (KeyError, ValueError):
+            raise PullError(f"item {stored.get('item')}: its stored result.json is "
+                            f"missing or unreadable") from None
+    return sorted(kept, key=lambda rf: (rf[0].instance_id, rf[0].variant_id, rf[0].repeat))
+
+
 def write_folder(evaluation: Evaluation, configmaps: Iterable[Mapping[str, Any]],
-                 out: Path) -> int:
+                 out: Path, fetch: Fetch | None = None) -> int:
     """Write the results folder; the number of results written."""
+    kept = kept_files(configmaps, fetch)
     folder = ResultsFolder(out)
     folder.claim({"evaluation": evaluation.name, "source": "cluster",
                   "spec": evaluation.spec.model_dump(mode="json", by_alias=True)})
     folder.results_path.unlink(missing_ok=True)  # pulled afresh: the cluster is the truth
-    kept = [(result, cm) for cm in configmaps if (result := read_result(cm)) is not None]
-    kept.sort(key=lambda rc: (rc[0].instance_id, rc[0].variant_id, rc[0].repeat))
-    for result, cm in kept:
+    for result, files in kept:
         work = folder.work_dir(WorkItem(id=result.item_id, instance_id=result.instance_id,
                                         variant_id=result.variant_id, repeat=result.repeat))
         work.root.mkdir(parents=True, exist_ok=True)
-        files = {name.removesuffix(".gz"): unpack(packed)  # x.gz -> x
-                 for name, packed in (cm.get("binaryData") or {}).items()}
         for name, data in files.items():
             (work / name).write_bytes(data)
-        write_json(work / "result.json", result.model_dump(mode="json"))
-        log = files.get("test_output.txt")  # swebench classifies infra failures from it
-        write_json(work / "report.json",
-                   report_json(result, log.decode(errors="replace") if log else None))
         folder.append(result)
     return len(kept)
+
+
+def check_digests(record: Mapping[str, Any], files: Files) -> None:
+    """Each stored file as its record says it was (sha256), else a PullError."""
+    for name, meta in record["objects"].items():
+        if hashlib.sha256(files.get(name, b"")).hexdigest() != meta.get("sha256"):
+            raise PullError(f"item {record.get('item')}: the stored {name} is not the file "
+                            f"the operator uploaded (sha256 differs, or it is gone)")
+
+
+def store_fetch(endpoint: str | None) -> Fetch:
+    """Fetch records' files from the store at `endpoint` (None: AWS_ENDPOINT_URL, else
+    AWS S3), with this machine's credentials; each file checked against its digest."""
+    def fetch(records: list[Mapping[str, Any]]) -> list[Files]:
+        from proctor.store import s3  # boto3 is loaded only when a store is used
+
+        client = s3.client(endpoint)
+        by_bucket: dict[str, list[str]] = {}
+        for record in records:
+            by_bucket.setdefault(record["bucket"], []).extend(object_keys(record).values())
+        found = {(bucket, key): data for bucket, keys in by_bucket.items()
+                 for key, data in s3.fetch_objects(client, bucket, keys).items()}
+        out = []
+        for record in records:
+            files = {name: found[(record["bucket"], key)]
+                     for name, key in object_keys(record).items()}
+            check_digests(record, files)
+            out.append(files)
+        return out
+    return fetch
 
 
 def participant_id(evaluation: Evaluation) -> str:
@@ -73,8 +134,11 @@ def participant_id(evaluation: Evaluation) -> str:
     return Path(spec.predictions.path).name if spec.predictions.path else spec.predictions.source
 
 
-def pull(kube: Kube, namespace: str, name: str, out: Path) -> int:
-    """Pull one Evaluation's results into `out`; the number of results."""
+def pull(kube: Kube, namespace: str, name: str, out: Path, s3_endpoint: str | None = None
+         ) -> int:
+    """Pull one Evaluation's results into `out`; the number of results. Records' files
+    come from the store at `s3_endpoint`, else the Evaluation's spec.results.store
+    endpoint, else AWS_ENDPOINT_URL (else AWS S3)."""
     body = kube.get_custom("evaluations", namespace, name)
     if body is None:
         raise PullError(f"Evaluation {name!r} not found in namespace {namespace}")
@@ -86,7 +150,9 @@ def pull(kube: Kube, namespace: str, name: str, out: Path) -> int:
                         f"schema version {max(newer)}, newer than this proctor "
                         f"({__version__}) reads (up to {RESULT_SCHEMA_VERSION}); upgrade "
                         f"proctor to pull them ({out} was left as it was)")
-    count = write_folder(evaluation, configmaps, out)
+    store = evaluation.spec.results.store
+    endpoint = s3_endpoint or (store.endpoint if store else "") or None
+    count = write_folder(evaluation, configmaps, out, store_fetch(endpoint))
     if evaluation.spec.prompt_sensitivity.enabled:
         # variants.jsonl, as `proctor run` writes it, from the texts the Jobs were given:
         # the analysis reads each variant's hash and similarity from it.
@@ -102,7 +168,8 @@ def pull(kube: Kube, namespace: str, name: str, out: Path) -> int:
     return count
 
 
-def pull_from_cluster(namespace: str, name: str, out: Path) -> int:
+def pull_from_cluster(namespace: str, name: str, out: Path, s3_endpoint: str | None = None
+                      ) -> int:
     """`pull` from the cluster of the kubeconfig (or the pod's service account): no
     cluster configured is bad input (exit 2); one that does not answer, or refuses, is
     NotRun (exit 3); each one line."""
@@ -112,7 +179,7 @@ def pull_from_cluster(namespace: str, name: str, out: Path) -> int:
         where = os.environ.get("KUBECONFIG") or "~/.kube/config"
         raise PullError(f"no cluster to pull from (kubeconfig {where}): {exc}") from None
     try:
-        return pull(Kube(), namespace, name, out)
+        return pull(Kube(), namespace, name, out, s3_endpoint)
     except ApiException as exc:
         raise NotRun(f"the cluster refused to list Evaluation {namespace}/{name}'s results: "
                      f"{exc.status} {exc.reason}") from None

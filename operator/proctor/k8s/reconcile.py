@@ -314,10 +314,12 @@ def why_pending(views: Sequence[ItemView]) -> str:
 
 def conditions_for(old: Sequence[Obj], views: Sequence[ItemView], decision: Decision,
                    now: str, generation: int | None, suspended: bool = False, *,
-                   agent_waiting: tuple[str, str] | None = None) -> list[dict[str, Any]]:
+                   agent_waiting: tuple[str, str] | None = None,
+                   store: StoreState | None = None) -> list[dict[str, Any]]:
     """Ready, Running (reason Suspended while suspended), Succeeded, Degraded from this
     pass. ``agent_waiting``: the reason and message of Ready=False while the agent is not
-    ready (AgentNotReady: no item starts until it is)."""
+    ready (AgentNotReady: no item starts until it is). ``store``: with an object store,
+    StoreUnavailable too (`store_condition`)."""
     tally = counts(views)
     finished = tally.done == tally.total
     in_flight = tally.running + tally.pending
@@ -337,7 +339,30 @@ def conditions_for(old: Sequence[Obj], views: Sequence[ItemView], decision: Deci
              f"{tally.done} of {tally.total} items done"),
             ("Degraded", decision.degraded is not None, *degraded)):
         conditions = set_condition(conditions, *change, now=now, observed_generation=generation)
+    if store is not None:
+        conditions = set_condition(conditions, *store_condition(store), now=now,
+                                   observed_generation=generation)
     return conditions
+
+
+@dataclass(frozen=True)
+class StoreState:
+    """An Evaluation's object store as the operator last used it."""
+
+    url: str
+    """Where its artefacts go (s3://bucket/prefix/namespace/evaluation)."""
+    error: str | None = None
+    """Why the last upload failed; None when it succeeded, or none was tried yet."""
+
+
+def store_condition(store: StoreState) -> tuple[str, bool, str, str]:
+    """StoreUnavailable: True, reason UploadFailed, naming the error, while the last upload
+    failed (that item's full result was kept in a ConfigMap instead: nothing is lost);
+    False, reason Available, once one succeeds."""
+    if store.error is not None:
+        return ("StoreUnavailable", True, "UploadFailed",
+                f"{store.error}; results are kept in ConfigMaps until the store answers")
+    return ("StoreUnavailable", False, "Available", f"artefacts go to {store.url}")
 
 
 def invalid_conditions(old: Sequence[Obj], reason: str, message: str, now: str,

@@ -1,9 +1,13 @@
 """Results kept on the cluster: one immutable ConfigMap per finished item (pure).
 
 A result outlives its Job and pod: the operator writes it into a ConfigMap the
-Evaluation owns (deleted with it), holding the full RunResult as JSON and, as
-binaryData, the patch and the logs (gzip; the test log capped to its head and tail).
-Status is rebuilt from these on every pass, and `proctor results pull` reads them.
+Evaluation owns (deleted with it). Without an object store it holds the full RunResult
+as JSON and, as binaryData, the patch and the logs (gzip; the test log capped to its head
+and tail). With one (spec.results.store, or the operator's default), the item's files
+(`item_files`) go to the store and the ConfigMap holds only the small record
+(`proctor.store.record.item_record`, about 1 KiB) that points at them; an upload that
+failed falls back to the full ConfigMap (`keep_mode`), so no result is lost.
+Status is rebuilt from either kind on every pass, and `proctor results pull` reads both.
 """
 
 from __future__ import annotations
@@ -12,14 +16,71 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from proctor.core.labels import COMPONENT, LABEL_INSTANCE, LABEL_ITEM, LABEL_OUTCOME
 from proctor.core.model import RESULT_SCHEMA_VERSION, RunResult
 from proctor.core.spec import Evaluation
+from proctor.formats.report_json import report_json
 from proctor.k8s import manifests as m
 from proctor.k8s.names import configmap_name, label_value
+from proctor.runner.artifacts import unpack
+from proctor.store.location import S3Location, parse_s3_url
+from proctor.store.record import RECORD_VERSION, result_from_record
 
 RESULT_KIND = "result"
 RESULT_KEY = "result.json"
+RECORD_KEY = "record.json"
+
+
+class StoreConfig(BaseModel):
+    """The object store an Evaluation's artefacts go to, as resolved (`store_of`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run: S3Location
+    """The Evaluation's own place: `<url>/<namespace>/<evaluation>`."""
+    endpoint: str = ""
+    """The store's URL; empty: AWS_ENDPOINT_URL, else AWS S3."""
+
+
+def store_of(evaluation: Evaluation, environ: Mapping[str, str]) -> StoreConfig | None:
+    """The store of `evaluation`: its spec.results.store, else the operator's default
+    (PROCTOR_RESULTS_STORE_URL and _ENDPOINT, from the chart), else None (ConfigMaps).
+    A bad URL is a StoreError naming it."""
+    spec = evaluation.spec.results.store
+    url = spec.url if spec else environ.get("PROCTOR_RESULTS_STORE_URL", "").strip()
+    if not url:
+        return None
+    default = environ.get("PROCTOR_RESULTS_STORE_ENDPOINT", "").strip()
+    endpoint = (spec.endpoint if spec else "") or default
+    run = parse_s3_url(url).child(f"{evaluation.namespace}/{evaluation.name}")
+    return StoreConfig(run=run, endpoint=endpoint)
+
+
+def keep_mode(store: StoreConfig | None, upload_error: str | None) -> str:
+    """How an item's result is kept: "record" once its files are in the store, else
+    "configmap" (no store, or the upload failed: the full result stays in etcd, as
+    without a store, so a store that is down loses nothing)."""
+    return "record" if store is not None and upload_error is None else "configmap"
+
+
+def item_files(result: RunResult, artifacts: Mapping[str, str] | None) -> dict[str, bytes]:
+    """An item's files as its work folder holds them after `proctor results pull`: the
+    kept artefacts unpacked (x.gz -> x), result.json and report.json. The same bytes
+    go to the store and to the folder a ConfigMap is pulled into."""
+    files = {name.removesuffix(".gz"): unpack(packed)
+             for name, packed in (artifacts or {}).items()}
+    log = files.get("test_output.txt")  # swebench classifies infra failures from it
+    files["result.json"] = json_bytes(result.model_dump(mode="json"))
+    files["report.json"] = json_bytes(
+        report_json(result, log.decode(errors="replace") if log else None))
+    return files
+
+
+def json_bytes(data: object) -> bytes:
+    """JSON as `write_json` writes a file."""
+    return (json.dumps(data, indent=1) + "\n").encode()
 
 
 def result_labels(evaluation: Evaluation) -> dict[str, str]:
@@ -40,22 +101,55 @@ def result_configmap(evaluation: Evaluation, result: RunResult,
     return body
 
 
+def record_configmap(evaluation: Evaluation, result: RunResult,
+                     record: Mapping[str, Any]) -> dict[str, Any]:
+    """The ConfigMap that keeps one item's record, its files being in the store: the
+    same name and labels as `result_configmap`, so either kind is found alike."""
+    body = result_configmap(evaluation, result)
+    body["data"] = {RECORD_KEY: json.dumps(record, separators=(",", ":"))}
+    return body
+
+
+def read_record(configmap: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The record a ConfigMap keeps (its files in the store), or None."""
+    text = (configmap.get("data") or {}).get(RECORD_KEY)
+    try:
+        record = json.loads(text) if text else None
+    except ValueError:
+        return None
+    # Without these it points at nothing: read as no record, as a junk result is none.
+    usable = isinstance(record, dict) and isinstance(record.get("objects"), dict) and \
+        all(isinstance(record.get(k), str) for k in ("bucket", "prefix", "item"))
+    return record if usable else None
+
+
 def read_result(configmap: Mapping[str, Any]) -> RunResult | None:
-    """The result a ConfigMap keeps, or None if it keeps none that can be read (the
-    operator's index must not stall on one bad object)."""
+    """The result a ConfigMap keeps (of a record: as far as it tells, `result_from_record`),
+    or None if it keeps none that can be read (the operator's index must not stall on one
+    bad object)."""
     text = (configmap.get("data") or {}).get(RESULT_KEY)
     try:
-        return RunResult.model_validate_json(text) if text else None
-    except ValueError:  # pydantic's ValidationError, for JSON or fields alike
+        if text:
+            return RunResult.model_validate_json(text)
+        record = read_record(configmap)
+        return result_from_record(record) if record is not None else None
+    except (ValueError, KeyError, TypeError):  # pydantic's ValidationError is a ValueError
         return None
 
 
 def newer_schema(configmap: Mapping[str, Any]) -> int | None:
-    """The schema version of a kept result newer than this Proctor reads (a newer operator
-    wrote it), else None: such a result is unreadable here, not absent."""
-    text = (configmap.get("data") or {}).get(RESULT_KEY)
+    """The schema version of a kept result (or record) newer than this Proctor reads (a
+    newer operator wrote it), else None: such a result is unreadable here, not absent."""
+    data = configmap.get("data") or {}
+    text = data.get(RESULT_KEY)
     try:
-        version = json.loads(text).get("schema_version") if text else None
+        if text:
+            version = json.loads(text).get("schema_version")
+        else:
+            record = read_record(configmap) or {}
+            version = record.get("result_v")
+            if isinstance(record.get("v"), int) and record["v"] > RECORD_VERSION:
+                version = max(record["v"], RESULT_SCHEMA_VERSION + 1)
     except (ValueError, AttributeError):  # not JSON, or not an object
         return None
     newer = isinstance(version, int) and version > RESULT_SCHEMA_VERSION

@@ -14,7 +14,7 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
-from proctor.core.model import RunResult
+from proctor.core.model import ErrorKind, Outcome, PassFail, PatchInfo, RunResult
 from proctor.store.location import S3Location, item_location
 
 RECORD_VERSION = 1
@@ -38,7 +38,7 @@ def item_record(result: RunResult, run: S3Location,
     return {
         "v": RECORD_VERSION, "result_v": result.schema_version,
         "item": result.item_id, "instance": result.instance_id,
-        "variant": result.variant_id, "repeat": result.repeat,
+        "variant": result.variant_id, "repeat": result.repeat, "repo": result.repo,
         "outcome": result.outcome.value,
         "error_kind": result.error_kind.value if result.error_kind else None,
         "message": (result.error_message or "")[:MESSAGE_CHARS] or None,
@@ -56,3 +56,27 @@ def object_keys(record: Mapping[str, Any]) -> dict[str, str]:
     """The object-store key of each artefact a record points at."""
     where = S3Location(bucket=record["bucket"], prefix=record["prefix"])
     return {name: where.key(name) for name in record["objects"]}
+
+
+def result_from_record(record: Mapping[str, Any]) -> RunResult:
+    """The result as far as a record tells it: what status and metrics read (outcome,
+    error, counts, attempts). The tests are counted, not named (their names are in the
+    stored result.json): each stands as "#n"."""
+    def tests(counted: Any) -> PassFail:
+        passed, total = (int(n) for n in counted)
+        names = [f"#{i}" for i in range(total)]
+        return PassFail(success=names[:passed], failure=names[passed:])
+
+    return RunResult(
+        schema_version=record["result_v"], item_id=record["item"],
+        instance_id=record["instance"], variant_id=record["variant"],
+        repeat=record["repeat"], outcome=Outcome(record["outcome"]),
+        error_kind=ErrorKind(record["error_kind"]) if record.get("error_kind") else None,
+        error_message=record.get("message"), tests_ran=bool(record.get("tests_ran")),
+        test_exit_code=record.get("exit_code"), attempts=record.get("attempts", 1),
+        FAIL_TO_PASS=tests(record["f2p"]), PASS_TO_PASS=tests(record["p2p"]),
+        repo=record.get("repo", ""),
+        patch=PatchInfo(present=record.get("patch_sha256") is not None,
+                        sha256=record.get("patch_sha256"), applied=bool(record.get("applied")),
+                        apply_method=record.get("applied")),
+        tampered=bool(record.get("tampered")))
