@@ -230,8 +230,8 @@ def serve(kind: str, host: str = "127.0.0.1", port: int = 9009, card_url: str | 
     url = card_url or default_card_url(host, port)
     executor = SolverExecutor(solver_for(kind, Tasks.load(dataset_files), seed, llm),
                               request_log, exit_after)
-    app = reference_app(kind, url, executor=executor)
-    app = require_token(app, token) if token else app
+    served: ASGIApp = reference_app(kind, url, executor=executor)
+    app = require_token(served, token) if token else served
     log.info("Serving the %s agent on %s:%s, card URL %s", kind, host, port, url)
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
     executor.stop_serving = lambda: setattr(server, "should_exit", True)

@@ -307,13 +307,10 @@ class Controller:
     def _policy(self, evaluation: Evaluation, agent: AgentUnderTest | None, finished: bool
                 ) -> Obj | None:
         """The Evaluation's NetworkPolicy (`netpol`), when the boundary is on and items may
-        still start; an agent it cannot name by address refuses the Evaluation."""
+        still start."""
         if not self.boundary.enabled or finished:
             return None
-        try:
-            return netpol.network_policy(evaluation, agent, self.boundary)
-        except netpol.Unreachable as exc:
-            raise Refusal("AgentUnreachable", str(exc)) from None
+        return netpol.network_policy(evaluation, agent, self.boundary)
 
     def _predecessors_left(self, key: Key, tracked: Tracked) -> int:
         """How many Jobs and kept results an earlier Evaluation of the same name owns still:

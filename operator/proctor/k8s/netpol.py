@@ -39,11 +39,6 @@ NAMESPACE_NAME = "kubernetes.io/metadata.name"
 """The label every namespace carries with its own name (set by the API server)."""
 
 
-class Unreachable(ValueError):
-    """The policy cannot name the agent: its endpoint's host is a name and its
-    AgentUnderTest gives no CIDRs for it."""
-
-
 @dataclass(frozen=True)
 class Boundary:
     """The operator's settings of the boundary (the chart's networkPolicy values)."""
@@ -140,10 +135,10 @@ def agent_rules(agent: AgentUnderTest | None) -> list[dict[str, Any]]:
     except ValueError:
         cidrs = spec.endpoint_cidrs
     if not cidrs:
-        raise Unreachable(
-            f"AgentUnderTest {agent.name}'s endpoint host {url.hostname} is a name, which a "
-            f"NetworkPolicy cannot allow: give its addresses in spec.endpointCidrs, or turn "
-            f"the operator's networkPolicy off")
+        # A host name: a NetworkPolicy cannot name it, and refusing it would refuse every
+        # agent behind a Service name by default. Its port is allowed to any address; the
+        # AgentUnderTest's endpointCidrs narrow that to its addresses.
+        return [{"ports": _tcp(port)}]
     return [{"to": [_ip_block(c) for c in cidrs], "ports": _tcp(port)}]
 
 
@@ -158,8 +153,8 @@ def package_index_rule(boundary: Boundary) -> list[dict[str, Any]]:
 def network_policy(evaluation: Evaluation, agent: AgentUnderTest | None,
                    boundary: Boundary) -> dict[str, Any]:
     """The Evaluation's NetworkPolicy: its task pods take no ingress, and reach DNS, the
-    agent, the package index and the sidecar's declared needs only. Raises Unreachable
-    when the agent cannot be named by address. (The owner reference is the caller's.)"""
+    agent, the package index and the sidecar's declared needs only. (The owner reference
+    is the caller's.)"""
     egress = [dns_rule(boundary), *agent_rules(agent), *package_index_rule(boundary)]
     return {
         "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
