@@ -391,27 +391,27 @@ def test_a_service_agent_gets_a_deployment_and_service_and_its_evaluation_succee
 def test_an_evaluation_waits_for_an_unreachable_agent_then_completes(demo: Cluster) -> None:
     """An endpoint nothing answers at: the Evaluation starts no item and says why (never
     Succeeded with every item in error); once an agent answers there, it completes."""
-    # What a run of this test before left in the module's namespace (a rerun on a kept
-    # cluster) would make the agent reachable from the start.
-    demo.kubectl("delete", "-n", DEMO, "--ignore-not-found", "--wait", "service/late-agent",
-                 "evaluation/waits", "agentundertest/late")
-    late = aut(DEMO, "late", 2)
-    late["spec"]["endpoint"] = f"http://late-agent.{DEMO}.svc:9009/"
-    demo.apply(late, evaluation(DEMO, "waits", "late", rows=2, max_rows=2))
-    wait("waits to say AgentNotReady", lambda: demo.condition(DEMO, "waits", "Ready").get(
+    # Names of this run's own: a run of this test before on a kept cluster leaves a Service
+    # that answers for a while after it is deleted.
+    run = os.urandom(3).hex()
+    name, waits, service = f"late-{run}", f"waits-{run}", f"late-agent-{run}"
+    late = aut(DEMO, name, 2)
+    late["spec"]["endpoint"] = f"http://{service}.{DEMO}.svc:9009/"
+    demo.apply(late, evaluation(DEMO, waits, name, rows=2, max_rows=2))
+    wait("waits to say AgentNotReady", lambda: demo.condition(DEMO, waits, "Ready").get(
         "reason") == "AgentNotReady", 120, 1)
-    wait("late to say Unreachable", lambda: agent_ready(demo, DEMO, "late").get(
+    wait("late to say Unreachable", lambda: agent_ready(demo, DEMO, name).get(
         "reason") == "Unreachable", 60, 1)
     time.sleep(6)  # several resyncs (reconcileSeconds=2): still nothing started
-    assert demo.get("jobs", "-n", DEMO, "-l", "proctor.dev/evaluation=waits")["items"] == []
-    assert demo.condition(DEMO, "waits", "Succeeded").get("status") != "True"
+    assert demo.get("jobs", "-n", DEMO, "-l", f"proctor.dev/evaluation={waits}")["items"] == []
+    assert demo.condition(DEMO, waits, "Succeeded").get("status") != "True"
     # The demo's agent (still running: only its AgentUnderTest was deleted) at that address.
     demo.apply({"apiVersion": "v1", "kind": "Service",
-                "metadata": {"name": "late-agent", "namespace": DEMO},
+                "metadata": {"name": service, "namespace": DEMO},
                 "spec": {"selector": {"app": "demo-agent"},
                          "ports": [{"port": 9009, "targetPort": 9009}]}})
-    wait("waits Succeeded", lambda: demo.condition(DEMO, "waits", "Succeeded").get(
+    wait("waits Succeeded", lambda: demo.condition(DEMO, waits, "Succeeded").get(
         "status") == "True", 600, 2)
-    status = demo.get("evaluation", "waits", "-n", DEMO)["status"]
+    status = demo.get("evaluation", waits, "-n", DEMO)["status"]
     assert status["items"]["done"] == 2 and status["errorKinds"] == {}
-    assert agent_ready(demo, DEMO, "late")["reason"] == "CardFetched"
+    assert agent_ready(demo, DEMO, name)["reason"] == "CardFetched"

@@ -116,7 +116,7 @@ def test_a_secrets_value_appears_nowhere(real_cluster, cluster_images, cluster_n
                      1, lambda: f"the Evaluation never succeeded: {condition('Running')}")
         operator_log = runner.output  # kopf's runner has its output once it stopped
         evaluation = custom.get_namespaced_custom_object(*GROUP, ns, "evaluations", "demo")
-        assert evaluation["status"]["results"]["resolvedPct"] == 100.0  # the oracle answered
+        assert evaluation["status"]["results"]["resolvedPct"] == 1.0  # the oracle answered
         agent_status = custom.get_namespaced_custom_object(*GROUP, ns, "agentundertests",
                                                            "locked")["status"]
         events = [e.to_dict() for e in core.list_namespaced_event(ns).items]

@@ -142,4 +142,4 @@ def test_the_api_server_takes_every_shape_of_network_policy(
         assert taken["metadata"]["name"] == f"proctor-{name}"
         assert taken["spec"]["egress"] == policy["spec"]["egress"]
         again = kube.apply(policy)
-        assert again["metadata"]["resourceVersion"] == taken["metadata"]["resourceVersion"]
+        assert again["metadata"]["generation"] == taken["metadata"]["generation"] == 1

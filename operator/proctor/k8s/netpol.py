@@ -163,7 +163,9 @@ def network_policy(evaluation: Evaluation, agent: AgentUnderTest | None,
                      "labels": {MANAGED_BY: "proctor", LABEL_EVALUATION:
                                 label_value(evaluation.name), COMPONENT: "network-policy"}},
         "spec": {"podSelector": {"matchLabels": task_pod_labels(evaluation)},
+                 # Ingress with no rules: no peer may open a connection to a task pod.
+                 # (An empty `ingress: []` is dropped when stored, so a server-side apply
+                 # of it would count as a change every time.)
                  "policyTypes": ["Ingress", "Egress"],
-                 "ingress": [],
                  "egress": egress},
     }
