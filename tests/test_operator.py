@@ -98,9 +98,15 @@ class CountingAgent:
             time.sleep(self.delay)
             return solve(request)
 
-        self.server = start_in_thread(
-            lambda url: build_app(SolverExecutor(counted), agent_card(kind, url)), host)
+        self._app = lambda url: build_app(SolverExecutor(counted), agent_card(kind, url))
+        self.host = host
+        self.server = start_in_thread(self._app, host)
         self.url = self.server.url
+
+    def start_again(self) -> None:
+        """Serve again at the same address, after `server.stop()`: the agent is back."""
+        port = int(self.url.rstrip("/").rsplit(":", 1)[1])
+        self.server = start_in_thread(self._app, self.host, port)
 
 
 @pytest.fixture
@@ -1180,3 +1186,36 @@ def test_a_store_keeps_etcd_small_pulls_the_same_files_and_loses_nothing_when_it
 def _masked(path: Path) -> str:
     """A log with its numbers (times, temporary names) masked."""
     return re.sub(r"\d+", "N", path.read_text(errors="replace"))
+
+
+def test_an_agent_that_goes_away_mid_run_is_waited_for_and_asked_again(
+        real_cluster, cluster_images, cluster_namespace, api):
+    """The agent stops once the first result is kept: the items it never answered are not
+    kept as errors; the Evaluation waits (Ready=False) until it is back on the same
+    address, asks it again, and ends Succeeded with every item answered."""
+    agent = CountingAgent("mixed", real_cluster.node_ip, delay=3)  # requests in flight
+    agent_body, eval_body = manifests(cluster_namespace, agent.url, cluster_images,
+                                      dataset={"name": "proctor-demo", "maxRows": 4})
+    api.apply(agent_body, eval_body)
+    try:
+        with operator(real_cluster, cluster_images, cluster_namespace):
+            wait_for(lambda: results(api), 240, 0.3, "no result was kept")
+            agent.server.stop()
+            waiting = wait_for(
+                lambda: api.condition("Ready").get("reason") in (
+                    "AgentNotReady", "AgentNotAnswering") and api.condition("Ready"),
+                120, 0.3, lambda: f"the Evaluation never waited: {api.evaluation()}")
+            assert waiting["status"] == "False"
+            assert api.condition("Succeeded").get("status") != "True"
+            agent.start_again()
+            body = wait_succeeded(api, timeout=300)
+    finally:
+        agent.server.stop()
+    status = body["status"]
+    assert status["items"]["done"] == status["items"]["total"] == 4
+    kept = [json.loads(c.data[RESULT_KEY]) for c in results(api)]
+    assert not [r for r in kept if r.get("agent_unanswered")], "an unanswered item was kept"
+    # Every item's result is an answer the agent gave: it was asked for each.
+    assert all(agent.calls[r["instance_id"]] >= 1 for r in kept), agent.calls
+    reasons = {e.reason for e in api.events()}
+    assert "AskingAgain" in reasons or status["items"]["retries"] == 0, reasons
