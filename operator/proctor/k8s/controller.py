@@ -35,7 +35,9 @@ while not ready), a service agent's Deployment and Service are applied (server-s
 `agent_manifests`, owned by the AgentUnderTest) and the agent's card is fetched; its status
 shows the card and Ready (`conditions.agent_ready`). While an Evaluation's agent is not
 ready, no item of it starts and its Ready is False with reason AgentNotReady (`decide`'s
-``agent_ready``); a readiness change gives the namespace's Evaluations a pass.
+``agent_ready``); a readiness change gives the namespace's Evaluations a pass. An item the
+agent never answered (it went away mid-request) makes the pass fetch the card at once;
+the item is asked again once the card has answered since (`reconcile.unanswered`).
 
 Triggers: a change of the Evaluation's spec, of its Jobs, pods or agent puts it into one
 deduplicated workqueue; one pass per Evaluation runs at a time. A resync every
@@ -329,7 +331,7 @@ class Controller:
         fetched: fetch it now, rather than at the next periodic probe."""
         fetched = self._fetched_at.get((agent.namespace, agent.name))
         ends = [reconcile.ended_at(v) for v in decision.awaiting_card]
-        return fetched is None or any(end is None or end >= fetched for end in ends)
+        return fetched is None or any(end is not None and end >= fetched for end in ends)
 
     def _policy(self, evaluation: Evaluation, agent: AgentUnderTest | None, finished: bool
                 ) -> Obj | None:
