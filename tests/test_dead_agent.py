@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from a2a03 import support
+from proctor.agents.server import reference_app, start_in_thread
 from proctor.cli.main import main
 from proctor.core.exits import Interrupted
 from proctor.core.model import ErrorKind, Instance, Outcome
@@ -24,6 +25,7 @@ from proctor.local.agent_watch import (
     AgentWatch,
     Health,
     after_reply,
+    card_answers,
     decide,
 )
 from proctor.results import ResultsFolder
@@ -131,3 +133,18 @@ def test_an_agent_that_dies_after_two_answers_stops_the_run_and_retry_completes_
     assert len(results) == 10 and {r.outcome for r in results} == {Outcome.RESOLVED}
     # Every task asked exactly once over both runs: none that had an answer asked again.
     assert sorted(_asked(log)) == sorted(ids)
+
+
+def test_an_agent_stopped_and_started_again_on_its_port_answers_at_the_same_address():
+    """What the cluster test of an agent that goes away relies on: the same URL refuses
+    while it is stopped and answers once it is started again there."""
+    def app(url):
+        return reference_app("oracle", url)
+
+    first = start_in_thread(app)
+    assert card_answers(first.url, 5)
+    first.stop()
+    assert not card_answers(first.url, 2)
+    port = int(first.url.rstrip("/").rsplit(":", 1)[1])
+    with start_in_thread(app, port=port) as again:
+        assert again.url == first.url and card_answers(again.url, 5)

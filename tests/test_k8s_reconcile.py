@@ -322,3 +322,63 @@ def test_the_running_condition_says_why_items_wait():
     idle = next(c for c in conditions_for([], done, decide(evaluation(), done, NOW), ts(0), 1)
                 if c["type"] == "Running")
     assert idle["message"] == "0 running, 0 pending"
+
+
+def unanswered_pod(j: dict, item: WorkItem, ended_ago: float, unanswered: bool = True) -> dict:
+    """A pod whose agent error was (or was not) the transport failing: it never answered."""
+    graded = {"name": "grade", "state": {"terminated": {
+        "exitCode": 0, "reason": "Completed", "startedAt": ts(ended_ago + 5),
+        "finishedAt": ts(ended_ago), "message": json.dumps({
+            "item": item.id, "outcome": "error", "error_kind": "agent",
+            "unanswered": unanswered})}}}
+    return pod_for(j, "Succeeded", containerStatuses=[graded])
+
+
+def test_an_item_the_agent_never_answered_waits_for_its_card_then_is_asked_again():
+    """The agent went away mid-run: its item is not kept as an error. It waits, with a
+    condition that says so, until the card answers after the attempt ended; then the next
+    attempt asks the agent again, before any new item starts."""
+    jobs = [job(ITEMS[0], 0, "Complete"), job(ITEMS[1])]
+    pods = [unanswered_pod(jobs[0], ITEMS[0], 15), pod_for(jobs[1], "Running")]
+    views = observe(ITEMS, jobs, pods, [], {})
+    stale = NOW - timedelta(seconds=60)  # the card last answered before the failure
+    decision = decide(evaluation(), views, NOW, agent_slots=8, card_at=stale)
+    assert decision.harvest == [] and decision.give_up == [] and decision.ask_again == []
+    assert [v.item for v in decision.awaiting_card] == [ITEMS[0]]
+    conditions = conditions_for([], views, decision, ts(0), 1)
+    ready = next(c for c in conditions if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "AgentNotAnswering")
+    assert next(c for c in conditions if c["type"] == "Succeeded")["status"] == "False"
+    assert counts(views).waiting == 4 and counts(views).done == 0
+    assert decide(evaluation(), views, NOW, agent_ready=False, card_at=NOW).ask_again == []
+    back = decide(evaluation(), views, NOW, agent_slots=8, card_at=NOW)
+    assert [v.item for v in back.ask_again] == [ITEMS[0]] and back.start == []
+    assert back.awaiting_card == [] and back.agent_tasks == 1  # the one asked again
+
+
+def test_after_three_unanswered_items_nothing_new_starts_until_the_card_answers():
+    """The engine's dead-agent rule on the cluster: three items the agent never answered
+    since its card last did, and no new item starts; once it answers, they go first."""
+    jobs = [job(i, 0, "Complete") for i in ITEMS[:3]]
+    pods = [unanswered_pod(j, i, 15) for j, i in zip(jobs, ITEMS, strict=False)]
+    views = observe(ITEMS, jobs, pods, [], {})
+    spec = {"maxConcurrentRows": 4}
+    two = decide(evaluation(**spec), views[:2] + views[3:], NOW, card_at=None)
+    assert two.start == [ITEMS[3], ITEMS[4]]  # two failures: not yet the rule
+    gone = decide(evaluation(**spec), views, NOW, card_at=None)
+    assert gone.start == [] and len(gone.awaiting_card) == 3
+    back = decide(evaluation(**spec), views, NOW, card_at=NOW)
+    assert [v.item for v in back.ask_again] == ITEMS[:3] and back.start == [ITEMS[3]]
+
+
+def test_an_unanswered_item_with_no_retries_left_and_a_real_agent_error_are_kept():
+    """Asked as many times as an infrastructure failure is retried, then kept as an agent
+    error; an error the agent answered is its answer, kept at once."""
+    last = job(ITEMS[0], 2, "Complete")
+    answered = job(ITEMS[1], 0, "Complete")
+    pods = [unanswered_pod(last, ITEMS[0], 15),
+            unanswered_pod(answered, ITEMS[1], 15, unanswered=False)]
+    views = observe(ITEMS[:2], [last, answered], pods, [], {})
+    decision = decide(evaluation(), views, NOW, card_at=None)
+    assert [v.item for v in decision.harvest] == ITEMS[:2]
+    assert decision.awaiting_card == [] and decision.ask_again == []

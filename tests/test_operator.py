@@ -99,9 +99,15 @@ class CountingAgent:
             time.sleep(self.delay)
             return solve(request)
 
-        self.server = start_in_thread(
-            lambda url: build_app(SolverExecutor(counted), agent_card(kind, url)), host)
+        self._app = lambda url: build_app(SolverExecutor(counted), agent_card(kind, url))
+        self.host = host
+        self.server = start_in_thread(self._app, host)
         self.url = self.server.url
+
+    def start_again(self) -> None:
+        """Serve again at the same address, after `server.stop()`: the agent is back."""
+        port = int(self.url.rstrip("/").rsplit(":", 1)[1])
+        self.server = start_in_thread(self._app, self.host, port)
 
 
 @pytest.fixture
@@ -1186,3 +1192,42 @@ def _tests_part(path: Path) -> str:
     text = path.read_text(errors="replace")
     start = text.index(START_MARK)
     return re.sub(r"\d+", "N", text[start:])
+
+
+def test_an_agent_that_goes_away_mid_run_is_waited_for_and_asked_again(
+        real_cluster, cluster_images, cluster_namespace, api):
+    """The agent stops once the first result is kept (the next item's pod is starting:
+    its request meets no agent): the items it never answered are not kept as errors; the
+    Evaluation waits (Ready=False) until it is back on the same address, asks it again,
+    and ends Succeeded with every item answered."""
+    agent = CountingAgent("mixed", real_cluster.node_ip, delay=3)  # requests in flight
+    agent_body, eval_body = manifests(cluster_namespace, agent.url, cluster_images,
+                                      dataset={"name": "proctor-demo", "maxRows": 4})
+    api.apply(agent_body, eval_body)
+    try:
+        with operator(real_cluster, cluster_images, cluster_namespace):
+            wait_for(lambda: results(api), 240, 0.3, "no result was kept")
+            agent.server.stop()
+            waiting = wait_for(
+                lambda: api.condition("Ready").get("reason") in (
+                    "AgentNotReady", "AgentNotAnswering") and api.condition("Ready"),
+                120, 0.3, lambda: f"the Evaluation never waited: {api.evaluation()}")
+            assert waiting["status"] == "False"
+            # What was in flight ends (no new item starts): then no request of the old
+            # server's can meet the new one.
+            wait_for(lambda: api.running_pods() == 0, 180, 0.5, "pods still run")
+            assert api.condition("Succeeded").get("status") != "True"
+            assert api.condition("Ready").get("status") == "False"
+            agent.start_again()
+            body = wait_succeeded(api, timeout=300)
+    finally:
+        agent.server.stop()
+    status = body["status"]
+    assert status["items"]["done"] == status["items"]["total"] == 4
+    kept = [json.loads(c.data[RESULT_KEY]) for c in results(api)]
+    assert not [r for r in kept if r.get("agent_unanswered")], "an unanswered item was kept"
+    # Every item's result is an answer the agent gave: it was asked for each.
+    assert all(agent.calls[r["instance_id"]] >= 1 for r in kept), agent.calls
+    # The item started as the agent stopped was asked again (the next attempt).
+    assert "AskingAgain" in {e.reason for e in api.events()}
+    assert status["items"]["retries"] >= 1

@@ -127,3 +127,23 @@ def test_a_sidecar_that_never_serves_its_card_is_an_agent_error_naming_it(tmp_pa
     assert main(["runner", "grade", "--work-dir", str(work)]) == 0
     graded = json.loads(capsys.readouterr().out)
     assert graded["outcome"] == "error" and url in graded["error_message"]
+    assert graded["agent_unanswered"] is False  # its image's to fix: not asked again
+
+
+def test_an_agent_that_went_away_is_graded_unanswered_in_the_compact_result(tmp_path, capsys):
+    """The solve step's request got no connection: the grade step's compact result (what
+    the operator reads) says the agent never answered, so that it is asked again."""
+    row = demo.load_rows()[0]
+    with socket.socket() as sock:  # a port no one listens on
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/"
+    work, term = tmp_path / "work", tmp_path / "termination-log"
+    assert main(["runner", "solve", "--work-dir", str(work), "--task-dir",
+                 str(task_dir(tmp_path, row)), "--endpoint", url]) == 0
+    assert main(["runner", "grade", "--work-dir", str(work), "--termination-log",
+                 str(term)]) == 0
+    full, compact = json.loads(capsys.readouterr().out.splitlines()[-1]), json.loads(
+        term.read_text())
+    assert (compact["outcome"], compact["error_kind"], compact["unanswered"]) == (
+        "error", "agent", True)
+    assert full["agent_unanswered"] is True

@@ -257,22 +257,24 @@ class RunningServer:
         self.stop()
 
 
-def bind_free_port(host: str = "127.0.0.1") -> socket.socket:
-    """A listening socket on a free port, so the URL is known before the app is built."""
+def bind_free_port(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
+    """A listening socket on a free port (or on `port`: an agent started again where it
+    was), so the URL is known before the app is built."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, 0))
+    sock.bind((host, port))
     sock.listen(128)
     return sock
 
 
 def start_in_thread(app_for_url: Callable[[str], ASGIApp],
-                    host: str = "127.0.0.1") -> RunningServer:
-    """Serve `app_for_url(url)` on a free port in a background thread; returns once it listens.
+                    host: str = "127.0.0.1", port: int = 0) -> RunningServer:
+    """Serve `app_for_url(url)` on a free port (or `port`) in a background thread; returns
+    once it listens.
 
     `app_for_url` builds the app from the URL it will be served at (the card names it).
     """
-    sock = bind_free_port(host)
+    sock = bind_free_port(host, port)
     url = f"http://{host}:{sock.getsockname()[1]}/"
     config = uvicorn.Config(app_for_url(url), log_level="warning", lifespan="on",
                             timeout_graceful_shutdown=1)

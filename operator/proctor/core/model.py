@@ -55,6 +55,12 @@ class ErrorKind(StrEnum):
     INFRA = "infra"  # image pull, eviction, OOM kill, pod deadline; a missing image (Docker)
 
 
+AGENT_FAILURES_IN_A_ROW = 3
+"""The dead-agent rule's number, the engine's and the operator's: after this many requests
+in a row that the agent never answered (the transport failed), no new task is sent until
+its card answers again."""
+
+
 class Instance(BaseModel):
     """One SWE-bench task in the swebench 5 format (a row of SWE-bench Verified)."""
 
@@ -271,6 +277,10 @@ class RunResult(BaseModel):
     """The Proctor version that produced this result."""
     images: dict[str, str] = {}
     """The images each step ran, by step, with their digests (cluster runs)."""
+    agent_unanswered: bool = False
+    """Whether the agent never answered (an `agent` error whose transport failed: no
+    connection, a reset, no reply in time), as opposed to an answer it gave: the operator
+    asks it again once its card answers."""
     attempts: int = 1
     """Attempts it took: more than 1 after infrastructure failures (cluster runs)."""
     tampered: bool = False

@@ -116,7 +116,7 @@ class Pass:
 
     async def act(self, decision: Decision) -> list[BaseException]:
         """Carry out the decision, each item's calls beside the others'; what failed."""
-        if decision.start or decision.retry:
+        if decision.start or decision.retry or decision.ask_again:
             try:  # before any pod it governs can start; failed, the pass is made again
                 await self.apply_policy()
             except Exception as exc:
@@ -124,13 +124,15 @@ class Pass:
         stops: dict[str, list[Mapping[str, Any]]] = {}
         for job in decision.stop:
             stops.setdefault(reconcile.item_of(job), []).append(job)
-        deleting = {v.item.id for v in (*decision.harvest, *decision.retry)} | {
+        deleting = {v.item.id for v in (*decision.harvest, *decision.retry,
+                                          *decision.ask_again)} | {
             v.item.id for v, _ in decision.give_up}  # these delete their own Jobs
         work = [self._harvest(view) for view in decision.harvest]
         work += [self._keep(view, result) for view, result in decision.give_up]
         work += [self._retry(view, stops.get(view.item.id, [])) for view in decision.retry]
         work += [self._delete(job) for item_id, jobs in stops.items()
                  if item_id not in deleting for job in jobs]
+        work += [self._ask_again(view) for view in decision.ask_again]
         work += [self.create_job(item) for item in decision.start]
         done = await asyncio.gather(*work, return_exceptions=True)
         return [failure for failure in done if isinstance(failure, BaseException)]
@@ -262,6 +264,17 @@ class Pass:
         kopf.warn(_body(self.body), reason="Retrying",
                   message=f"{item.key}: {state.reason}; attempt {view.attempt + 2}{reuse}")
         for job in stops:
+            await self._delete(job)
+
+
+    async def _ask_again(self, view: ItemView) -> None:
+        """The next attempt of an item the agent never answered (it went away and its card
+        answers again): the agent is asked again. The old Job goes once the new one exists."""
+        await self.create_job(view.item, None, view.attempt + 1)
+        kopf.info(_body(self.body), reason="AskingAgain",
+                  message=f"{view.item.key}: the agent never answered; its card answers "
+                          f"again, attempt {view.attempt + 2} asks it again")
+        for job in view.jobs:
             await self._delete(job)
 
 

@@ -35,7 +35,9 @@ while not ready), a service agent's Deployment and Service are applied (server-s
 `agent_manifests`, owned by the AgentUnderTest) and the agent's card is fetched; its status
 shows the card and Ready (`conditions.agent_ready`). While an Evaluation's agent is not
 ready, no item of it starts and its Ready is False with reason AgentNotReady (`decide`'s
-``agent_ready``); a readiness change gives the namespace's Evaluations a pass.
+``agent_ready``); a readiness change gives the namespace's Evaluations a pass. An item the
+agent never answered (it went away mid-request) makes the pass fetch the card at once;
+the item is asked again once the card has answered since (`reconcile.unanswered`).
 
 Triggers: a change of the Evaluation's spec, of its Jobs, pods or agent puts it into one
 deduplicated workqueue; one pass per Evaluation runs at a time. A resync every
@@ -184,6 +186,11 @@ class Controller:
         self._probes: asyncio.Task[None] | None = None
         self.probes: dict[Key, AgentProbe] = {}  # by (namespace, AgentUnderTest name)
         self._probed: dict[Key, tuple[float, Any]] = {}  # when, and of which generation
+        # When each agent's card last answered, and when it was last fetched (wall clock,
+        # compared with pods' times: an attempt it never answered is asked again only
+        # once its card has answered since).
+        self._card_at: dict[Key, datetime] = {}
+        self._fetched_at: dict[Key, datetime] = {}
 
     def start(self) -> None:
         """Start the resync (from a handler: kopf.warn needs kopf's context, which the
@@ -285,13 +292,17 @@ class Controller:
         rows = evaluation.spec.max_concurrent_rows if refusal is None else 0
         views = self._observe(key, tracked, items, rows)
         waiting = self._agent_waiting(agent)
-        decision = reconcile.decide(evaluation, views, datetime.now(UTC), self.settings,
-                                    self._agent_slots(tracked, agent),
-                                    agent_ready=waiting is None)
+        decision = self._decide(evaluation, views, tracked, agent, waiting)
+        if decision.awaiting_card and agent is not None and self._card_stale(agent, decision):
+            # The agent went away, or not: its card says (a probe gives a pass on a change).
+            await self.probe_agent(agent.namespace, agent.name)
+            waiting = self._agent_waiting(agent)
+            decision = self._decide(evaluation, views, tracked, agent, waiting)
         if refusal is not None:
-            decision.start, decision.retry = [], []
+            decision.start, decision.retry, decision.ask_again = [], [], []
         self._hold_agent_slots(key, tracked, agent, decision.agent_tasks)
-        if (decision.start or decision.retry) and not await self._still_there(key, tracked):
+        if (decision.start or decision.retry or decision.ask_again) and not \
+                await self._still_there(key, tracked):
             return await self.forget(key)
         p = Pass(self.kube, self.metrics, self.runner_image, body, tracked, evaluation, agent,
                  selection.by_id, {v.item.instance_id: v.state.node for v in views
@@ -303,6 +314,24 @@ class Controller:
             self.queue.add_after(key, RETRY_SECONDS)
         if refusal is None:
             await self._publish(key, p, selection, items, decision, waiting)
+
+    def _decide(self, evaluation: Evaluation, views: list[ItemView],
+                tracked: Tracked, agent: AgentUnderTest | None,
+                waiting: tuple[str, str] | None) -> Decision:
+        card_at = None
+        if agent is not None:  # a sidecar's card is checked in each pod, before its task
+            card_at = (datetime.now(UTC) if agent.spec.sidecar
+                       else self._card_at.get((agent.namespace, agent.name)))
+        return reconcile.decide(evaluation, views, datetime.now(UTC), self.settings,
+                                self._agent_slots(tracked, agent), agent_ready=waiting is None,
+                                card_at=card_at)
+
+    def _card_stale(self, agent: AgentUnderTest, decision: Decision) -> bool:
+        """Whether an attempt the agent never answered ended after its card was last
+        fetched: fetch it now, rather than at the next periodic probe."""
+        fetched = self._fetched_at.get((agent.namespace, agent.name))
+        ends = [reconcile.ended_at(v) for v in decision.awaiting_card]
+        return fetched is None or any(end is not None and end >= fetched for end in ends)
 
     def _policy(self, evaluation: Evaluation, agent: AgentUnderTest | None, finished: bool
                 ) -> Obj | None:
@@ -431,8 +460,8 @@ class Controller:
 
     def forget_agent(self, namespace: str, name: str) -> None:
         """The agent is gone: its probe too (a new one of the same name starts afresh)."""
-        self.probes.pop((namespace, name), None)
-        self._probed.pop((namespace, name), None)
+        for known in (self.probes, self._probed, self._card_at, self._fetched_at):
+            known.pop((namespace, name), None)
 
     async def probe_agent(self, namespace: str, name: str) -> None:
         """Apply a service agent's Deployment and Service, fetch the agent's card, and write
@@ -449,7 +478,11 @@ class Controller:
         first = self.needs_probe(namespace, name, generation)
         was = conditions.agent_ready(agent, self.probes.get(key), self.allow_local)
         self._probed[key] = (time.monotonic(), generation)
+        fetched_at = datetime.now(UTC)
         self.probes[key] = await self.probe(agent, body["metadata"].get("uid"), first)
+        self._fetched_at[key] = fetched_at
+        if self.probes[key].card is not None:
+            self._card_at[key] = fetched_at
         now = conditions.agent_ready(agent, self.probes[key], self.allow_local)
         if now[:2] != was[:2]:
             log.info("AgentUnderTest %s/%s ready=%s reason=%s", namespace, name, *now[:2])

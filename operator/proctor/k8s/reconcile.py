@@ -10,6 +10,11 @@ Per item, level-based:
   OOM kill, deadline, node lost) with retries left: retry, reusing the patch the
   failed attempt already got, so the agent is never asked twice;
 * it failed otherwise, or retries ran out: keep an `error` result;
+* its latest attempt ended with the agent never answering (the transport failed: the agent
+  went away) and retries are left: not final. It is asked again in a new attempt once the
+  agent's card has answered since that attempt ended (`unanswered`); until then it waits,
+  and once AGENT_FAILURES_IN_A_ROW items wait so, no new item starts either (the engine's
+  dead-agent rule);
 * no Job yet: start it, while fewer than maxConcurrentRows items hold a slot, the agent
   has a task slot free (maxConcurrentTasks, over every Evaluation that uses it) and the
   Evaluation is not suspended. An attempt holds its slot until its pod has ended or its
@@ -33,7 +38,14 @@ from typing import Any, Literal, TypedDict
 
 from proctor import __version__
 from proctor.core.labels import LABEL_ATTEMPT, LABEL_ITEM
-from proctor.core.model import ErrorKind, Outcome, RunResult, Timings, WorkItem
+from proctor.core.model import (
+    AGENT_FAILURES_IN_A_ROW,
+    ErrorKind,
+    Outcome,
+    RunResult,
+    Timings,
+    WorkItem,
+)
 from proctor.core.spec import Evaluation
 from proctor.k8s.conditions import (
     ItemCounts,
@@ -100,6 +112,11 @@ class Decision:
     """Attempts that succeeded: read the grade log and keep the result."""
     retry: list[ItemView] = field(default_factory=list)
     """Infrastructure failures with retries left: keep the patch, start the next attempt."""
+    ask_again: list[ItemView] = field(default_factory=list)
+    """Attempts the agent never answered, its card answering since: the next attempt asks
+    it again (there is no patch to keep)."""
+    awaiting_card: list[ItemView] = field(default_factory=list)
+    """Attempts the agent never answered, waiting for its card to answer after they ended."""
     give_up: list[tuple[ItemView, RunResult]] = field(default_factory=list)
     """Failures to keep as error results."""
     start: list[WorkItem] = field(default_factory=list)
@@ -178,16 +195,40 @@ def holds_agent_slot(view: ItemView) -> bool:
     return job_asks_agent(view.latest) and not (solve and solve.state == "terminated")
 
 
+def unanswered(view: ItemView) -> bool:
+    """Whether the item's latest attempt ended without the agent ever answering (its grade
+    step's compact result says so): an agent that went away, not an answer to grade."""
+    state = view.state
+    return (view.result is None and state is not None and state.phase == Phase.SUCCEEDED
+            and bool((state.result or {}).get("unanswered")))
+
+
+def ended_at(view: ItemView) -> datetime | None:
+    """When the item's latest attempt's last step finished (None: no step says)."""
+    ends = [parse_time(s.finished_at) for s in (view.state.steps if view.state else ())
+            if s.finished_at]
+    return max(ends, default=None)
+
+
+def answered_since(view: ItemView, card_at: datetime | None) -> bool:
+    """Whether the agent's card answered after the item's latest attempt ended."""
+    end = ended_at(view)
+    return card_at is not None and (end is None or card_at > end)
+
+
 def decide(evaluation: Evaluation, views: Sequence[ItemView], now: datetime,
            settings: Settings = Settings(), agent_slots: int | None = None,
-           agent_ready: bool = True) -> Decision:
+           agent_ready: bool = True, card_at: datetime | None = None) -> Decision:
     """This pass's actions, from the observed items. The slots: an attempt whose pod runs
     (or is pending) holds one; one whose pod ended, or whose Job is terminal, holds none,
     unless it is retried (its retry takes the slot). New items get the slots left, and no
     more than the agent's task slots left: ``agent_slots`` is what its other Evaluations
     leave of maxConcurrentTasks (None: no agent is asked). While the agent is not ready
     (``agent_ready`` False: its card cannot be fetched) no new item starts, rather than
-    each ending as an agent error; those in flight go on, and are kept as they end."""
+    each ending as an agent error; those in flight go on, and are kept as they end.
+    ``card_at``: when the agent's card last answered (None: not since the operator
+    started); an attempt the agent never answered is asked again only once it has answered
+    since (`unanswered`)."""
     spec = evaluation.spec
     decision = Decision()
     held = 0
@@ -201,6 +242,11 @@ def decide(evaluation: Evaluation, views: Sequence[ItemView], now: datetime,
             continue
         elif _pod_not_seen_yet(view, now, settings):
             held += 1  # the Job's news came before its pod's: wait for the pod
+        elif unanswered(view) and view.attempt < spec.runner.infra_retries:
+            if agent_ready and answered_since(view, card_at):
+                decision.ask_again.append(view)  # in the free slots, below
+            else:  # the agent went away: ask it again once it is back
+                decision.awaiting_card.append(view)
         elif state.phase == Phase.SUCCEEDED:
             decision.harvest.append(view)
         elif state.phase == Phase.FAILED or _stuck_too_long(state, now, settings):
@@ -216,13 +262,19 @@ def decide(evaluation: Evaluation, views: Sequence[ItemView], now: datetime,
             if state.reason == "FailedCreate" or state.retryable:  # refused, or not pulled
                 message = f"{view.item.key}: {state.reason}: {state.message}"
                 decision.degraded = (state.reason, message[:1000])
-    if not spec.suspend and agent_ready:
+    gone = len(decision.awaiting_card) >= AGENT_FAILURES_IN_A_ROW
+    if not spec.suspend and agent_ready and not gone:
         free = max(0, spec.max_concurrent_rows - held)
         if agent_slots is not None:
             free = min(free, max(0, agent_slots - decision.agent_tasks))
-        decision.start = [v.item for v in views if not v.jobs and v.result is None][:free]
+        # Those asked again first: they were started before any item still waiting.
+        decision.ask_again = decision.ask_again[:free]
+        fresh = [v.item for v in views if not v.jobs and v.result is None]
+        decision.start = fresh[:free - len(decision.ask_again)]
         if agent_slots is not None:
-            decision.agent_tasks += len(decision.start)
+            decision.agent_tasks += len(decision.ask_again) + len(decision.start)
+    else:
+        decision.ask_again = []
     return decision
 
 
@@ -291,8 +343,11 @@ def step_timings(state: ItemState, eval_seconds: float | None) -> Timings:
 
 def counts(views: Sequence[ItemView]) -> ItemCounts:
     """Items by where they stand."""
-    tally = Counter("done" if v.result is not None else "waiting" if v.state is None
-                    else "running" if v.state.phase == Phase.RUNNING else "pending" for v in views)
+    # An attempt the agent never answered waits to be asked again.
+    tally = Counter("done" if v.result is not None
+                    else "waiting" if v.state is None or unanswered(v)
+                    else "running" if v.state.phase == Phase.RUNNING else "pending"
+                    for v in views)
     # Kept results remember their attempts; their Jobs may be gone.
     retries = sum(max(0, v.result.attempts - 1 if v.result else v.attempt) for v in views)
     return ItemCounts(total=len(views), retries=retries, **tally)
@@ -318,10 +373,15 @@ def conditions_for(old: Sequence[Obj], views: Sequence[ItemView], decision: Deci
                    store: StoreState | None = None) -> list[dict[str, Any]]:
     """Ready, Running (reason Suspended while suspended), Succeeded, Degraded from this
     pass. ``agent_waiting``: the reason and message of Ready=False while the agent is not
-    ready (AgentNotReady: no item starts until it is). ``store``: with an object store,
+    ready (AgentNotReady: no item starts until it is); else AgentNotAnswering while items
+    the agent never answered wait for its card. ``store``: with an object store,
     StoreUnavailable too (`store_condition`)."""
     tally = counts(views)
     finished = tally.done == tally.total
+    if agent_waiting is None and decision.awaiting_card:
+        agent_waiting = ("AgentNotAnswering", f"{len(decision.awaiting_card)} items got no "
+                         f"answer from the agent (it went away?); they are asked again once "
+                         f"its card answers")
     in_flight = tally.running + tally.pending
     running = "Suspended" if suspended else "ItemsInFlight" if in_flight else "Idle"
     suffix = "; suspended: no item starts" if suspended else ""

@@ -26,8 +26,9 @@ from typing import Literal
 
 from proctor.a2a.client import AgentProblem, fetch_card
 from proctor.core.exits import Interrupted, NotRun
+from proctor.core.model import AGENT_FAILURES_IN_A_ROW
 
-FAILURES_IN_A_ROW = 3
+FAILURES_IN_A_ROW = AGENT_FAILURES_IN_A_ROW
 PROBE_INTERVAL_S = 1.0
 PROBE_TIMEOUT_S = 5.0
 DEFAULT_WAIT_S = 60.0

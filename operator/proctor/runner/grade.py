@@ -197,6 +197,7 @@ def grade_work_dir(work: WorkDir, legacy_log: bool = False, **fields: object) ->
     base["confidence"] = solve_confidence(solve)
     agent_error = solve_error(solve)
     if agent_error:
+        base["agent_unanswered"] = bool(solve and solve.get("transport_failure"))
         return error(ErrorKind.AGENT, agent_error)
     infra_error = work.read("infra_error")
     if infra_error:
@@ -281,6 +282,7 @@ def compact_result(result: RunResult) -> dict[str, object]:
         "p2p": [len(result.PASS_TO_PASS.success), result.PASS_TO_PASS.total],
         "tests_ran": result.tests_ran, "exit_code": result.test_exit_code,
         "tampered": sorted({t.kind for t in result.tampering}),
+        "unanswered": result.agent_unanswered,
         "timings": {k: round(v, 3) for k, v in result.timings.model_dump().items()
                     if isinstance(v, float)},
     }
