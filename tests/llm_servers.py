@@ -63,7 +63,8 @@ class ScriptedModel:
 
     def _answer(self, handler: BaseHTTPRequestHandler, path: str, body: dict) -> None:
         prompt = _prompt(body)
-        self.calls.append({"path": path, "model": body.get("model"), "prompt": prompt})
+        self.calls.append({"path": path, "model": body.get("model"), "prompt": prompt,
+                           "authorization": handler.headers.get("Authorization")})
         if body.get("model") not in self.models:
             message = f"model '{body.get('model')}' not found"
             error = ({"error": message} if self.protocol == "ollama" else

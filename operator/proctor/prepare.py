@@ -92,7 +92,8 @@ def variants_store(evaluation: Evaluation) -> Path:
 
 def _source(evaluation: Evaluation) -> store.Source:
     if evaluation.spec.prompt_sensitivity.strategy == "llm":
-        return store.llm_source(settings_for(variants_model(evaluation)))
+        return store.llm_source(settings_for(variants_model(evaluation),
+                                             evaluation.spec.prompt_sensitivity.api_base))
     return store.TEMPLATE
 
 

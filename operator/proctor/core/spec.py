@@ -215,6 +215,12 @@ class PromptSensitivitySpec(_Spec):
     """How variations are written: by green_agent_model, or from fixed templates."""
     model: str | None = None
     """litellm model string that writes the llm variations; None uses green_agent_model."""
+    api_base: str | None = None
+    """Endpoint of the llm variations' model; None: litellm's own for the model."""
+    api_key_secret_ref: SecretKeyRef | None = None
+    """The Secret key that holds the llm variations' model key (on a cluster: read by the
+    Evaluation's variants Job only, never by the operator); None: no key, or litellm's own
+    variable on one machine."""
     variants_file: str | None = None
     """The variants store (JSON lines) to reuse and add to, the same format for either
     strategy; None: llm variants go to the user's cache, template ones are made anew. One

@@ -61,6 +61,7 @@ class ModelSettings:
 
     model: str
     api_base: str | None = None
+    api_key: str | None = field(default=None, repr=False)  # never in a log line
     timeout_s: float = TIMEOUT_S
     attempts: int = ATTEMPTS
 
@@ -81,10 +82,13 @@ class Generation:
         return self.reason is None
 
 
-def settings_for(model: str) -> ModelSettings:
-    """The model string, with an endpoint from PROCTOR_VARIANTS_API_BASE when set (else
-    litellm's own: OPENAI_API_BASE, OLLAMA_API_BASE, ...)."""
-    return ModelSettings(model, os.environ.get("PROCTOR_VARIANTS_API_BASE") or None)
+def settings_for(model: str, api_base: str | None = None) -> ModelSettings:
+    """The model string, with `api_base` (promptSensitivity.apiBase), else an endpoint
+    from PROCTOR_VARIANTS_API_BASE when set (else litellm's own: OPENAI_API_BASE,
+    OLLAMA_API_BASE, ...); a key from PROCTOR_VARIANTS_API_KEY when set (a cluster's
+    variants Job sets it from the Evaluation's Secret), else litellm's own variable."""
+    return ModelSettings(model, api_base or os.environ.get("PROCTOR_VARIANTS_API_BASE") or None,
+                         os.environ.get("PROCTOR_VARIANTS_API_KEY") or None)
 
 
 def keys(n: int) -> list[str]:
@@ -173,6 +177,7 @@ def generate(text: str, n: int, settings: ModelSettings) -> Generation:
         try:
             response = _litellm().completion(model=settings.model, messages=messages(text, n),
                                              api_base=settings.api_base,
+                                             api_key=settings.api_key,
                                              timeout=settings.timeout_s, temperature=0.7,
                                              num_retries=0, max_retries=0)
         except Exception as exc:  # classified: unreachable stops, the rest is retried
