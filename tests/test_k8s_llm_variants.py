@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from llm_servers import ScriptedModel
+from llm_servers import HttpError, ScriptedModel
 from proctor.datasets import demo
 from proctor.formats.manifest import parse_manifests
 from proctor.k8s.variants_job import (
@@ -28,6 +28,7 @@ from proctor.k8s.variants_job import (
     variants_state,
 )
 from proctor.variants import store
+from proctor.variants.llm import scrub
 from proctor.variants.template import reword
 
 KEY = "sk-secret-variants-key-4f2a"
@@ -122,6 +123,34 @@ def test_the_jobs_command_writes_the_variants_the_operator_reads(openai, tmp_pat
     (variant,) = state.variants[TASKS[0]]
     assert variant.variant_id == "llm-1"
     assert variant.text == reword(demo.load_rows()[0]["problem_statement"], "formal")
+
+
+MASKED = f"{KEY[:5]}****{KEY[-4:]}"  # how a provider echoes a key it refused
+
+
+def test_a_provider_that_echoes_the_key_leaves_it_off_the_jobs_log(openai, tmp_path):
+    """A refused key stops the Job (nothing runs: every task its original only); the
+    provider's message, which names the key masked, reaches the log without it."""
+    openai.script = [HttpError(401, f"Incorrect API key provided: {MASKED}. You can find "
+                                    f"your API key at the provider's site.")]
+    ev = evaluation(apiBase=openai.base + "/v1")
+    done = _run_as_its_pod(variants_job(ev, runner_version="1"), tmp_path)
+    log = done.stdout + done.stderr
+    assert done.returncode != 0 and "Incorrect API key provided: [key]" in log, log
+    assert KEY not in log and MASKED not in log and KEY[-4:] not in log
+    state = variants_state(_job("Failed"), log, TASKS)
+    assert state.reason == "VariantsJobFailed" and state.failed == TASKS
+
+
+@pytest.mark.parametrize("text", [
+    f"bad key {KEY}", f"Incorrect API key provided: {MASKED}.", f"key={KEY[:3]}*****{KEY[-2:]}"])
+def test_a_reason_is_kept_without_the_key_whole_or_masked(text):
+    assert scrub(text, KEY).count("[key]") == 1 and KEY[-2:] not in scrub(text, KEY)
+
+
+def test_a_reason_without_a_key_is_kept_as_it_is():
+    text = "model call failed: Connection refused (errno 111) at http://10.0.0.2/v1 *"
+    assert scrub(text, KEY) == scrub(text, None) == text
 
 
 # --- What the operator reads back -----------------------------------------------------------

@@ -548,11 +548,21 @@ def _non_negative(text: str) -> int:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
+    from proctor.core.spec import LLM_VARIANTS_NOT_RENDERED
     from proctor.k8s.render import agent_of, render, to_yaml
-    from proctor.prepare import check_runnable, load_selection, plan_items, prompt_variants
+    from proctor.prepare import (
+        Refusal,
+        check_runnable,
+        load_selection,
+        plan_items,
+        prompt_variants,
+    )
 
     evaluation, agents = _load_manifests(args.file)
     check_runnable(evaluation, on_cluster=True)
+    sensitivity = evaluation.spec.prompt_sensitivity
+    if sensitivity.enabled and sensitivity.strategy == "llm":
+        raise Refusal("PromptSensitivityUnsupported", LLM_VARIANTS_NOT_RENDERED)
     agent = agent_of(evaluation, agents, allow_local=args.allow_local_endpoints)
     selection = load_selection(evaluation)
     variants = prompt_variants(evaluation, selection)

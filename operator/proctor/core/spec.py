@@ -192,11 +192,12 @@ class DatasetSpec(_Spec):
     """Run one shard of the selected rows; None runs them all."""
 
 
-PROMPT_SENSITIVITY_LLM_ON_CLUSTER = (
-    "promptSensitivity.strategy llm is not run yet on a cluster: the operator would need a "
-    "model key it does not hold; use strategy template, or run the Evaluation on one "
-    "machine (`proctor run`)")
-"""The operator's refusal of llm variants (the chart's admission policy says it too)."""
+LLM_VARIANTS_NOT_RENDERED = (
+    "promptSensitivity.strategy llm: `proctor render` cannot print this Evaluation's Jobs, "
+    "as its variants are written on the cluster, by its variants Job; render it with "
+    "strategy template to review the Jobs, or apply it")
+"""`proctor render`'s refusal of llm variants: which items exist depends on what the
+model writes, and the model is called from the cluster only."""
 
 VARIANTS_FILE_ON_CLUSTER = (
     "promptSensitivity.variantsFile reads a local file, which the operator cannot; leave it "

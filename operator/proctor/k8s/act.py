@@ -30,6 +30,7 @@ from proctor.k8s.expectations import Expectations
 from proctor.k8s.exporter import Metrics
 from proctor.k8s.figures import Reliability
 from proctor.k8s.reconcile import Decision, ItemView
+from proctor.k8s.variants_job import VariantsState
 from proctor.prepare import plan_items
 from proctor.runner.artifacts import parse_grade_log
 from proctor.runner.solve import patch_from_log
@@ -60,6 +61,7 @@ class Tracked:
     # Each task's variant texts by variant id (made with the plan; in its task ConfigMap)
     variants: dict[str, dict[str, str]] = field(default_factory=dict)
     variants_failed: int | None = None  # tasks whose variants could not be made (None: off)
+    llm_variants: VariantsState | None = None  # where its llm variants Job stands (else None)
     status_at: float = float("-inf")
     written: Obj | None = None
     policy: Obj | None = None  # the NetworkPolicy last applied (`Pass.apply_policy`)
@@ -263,6 +265,15 @@ class Pass:
                   message=f"{item.key}: {state.reason}; attempt {view.attempt + 2}{reuse}")
         for job in stops:
             await self._delete(job)
+
+
+async def create_variants_job(kube: Kube, body: Obj, job: Obj) -> None:
+    """Create an Evaluation's llm variants Job (`variants_job`), owned by the Evaluation;
+    one that is there already (a restart, an index behind) is left as it is."""
+    kopf.adopt(job, owner=_body(body))
+    if await asyncio.to_thread(kube.create, job):
+        log.info("Created Job %s for the llm variants evaluation=%s", job["metadata"]["name"],
+                 body["metadata"]["name"])
 
 
 async def write_status(kube: Kube, tracked: Tracked, body: Obj, status: Obj) -> None:

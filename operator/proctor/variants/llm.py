@@ -182,7 +182,7 @@ def generate(text: str, n: int, settings: ModelSettings) -> Generation:
                                              num_retries=0, max_retries=0)
         except Exception as exc:  # classified: unreachable stops, the rest is retried
             _stop_if_unreachable(exc, settings)
-            gen.reason = f"model call failed: {_one_line(exc)}"
+            gen.reason = f"model call failed: {_one_line(exc, settings.api_key)}"
             continue
         _add_usage(gen, response)
         try:
@@ -217,14 +217,27 @@ def _stop_if_unreachable(exc: Exception, settings: ModelSettings) -> None:
                     and not (isinstance(status, int) and status >= 500)))
     if hopeless:
         where = f" at {settings.api_base}" if settings.api_base else ""
+        why = _one_line(exc, settings.api_key)
         raise ModelUnreachable(
-            f"the variants' model {settings.model}{where} cannot be used: {_one_line(exc)}; "
+            f"the variants' model {settings.model}{where} cannot be used: {why}; "
             f"nothing was run (start the model's server, correct promptSensitivity.model "
             f"or greenAgentModel, or set its key in the environment)") from None
 
 
-def _one_line(exc: Exception) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
+_MASKED = re.compile(r"\S*\*{3,}\S*")
+"""A masked key as providers echo one ("Incorrect API key provided: sk-ab****cdef")."""
+
+
+def scrub(text: str, key: str | None) -> str:
+    """`text` without the key, whole or masked: a failure's reason is kept in the variants
+    store and, on a cluster, printed on the variants Job's log (pure)."""
+    if key:
+        text = text.replace(key, "[key]")
+    return _MASKED.sub("[key]", text)
+
+
+def _one_line(exc: Exception, key: str | None = None) -> str:
+    text = scrub(" ".join(str(exc).split()), key) or type(exc).__name__
     return text if len(text) <= 200 else text[:197] + "..."
 
 
