@@ -115,9 +115,8 @@ def test_the_jobs_command_writes_the_variants_the_operator_reads(openai, tmp_pat
     assert done.returncode == 1, log  # one task failed: exit 1, its record printed still
     assert KEY not in log
     assert {c["authorization"] for c in openai.calls} == {f"Bearer {KEY}"}
-    job = {"metadata": {"name": "demo-variants"},
-           "status": {"conditions": [{"type": "Complete", "status": "True"}]}}
-    state = variants_state(job, log, TASKS)
+    # Exit 1 fails the Job (backoffLimit 0): its log is read all the same.
+    state = variants_state(_job("Failed"), log, TASKS)
     assert state.ready and state.reason == "Generated"
     assert set(state.variants) == {TASKS[0]} and state.failed == (TASKS[1],)
     (variant,) = state.variants[TASKS[0]]
@@ -165,8 +164,9 @@ def test_the_operator_waits_until_the_job_has_finished_and_its_log_is_read():
     assert variants_state(None, None, TASKS).reason == "Creating"
     running = variants_state(_job(), None, TASKS)
     assert (running.ready, running.reason) == (False, "Generating")
-    reading = variants_state(_job("Complete"), None, TASKS)
-    assert (reading.ready, reading.reason) == (False, "ReadingLog")
+    for ended in ("Complete", "Failed"):
+        reading = variants_state(_job(ended), None, TASKS)
+        assert (reading.ready, reading.reason) == (False, "ReadingLog")
 
 
 @pytest.mark.parametrize(("conditions", "log"), [

@@ -124,22 +124,22 @@ def _job_finished(job: Mapping[str, Any]) -> str | None:
 def variants_state(job: Mapping[str, Any] | None, log: str | None,
                    task_ids: tuple[str, ...]) -> VariantsState:
     """The variants of `task_ids` from the variants Job and its pod's log (None: not read
-    yet). A Job that failed, or whose log has no records line, leaves every task with its
-    original only, as a failed generation does on one machine; the status counts them."""
+    yet). The log is read whether the Job completed or failed: `proctor variants generate`
+    exits 1 when some task's generation failed, its records printed still. A log with no
+    records line (the model unreachable, the pod gone) leaves every task with its original
+    only, as a failed generation does on one machine; the status counts them."""
     if job is None:
         return VariantsState(False, "Creating", "creating the variants Job")
-    finished = _job_finished(job)
-    if finished is None:
-        return VariantsState(False, "Generating",
-                             f"Job {job['metadata']['name']} is writing the llm variants")
-    if finished == "Complete" and log is None:
-        return VariantsState(False, "ReadingLog",
-                             f"Job {job['metadata']['name']} finished; reading its log")
-    records = store.records_from_log(log) if finished == "Complete" and log else None
+    name = job["metadata"]["name"]
+    if _job_finished(job) is None:
+        return VariantsState(False, "Generating", f"Job {name} is writing the llm variants")
+    if log is None:
+        return VariantsState(False, "ReadingLog", f"Job {name} finished; reading its log")
+    records = store.records_from_log(log) if log else None
     if records is None:
         return VariantsState(True, "VariantsJobFailed",
-                             f"Job {job['metadata']['name']} wrote no variants; every task "
-                             f"runs its original prompt only", failed=tuple(task_ids))
+                             f"Job {name} wrote no variants; every task runs its original "
+                             f"prompt only", failed=tuple(task_ids))
     variants = {iid: v for iid, v in store.variants_of(records).items() if iid in task_ids}
     failed = tuple(iid for iid in task_ids if iid not in variants)
     return VariantsState(True, "Generated",
