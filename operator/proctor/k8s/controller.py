@@ -378,8 +378,9 @@ class Controller:
             self._datasets[key] = await asyncio.to_thread(load_selection, evaluation)
         return self._datasets[key]
 
-    async def _variants_of(self, key: Key, tracked: Tracked, body: Obj, evaluation: Evaluation,
-                        selection: datasets.Selection) -> dict[str, list[Variant]] | None:
+    async def _variants_of(self, key: Key, tracked: Tracked, body: Obj,
+                           evaluation: Evaluation, selection: datasets.Selection
+                           ) -> dict[str, list[Variant]] | None:
         """Each task's prompt variants: template ones made here (`_prompt_variants`), llm
         ones read from the Evaluation's variants Job; None (and VariantsReady False in the
         status) while that Job is writing them."""
@@ -408,7 +409,8 @@ class Controller:
                             evaluation: Evaluation, selection: datasets.Selection
                             ) -> variants_job.VariantsState:
         """Where the Evaluation's variants Job stands (created here when it has none); its
-        pod's log is read once the Job is complete."""
+        pod's log is read once the Job has ended (its pod gone: no variants, every task
+        its original only)."""
         name = variants_job.variants_job_name(evaluation)
         job = next((j for j in self._all("jobs", key) if j["metadata"]["name"] == name
                     and owner_uid(j) == tracked.uid), None)
