@@ -142,6 +142,7 @@ def test_llm_variants_run_with_the_key_from_a_secret_that_shows_nowhere(
     logs, kept = _pod_logs(core, ns), _configmaps(core, ns)
     assert any("proctorVariants" in text for text in logs), "the variants Job's log is read"
     assert len(kept) >= ITEMS, "each item's kept result is read"
+    assert "Read the llm variants evaluation=llm" in runner.output  # kopf's, once stopped
     events = [e.message or "" for e in core.list_namespaced_event(ns).items]
     for where, text in (("status", json.dumps(st)), ("events", "\n".join(events)),
                         ("operator log", runner.output), ("pod logs", "\n".join(logs)),
