@@ -3,8 +3,9 @@
 each answering from a script of replies, so litellm's real client code is exercised.
 
 A script step is the reply text, or one of `HTTP500`, `SLOW` (answers after the client
-gave up), an assistant message with tool calls (`bash_call`, for agent loops such as
-mini-swe-agent's), or a callable of the request's prompt returning one of those.
+gave up), an `HttpError` (a status and the provider's message), an assistant message
+with tool calls (`bash_call`, for agent loops such as mini-swe-agent's), or a callable of
+the request's prompt returning one of those.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -22,9 +24,18 @@ HTTP500 = "<http 500>"
 SLOW = "<slow>"
 SLOW_S = 3.0
 
+@dataclass(frozen=True)
+class HttpError:
+    """An OpenAI-style error answer: `status` with `message` (a 401 that echoes a masked
+    key, as providers do)."""
+
+    status: int
+    message: str
+
+
 Reply = str | dict[str, Any]
 """The reply's text, or the assistant message itself (`content`, `tool_calls`)."""
-Step = Reply | Callable[[str], Reply]
+Step = Reply | HttpError | Callable[[str], Reply]
 _call_ids = itertools.count(1)
 
 
@@ -36,9 +47,11 @@ def bash_call(command: str, thought: str = "") -> dict[str, Any]:
 
 
 class ScriptedModel:
-    """A model server on 127.0.0.1: `base` is its address, `calls` the prompts it got."""
+    """A model server on `host` (127.0.0.1; a cluster test gives the node's address):
+    `base` is its address, `calls` the prompts it got."""
 
-    def __init__(self, protocol: str, models: tuple[str, ...] = ("test-model",)):
+    def __init__(self, protocol: str, models: tuple[str, ...] = ("test-model",),
+                 host: str = "127.0.0.1"):
         self.protocol, self.models = protocol, models
         self.script: list[Step] = []
         self.calls: list[dict[str, Any]] = []
@@ -52,9 +65,9 @@ class ScriptedModel:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 owner._answer(self, self.path, body)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer((host, 0), Handler)
         self.server.daemon_threads = True
-        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.base = f"http://{host}:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def close(self) -> None:
@@ -63,7 +76,8 @@ class ScriptedModel:
 
     def _answer(self, handler: BaseHTTPRequestHandler, path: str, body: dict) -> None:
         prompt = _prompt(body)
-        self.calls.append({"path": path, "model": body.get("model"), "prompt": prompt})
+        self.calls.append({"path": path, "model": body.get("model"), "prompt": prompt,
+                           "authorization": handler.headers.get("Authorization")})
         if body.get("model") not in self.models:
             message = f"model '{body.get('model')}' not found"
             error = ({"error": message} if self.protocol == "ollama" else
@@ -73,6 +87,9 @@ class ScriptedModel:
         step = self.script.pop(0) if self.script else ""
         if step == HTTP500:
             return _send(handler, 500, {"error": "internal error"})
+        if isinstance(step, HttpError):
+            return _send(handler, step.status, {"error": {
+                "message": step.message, "type": "invalid_request_error", "code": None}})
         if step == SLOW:
             time.sleep(SLOW_S)
             step = ""

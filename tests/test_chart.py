@@ -898,7 +898,7 @@ def test_network_policy_settings_reach_the_operator(helm: Path) -> None:
 
 def test_the_admission_policy_says_what_the_operator_says(helm: Path) -> None:
     """The policy's messages are the operator's own refusals, word for word."""
-    from proctor.core.spec import PROMPT_SENSITIVITY_LLM_ON_CLUSTER, VARIANTS_FILE_ON_CLUSTER
+    from proctor.core.spec import VARIANTS_FILE_ON_CLUSTER
     from proctor.k8s.conditions import LOCAL_ENDPOINT
     from proctor.prepare import PREDICTIONS_FILE_ON_CLUSTER
 
@@ -906,8 +906,7 @@ def test_the_admission_policy_says_what_the_operator_says(helm: Path) -> None:
     policies = {o["metadata"]["name"]: o for o in objects
                 if o["kind"] == "ValidatingAdmissionPolicy"}
     evaluations = policies[f"{FULLNAME}-evaluations"]["spec"]["validations"]
-    assert [v["message"] for v in evaluations] == [PROMPT_SENSITIVITY_LLM_ON_CLUSTER,
-                                                   VARIANTS_FILE_ON_CLUSTER,
+    assert [v["message"] for v in evaluations] == [VARIANTS_FILE_ON_CLUSTER,
                                                    PREDICTIONS_FILE_ON_CLUSTER]
     (agents,) = policies[f"{FULLNAME}-agentundertests"]["spec"]["validations"]
     expression = agents["messageExpression"].replace("\\'", "'")

@@ -31,7 +31,7 @@ import yaml
 
 import k8s_tools
 import real_cluster
-from proctor.core.spec import PROMPT_SENSITIVITY_LLM_ON_CLUSTER, VARIANTS_FILE_ON_CLUSTER
+from proctor.core.spec import VARIANTS_FILE_ON_CLUSTER
 from proctor.k8s import security
 from proctor.k8s.conditions import LOCAL_ENDPOINT
 from proctor.sandboxes.demo_images import demo_tasks
@@ -255,9 +255,6 @@ def test_a_finished_evaluation_stays_succeeded_when_its_agent_goes(demo: Cluster
 
 
 @pytest.mark.parametrize(("obj", "message"), [
-    ({**evaluation(DEMO, "refused", "local-agent", 1),  # strategy llm: the CRD's default
-      "spec": {"agentRef": {"name": "local-agent"}, "promptSensitivity": {"enabled": True}}},
-     PROMPT_SENSITIVITY_LLM_ON_CLUSTER),
     ({**evaluation(DEMO, "refused", "local-agent", 1),
       "spec": {"agentRef": {"name": "local-agent"},
                "promptSensitivity": {"enabled": True, "strategy": "template",
@@ -267,7 +264,7 @@ def test_a_finished_evaluation_stays_succeeded_when_its_agent_goes(demo: Cluster
      "endpoint must be an http:// or https:// URL with a host"),
     ({**aut(DEMO, "refused", 1), "spec": {"endpoint": "http://127.0.0.1:9009/"}},
      LOCAL_ENDPOINT.format(url="http://127.0.0.1:9009/")),
-], ids=["llm-variants", "variants-file", "endpoint-not-a-url", "local-endpoint"])
+], ids=["variants-file", "endpoint-not-a-url", "local-endpoint"])
 def test_what_the_operator_cannot_serve_is_refused_at_apply(cluster: Cluster, obj: dict,
                                                             message: str) -> None:
     done = cluster.apply(obj, check=False)

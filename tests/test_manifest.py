@@ -97,6 +97,8 @@ def test_defaults_fill_omitted_objects() -> None:
         "num_variations": 3,
         "strategy": "llm",
         "model": None,
+        "api_base": None,
+        "api_key_secret_ref": None,
         "variants_file": None,
     }
     assert spec.predictions.source == "agent" and spec.predictions.path is None

@@ -17,7 +17,6 @@ from proctor.core.exits import BadInput
 from proctor.core.model import WorkItem
 from proctor.core.plan import PlanInputs, Variant, plan, shard
 from proctor.core.spec import (
-    PROMPT_SENSITIVITY_LLM_ON_CLUSTER,
     VARIANTS_FILE_ON_CLUSTER,
     Evaluation,
 )
@@ -61,10 +60,9 @@ def _check_prompt_sensitivity(evaluation: Evaluation, on_cluster: bool) -> None:
     sensitivity = evaluation.spec.prompt_sensitivity
     if not sensitivity.enabled:
         return
-    # The operator makes template variants in-process (pure, no key, no file); llm ones
-    # need a model key, and a variants file is on the user's machine (docs/kubernetes.md).
-    if on_cluster and sensitivity.strategy == "llm":
-        raise Refusal("PromptSensitivityUnsupported", PROMPT_SENSITIVITY_LLM_ON_CLUSTER)
+    # The operator makes template variants in-process (pure, no key, no file), and llm
+    # ones in a Job of their own (`k8s.variants_job`: the key stays in its Secret); a
+    # variants file is on the user's machine (docs/kubernetes.md).
     if on_cluster and sensitivity.variants_file:
         raise Refusal("PromptSensitivityUnsupported", VARIANTS_FILE_ON_CLUSTER)
     if sensitivity.strategy != "template":
@@ -92,7 +90,8 @@ def variants_store(evaluation: Evaluation) -> Path:
 
 def _source(evaluation: Evaluation) -> store.Source:
     if evaluation.spec.prompt_sensitivity.strategy == "llm":
-        return store.llm_source(settings_for(variants_model(evaluation)))
+        return store.llm_source(settings_for(variants_model(evaluation),
+                                             evaluation.spec.prompt_sensitivity.api_base))
     return store.TEMPLATE
 
 

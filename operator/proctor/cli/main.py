@@ -229,6 +229,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_variants_generate(args: argparse.Namespace) -> int:
     from proctor.prepare import check_runnable, load_selection, stored_variants
+    from proctor.variants import store
 
     evaluation, _ = _load_manifests(args.file, agent_needed=False)  # prompts only
     check_runnable(evaluation, on_cluster=False)  # e.g. more template variants than exist
@@ -240,6 +241,8 @@ def cmd_variants_generate(args: argparse.Namespace) -> int:
     records = stored_variants(evaluation, selection, store_path=Path(args.output),
                               retry_failed=args.retry_failed, progress=progress)
     failed = [r for r in records.values() if r["status"] != "ok"]
+    if args.print_records:  # a cluster's variants Job: the operator reads them from its log
+        print(store.records_line(records), flush=True)
     print(f"{len(records) - len(failed)} of {len(records)} tasks have variants in "
           f"{args.output}" + (f"; {len(failed)} failed (see `proctor variants show "
                               f"{args.output}`; --retry-failed tries them again)"
@@ -545,11 +548,21 @@ def _non_negative(text: str) -> int:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
+    from proctor.core.spec import LLM_VARIANTS_NOT_RENDERED
     from proctor.k8s.render import agent_of, render, to_yaml
-    from proctor.prepare import check_runnable, load_selection, plan_items, prompt_variants
+    from proctor.prepare import (
+        Refusal,
+        check_runnable,
+        load_selection,
+        plan_items,
+        prompt_variants,
+    )
 
     evaluation, agents = _load_manifests(args.file)
     check_runnable(evaluation, on_cluster=True)
+    sensitivity = evaluation.spec.prompt_sensitivity
+    if sensitivity.enabled and sensitivity.strategy == "llm":
+        raise Refusal("PromptSensitivityUnsupported", LLM_VARIANTS_NOT_RENDERED)
     agent = agent_of(evaluation, agents, allow_local=args.allow_local_endpoints)
     selection = load_selection(evaluation)
     variants = prompt_variants(evaluation, selection)
@@ -763,6 +776,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                      "variantsFile")
     gen.add_argument("--retry-failed", action="store_true",
                      help="ask again for tasks whose generation failed before")
+    gen.add_argument("--print-records", action="store_true",
+                     help="also print every task's record as one JSON line on stdout")
     gen.set_defaults(func=cmd_variants_generate)
     show = var_sub.add_parser("show", help="each variant beside the original, protected "
                                            "spans marked, with the checks' results")

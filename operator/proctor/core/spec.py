@@ -192,11 +192,12 @@ class DatasetSpec(_Spec):
     """Run one shard of the selected rows; None runs them all."""
 
 
-PROMPT_SENSITIVITY_LLM_ON_CLUSTER = (
-    "promptSensitivity.strategy llm is not run yet on a cluster: the operator would need a "
-    "model key it does not hold; use strategy template, or run the Evaluation on one "
-    "machine (`proctor run`)")
-"""The operator's refusal of llm variants (the chart's admission policy says it too)."""
+LLM_VARIANTS_NOT_RENDERED = (
+    "promptSensitivity.strategy llm: `proctor render` cannot print this Evaluation's Jobs, "
+    "as its variants are written on the cluster, by its variants Job; render it with "
+    "strategy template to review the Jobs, or apply it")
+"""`proctor render`'s refusal of llm variants: which items exist depends on what the
+model writes, and the model is called from the cluster only."""
 
 VARIANTS_FILE_ON_CLUSTER = (
     "promptSensitivity.variantsFile reads a local file, which the operator cannot; leave it "
@@ -215,6 +216,12 @@ class PromptSensitivitySpec(_Spec):
     """How variations are written: by green_agent_model, or from fixed templates."""
     model: str | None = None
     """litellm model string that writes the llm variations; None uses green_agent_model."""
+    api_base: str | None = None
+    """Endpoint of the llm variations' model; None: litellm's own for the model."""
+    api_key_secret_ref: SecretKeyRef | None = None
+    """The Secret key that holds the llm variations' model key (on a cluster: read by the
+    Evaluation's variants Job only, never by the operator); None: no key, or litellm's own
+    variable on one machine."""
     variants_file: str | None = None
     """The variants store (JSON lines) to reuse and add to, the same format for either
     strategy; None: llm variants go to the user's cache, template ones are made anew. One

@@ -30,6 +30,7 @@ from proctor.k8s.expectations import Expectations
 from proctor.k8s.exporter import Metrics
 from proctor.k8s.figures import Reliability
 from proctor.k8s.reconcile import Decision, ItemView
+from proctor.k8s.variants_job import VariantsState
 from proctor.prepare import plan_items
 from proctor.runner.artifacts import parse_grade_log
 from proctor.runner.solve import patch_from_log
@@ -60,6 +61,7 @@ class Tracked:
     # Each task's variant texts by variant id (made with the plan; in its task ConfigMap)
     variants: dict[str, dict[str, str]] = field(default_factory=dict)
     variants_failed: int | None = None  # tasks whose variants could not be made (None: off)
+    llm_variants: VariantsState | None = None  # where its llm variants Job stands (else None)
     status_at: float = float("-inf")
     written: Obj | None = None
     policy: Obj | None = None  # the NetworkPolicy last applied (`Pass.apply_policy`)
@@ -266,7 +268,6 @@ class Pass:
         for job in stops:
             await self._delete(job)
 
-
     async def _ask_again(self, view: ItemView) -> None:
         """The next attempt of an item the agent never answered (it went away and its card
         answers again): the agent is asked again. The old Job goes once the new one exists."""
@@ -276,6 +277,15 @@ class Pass:
                           f"again, attempt {view.attempt + 2} asks it again")
         for job in view.jobs:
             await self._delete(job)
+
+
+async def create_variants_job(kube: Kube, body: Obj, job: Obj) -> None:
+    """Create an Evaluation's llm variants Job (`variants_job`), owned by the Evaluation;
+    one that is there already (a restart, an index behind) is left as it is."""
+    kopf.adopt(job, owner=_body(body))
+    if await asyncio.to_thread(kube.create, job):
+        log.info("Created Job %s for the llm variants evaluation=%s", job["metadata"]["name"],
+                 body["metadata"]["name"])
 
 
 async def write_status(kube: Kube, tracked: Tracked, body: Obj, status: Obj) -> None:

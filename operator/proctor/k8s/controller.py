@@ -6,7 +6,9 @@ A pass (`Controller.reconcile`), in a dozen lines:
     evaluation, agent, dataset = parse, check      refused: Ready=False, reason, stop
                                                    (finished: its agent is not looked up)
     items = plan_items(evaluation, dataset,        once per spec generation, with the
-                       prompt_variants(...))       template variants made in-process
+                       prompt_variants(...))       template variants made in-process; llm
+                                                   ones read from the Evaluation's variants
+                                                   Job (VariantsReady False until it ends)
     jobs, pods, results, events = the indexes      + what this process wrote (expectations)
     views = observe(the items in play)             each item's attempts and `item_state`
     decision = decide(evaluation, views, now,      pure: harvest, retry, give up, stop, start
@@ -69,7 +71,7 @@ from typing import Any, TypeVar
 
 import kopf
 
-from proctor import datasets
+from proctor import __version__, datasets
 from proctor.a2a.client import AgentProblem, fetch_card
 from proctor.core.exits import BadInput
 from proctor.core.labels import COMPONENT, LABEL_EVALUATION, MANAGED_BY
@@ -78,8 +80,16 @@ from proctor.core.model import WorkItem
 from proctor.core.plan import Variant
 from proctor.core.spec import AgentUnderTest, Evaluation, Resource
 from proctor.formats.manifest import ManifestError, parse_kind
-from proctor.k8s import agent_manifests, conditions, manifests, netpol, reconcile, store
-from proctor.k8s.act import Pass, Tracked, write_status
+from proctor.k8s import (
+    agent_manifests,
+    conditions,
+    manifests,
+    netpol,
+    reconcile,
+    store,
+    variants_job,
+)
+from proctor.k8s.act import Pass, Tracked, create_variants_job, write_status
 from proctor.k8s.api import (
     Kube,
     Leases,
@@ -135,7 +145,11 @@ def _made_variants(evaluation: Evaluation, selection: datasets.Selection
                    ) -> dict[str, list[Variant]] | Refusal:
     """Each task's prompt variants, or the refusal of a task whose ConfigMap they would
     make too large (as `proctor render` refuses it)."""
-    made = prompt_variants(evaluation, selection)
+    return _sized(evaluation, selection, prompt_variants(evaluation, selection))
+
+
+def _sized(evaluation: Evaluation, selection: datasets.Selection,
+           made: dict[str, list[Variant]]) -> dict[str, list[Variant]] | Refusal:
     try:
         manifests.check_task_sizes(evaluation, selection.instances,
                                    manifests.variant_texts(made))
@@ -271,7 +285,9 @@ class Controller:
             tracked.agent_label = agent_label(evaluation)
             check_runnable(evaluation, on_cluster=True)
             selection = await self._dataset(evaluation)
-            variants = await self._prompt_variants(evaluation, selection)
+            variants = await self._variants_of(key, tracked, body, evaluation, selection)
+            if variants is None:  # its llm variants are not written yet
+                return
             # A finished Evaluation stays as it ended, whatever becomes of its agent.
             finished = self._finished(key, tracked, tracked.items(body, evaluation, selection,
                                                                   variants))
@@ -390,6 +406,59 @@ class Controller:
         if key not in self._datasets:
             self._datasets[key] = await asyncio.to_thread(load_selection, evaluation)
         return self._datasets[key]
+
+    async def _variants_of(self, key: Key, tracked: Tracked, body: Obj,
+                           evaluation: Evaluation, selection: datasets.Selection
+                           ) -> dict[str, list[Variant]] | None:
+        """Each task's prompt variants: template ones made here (`_prompt_variants`), llm
+        ones read from the Evaluation's variants Job; None (and VariantsReady False in the
+        status) while that Job is writing them."""
+        sensitivity = evaluation.spec.prompt_sensitivity
+        if not (sensitivity.enabled and sensitivity.strategy == "llm"):
+            return await self._prompt_variants(evaluation, selection)
+        if tracked.llm_variants is None or not tracked.llm_variants.ready:
+            tracked.llm_variants = await self._llm_variants(key, tracked, body, evaluation,
+                                                            selection)
+        state = tracked.llm_variants
+        if not state.ready:
+            generation = body["metadata"].get("generation")
+            waiting = conditions.set_condition(
+                (body.get("status") or {}).get("conditions") or [], variants_job.CONDITION,
+                False, state.reason, state.message, now=_now(), observed_generation=generation)
+            await write_status(self.kube, tracked, body, {
+                "reason": "MakingVariants", "conditions": waiting,
+                "observedGeneration": generation})
+            return None
+        sized = _sized(evaluation, selection, state.variants)
+        if isinstance(sized, Refusal):
+            raise sized
+        return sized
+
+    async def _llm_variants(self, key: Key, tracked: Tracked, body: Obj,
+                            evaluation: Evaluation, selection: datasets.Selection
+                            ) -> variants_job.VariantsState:
+        """Where the Evaluation's variants Job stands (created here when it has none); its
+        pod's log is read once the Job has ended (its pod gone: no variants, every task
+        its original only)."""
+        name = variants_job.variants_job_name(evaluation)
+        job = next((j for j in self._all("jobs", key) if j["metadata"]["name"] == name
+                    and owner_uid(j) == tracked.uid), None)
+        task_ids = tuple(i.instance_id for i in selection.instances)
+        if job is None and await self._still_there(key, tracked):
+            await create_variants_job(self.kube, body, variants_job.variants_job(
+                evaluation, runner_version=__version__, runner_image_default=self.runner_image))
+        state = variants_job.variants_state(job, None, task_ids)
+        if state.reason == "ReadingLog":
+            assert job is not None
+            pods = PodsByJob(self._all("pods", key)).of(job)
+            text = await asyncio.to_thread(self.kube.pod_log, key[0],
+                                           pods[-1]["metadata"]["name"], "variants"
+                                           ) if pods else ""
+            state = variants_job.variants_state(job, text, task_ids)
+        if state.ready:
+            log.info("Read the llm variants evaluation=%s tasks=%d failed=%d reason=%s",
+                     tracked.name, len(task_ids), len(state.failed), state.reason)
+        return state
 
     async def _prompt_variants(self, evaluation: Evaluation, selection: datasets.Selection
                                ) -> dict[str, list[Variant]]:
@@ -538,7 +607,9 @@ class Controller:
                  ) -> list[ItemView]:
         """The items in play (``rows`` waiting at most; None: every item) as the indexes
         and the expectations show them."""
-        jobs = tracked.expected.with_jobs(self._all("jobs", key))
+        # Only items' Jobs: the llm variants Job (no item label) is no item's attempt.
+        jobs = [job for job in tracked.expected.with_jobs(self._all("jobs", key))
+                if reconcile.item_of(job)]
         kept = {r.item_id: r for r in tracked.expected.with_results(self._kept(key))}
         pods = PodsByJob(self._all("pods", key))
 
@@ -569,6 +640,11 @@ class Controller:
         conditions_now = reconcile.conditions_for(
             old, views, decision, _now(), generation, p.evaluation.spec.suspend,
             agent_waiting=waiting, store=_store_state(p.evaluation, p.tracked))
+        made = p.tracked.llm_variants
+        if made is not None:
+            conditions_now = conditions.set_condition(
+                conditions_now, variants_job.CONDITION, made.ready, made.reason, made.message,
+                now=_now(), observed_generation=generation)
         status = reconcile.build_status(
             p.evaluation, p.tracked.agent_label, views, results, conditions_now,
             generation=generation, fingerprint=selection.fingerprint, reliability=figures,

@@ -76,6 +76,7 @@ PROFILES: dict[str, Profile] = {
     "test-log": Profile(NON_ROOT_USER, read_only_root=True),
     "test": Profile(0, read_only_root=False, add=tuple(TEST_CAPABILITIES)),
     "grade": Profile(NON_ROOT_USER, read_only_root=True),
+    "variants": Profile(NON_ROOT_USER, read_only_root=True),  # an Evaluation's llm variants
 }
 """Each step's profile, by container name."""
 

@@ -61,6 +61,7 @@ class ModelSettings:
 
     model: str
     api_base: str | None = None
+    api_key: str | None = field(default=None, repr=False)  # never in a log line
     timeout_s: float = TIMEOUT_S
     attempts: int = ATTEMPTS
 
@@ -81,10 +82,13 @@ class Generation:
         return self.reason is None
 
 
-def settings_for(model: str) -> ModelSettings:
-    """The model string, with an endpoint from PROCTOR_VARIANTS_API_BASE when set (else
-    litellm's own: OPENAI_API_BASE, OLLAMA_API_BASE, ...)."""
-    return ModelSettings(model, os.environ.get("PROCTOR_VARIANTS_API_BASE") or None)
+def settings_for(model: str, api_base: str | None = None) -> ModelSettings:
+    """The model string, with `api_base` (promptSensitivity.apiBase), else an endpoint
+    from PROCTOR_VARIANTS_API_BASE when set (else litellm's own: OPENAI_API_BASE,
+    OLLAMA_API_BASE, ...); a key from PROCTOR_VARIANTS_API_KEY when set (a cluster's
+    variants Job sets it from the Evaluation's Secret), else litellm's own variable."""
+    return ModelSettings(model, api_base or os.environ.get("PROCTOR_VARIANTS_API_BASE") or None,
+                         os.environ.get("PROCTOR_VARIANTS_API_KEY") or None)
 
 
 def keys(n: int) -> list[str]:
@@ -173,11 +177,12 @@ def generate(text: str, n: int, settings: ModelSettings) -> Generation:
         try:
             response = _litellm().completion(model=settings.model, messages=messages(text, n),
                                              api_base=settings.api_base,
+                                             api_key=settings.api_key,
                                              timeout=settings.timeout_s, temperature=0.7,
                                              num_retries=0, max_retries=0)
         except Exception as exc:  # classified: unreachable stops, the rest is retried
             _stop_if_unreachable(exc, settings)
-            gen.reason = f"model call failed: {_one_line(exc)}"
+            gen.reason = f"model call failed: {_one_line(exc, settings.api_key)}"
             continue
         _add_usage(gen, response)
         try:
@@ -212,14 +217,27 @@ def _stop_if_unreachable(exc: Exception, settings: ModelSettings) -> None:
                     and not (isinstance(status, int) and status >= 500)))
     if hopeless:
         where = f" at {settings.api_base}" if settings.api_base else ""
+        why = _one_line(exc, settings.api_key)
         raise ModelUnreachable(
-            f"the variants' model {settings.model}{where} cannot be used: {_one_line(exc)}; "
+            f"the variants' model {settings.model}{where} cannot be used: {why}; "
             f"nothing was run (start the model's server, correct promptSensitivity.model "
             f"or greenAgentModel, or set its key in the environment)") from None
 
 
-def _one_line(exc: Exception) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
+_MASKED = re.compile(r"\S*\*{3,}\S*")
+"""A masked key as providers echo one ("Incorrect API key provided: sk-ab****cdef")."""
+
+
+def scrub(text: str, key: str | None) -> str:
+    """`text` without the key, whole or masked: a failure's reason is kept in the variants
+    store and, on a cluster, printed on the variants Job's log (pure)."""
+    if key:
+        text = text.replace(key, "[key]")
+    return _MASKED.sub("[key]", text)
+
+
+def _one_line(exc: Exception, key: str | None = None) -> str:
+    text = scrub(" ".join(str(exc).split()), key) or type(exc).__name__
     return text if len(text) <= 200 else text[:197] + "..."
 
 

@@ -171,3 +171,28 @@ def _usage(variant: dict) -> Usage | None:
     tokens = (variant["prompt_tokens"], variant["completion_tokens"])
     return Usage(input_tokens=round(tokens[0]), output_tokens=round(tokens[1]),
                  total_tokens=round(sum(tokens)), cost_usd=variant["cost_usd"])
+
+
+RECORDS_LINE_KEY = "proctorVariants"
+"""The key of the one JSON line a cluster's variants Job prints with its records: the
+operator reads them from the pod's log (a termination message is too small for them)."""
+
+
+def records_line(records: dict[str, dict]) -> str:
+    """Every task's record as one JSON line (`records_from_log` reads it back)."""
+    return json.dumps({RECORDS_LINE_KEY: records}, sort_keys=True)
+
+
+def records_from_log(log: str) -> dict[str, dict] | None:
+    """The records of the last records line in a pod's log; None when it has none (the
+    progress lines around it are skipped)."""
+    for line in reversed(log.splitlines()):
+        if RECORDS_LINE_KEY not in line:
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict) and isinstance(value.get(RECORDS_LINE_KEY), dict):
+            return value[RECORDS_LINE_KEY]
+    return None
