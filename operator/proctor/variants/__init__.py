@@ -50,10 +50,12 @@ def write_variants(folder: Path, instances: Sequence[Instance],
                    variants: Mapping[str, Iterable[Variant]]) -> None:
     """variants.jsonl: per task, the original and each variant, with its text and hash,
     each variant's similarity to the original (see `similarity`) and, for llm variants,
-    what writing it cost."""
+    what writing it cost. Each task's variants in id order, so that a run's file and one
+    pulled from a cluster (whose ConfigMaps keep them by key) are the same bytes."""
     lines = []
     for inst in instances:
-        own = [Variant("original", inst.problem_statement), *variants.get(inst.instance_id, ())]
+        made = sorted(variants.get(inst.instance_id, ()), key=lambda v: v.variant_id)
+        own = [Variant("original", inst.problem_statement), *made]
         lines += [json.dumps({"instance_id": inst.instance_id, "variant_id": v.variant_id,
                               "sha256": text_hash(v.text), "text": v.text,
                               "similarity": 1.0 if v.variant_id == "original" else
