@@ -26,6 +26,8 @@ import pytest
 from proctor.formats.manifest import parse_resource
 from proctor.k8s import manifests as m
 from proctor.prepare import load_selection, plan_items
+from proctor.runner.testlog import COMPLETE
+from proctor.runner.workdir import TEST_STEP_INPUTS
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 RUNSC = "v0.0.0-20260905035102-160fafc42237"
@@ -95,14 +97,23 @@ def test_a_demo_items_test_step_runs_under_gvisor(runsc: Path, tmp_path: Path) -
                              "-root", str(rootfs), "--", "uname", "-r"],
                             capture_output=True, text=True, timeout=120)
     assert kernel.stdout.strip().endswith("gvisor"), kernel.stderr  # not the host's kernel
+    test = tmp_path / "test"
+    test.mkdir()
+    # The pod's test step, with its two volumes; the log goes to a plain file of the test
+    # volume here (in the pod: the test-log step's pipe, tests/test_test_log.py).
+    log = f"{m.TEST_DIR}/test_output.txt"
     step = subprocess.run([str(runsc), "--network=none", "do", "-force-overlay=false",
-                           "-root", str(rootfs), "-volume", f"{work}:{m.WORK_DIR}", "-cwd", "/",
-                           "--", "/usr/bin/env", f"TESTBED={m.TESTBED}", "bash", "-c",
-                           m.TEST_SCRIPT, f"{m.WORK_DIR}/run.sh"],
+                           "-root", str(rootfs), "-volume", f"{work}:{m.WORK_DIR}",
+                           "-volume", f"{test}:{m.TEST_DIR}", "-cwd", "/",
+                           "--", "/usr/bin/env", f"TESTBED={m.TESTBED}",
+                           f"TEST_DIR={m.TEST_DIR}", f"PROCTOR_TEST_LOG={log}", "bash", "-c",
+                           m.TEST_SCRIPT, "test", m.WORK_DIR, *TEST_STEP_INPUTS],
                           capture_output=True, text=True, timeout=600)
     assert step.returncode == 0, step.stderr[-3000:]
-    assert ">>>>> End Test Output" in step.stdout  # what `kubectl logs -c test` would show
-    subprocess.run([proctor, "runner", "grade", "--work-dir", str(work)], check=True,
+    assert ">>>>> End Test Output" in (test / "test_output.txt").read_text()
+    (test / COMPLETE).write_text("")  # what the test-log step writes when its pipe closes
+    subprocess.run([proctor, "runner", "grade", "--work-dir", str(work), "--test-dir",
+                    str(test), "--test-log", str(test / "test_output.txt")], check=True,
                    capture_output=True)
     result = json.loads((work / "result.json").read_text())
     assert (result["outcome"], result.get("error_kind")) == ("resolved", None)
