@@ -196,15 +196,21 @@ def test_a_finished_job_whose_pod_is_not_seen_yet_is_waited_for():
     assert [v.item for v in decision.retry] == [ITEMS[0]]  # its result is lost: try again
 
 
-def test_a_job_whose_pod_ended_frees_its_slot_before_its_terminal_condition():
-    # The pod watch tells of the end about a second before a real Job controller marks
-    # the Job Complete (it batches pod updates): the slot is free from the pod's end.
+def first_graded_second_running() -> tuple[list[dict], list[dict]]:
+    """The Jobs of the first two items: the first's pod graded (resolved), the second's
+    running."""
     jobs = [job(ITEMS[0]), job(ITEMS[1])]
     graded = {"name": "grade", "state": {"terminated": {
         "exitCode": 0, "reason": "Completed", "startedAt": ts(20), "finishedAt": ts(15),
         "message": json.dumps({"item": ITEMS[0].id, "outcome": "resolved"})}}}
-    pods = [pod_for(jobs[0], "Succeeded", containerStatuses=[graded]),
-            pod_for(jobs[1], "Running")]
+    return jobs, [pod_for(jobs[0], "Succeeded", containerStatuses=[graded]),
+                  pod_for(jobs[1], "Running")]
+
+
+def test_a_job_whose_pod_ended_frees_its_slot_before_its_terminal_condition():
+    # The pod watch tells of the end about a second before a real Job controller marks
+    # the Job Complete (it batches pod updates): the slot is free from the pod's end.
+    jobs, pods = first_graded_second_running()
     decision = decide(evaluation(), observe(ITEMS, jobs, pods, [], {}), NOW)
     assert [v.item for v in decision.harvest] == [ITEMS[0]] and decision.start == [ITEMS[2]]
     # A Job terminal before its pod's end is seen frees it too (and its pod is waited for).
@@ -221,12 +227,7 @@ def test_while_the_agent_is_not_ready_nothing_starts_and_the_evaluation_says_why
     """An unreachable agent: the Evaluation waits (Ready=False, AgentNotReady) instead of
     starting items that would each end as an agent error; what is in flight is kept as it
     ends; once the agent is ready again, items start."""
-    jobs = [job(ITEMS[0]), job(ITEMS[1])]
-    graded = {"name": "grade", "state": {"terminated": {
-        "exitCode": 0, "reason": "Completed", "startedAt": ts(20), "finishedAt": ts(15),
-        "message": json.dumps({"item": ITEMS[0].id, "outcome": "resolved"})}}}
-    pods = [pod_for(jobs[0], "Succeeded", containerStatuses=[graded]),
-            pod_for(jobs[1], "Running")]
+    jobs, pods = first_graded_second_running()
     views = observe(ITEMS, jobs, pods, [], {})
     decision = decide(evaluation(), views, NOW, agent_slots=8, agent_ready=False)
     assert decision.start == [] and [v.item for v in decision.harvest] == [ITEMS[0]]

@@ -78,7 +78,7 @@ class AgentContainer(_Spec):
     """Compute resources of the container, as in a Pod's container resources."""
 
 
-def _cidr(text: str) -> str:
+def check_cidr(text: str) -> str:
     """A CIDR as written (``10.0.0.0/8``, ``2001:db8::/32``); a host's address needs its
     prefix (``/32``, ``/128``). NetworkPolicy's ipBlock takes nothing else."""
     try:
@@ -91,7 +91,7 @@ def _cidr(text: str) -> str:
     return text
 
 
-Cidr = Annotated[str, AfterValidator(_cidr)]
+Cidr = Annotated[str, AfterValidator(check_cidr)]
 """A network in CIDR notation, checked as the NetworkPolicy's ipBlock would check it."""
 
 

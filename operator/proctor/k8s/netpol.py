@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from proctor.core.labels import COMPONENT, LABEL_EVALUATION, MANAGED_BY
-from proctor.core.spec import AgentUnderTest, Evaluation
+from proctor.core.spec import AgentUnderTest, Evaluation, check_cidr
 from proctor.k8s.agent_manifests import pod_labels
 from proctor.k8s.names import label_value, network_policy_name
 
@@ -63,12 +63,10 @@ class Boundary:
         cidrs = _words(environ.get("PROCTOR_PACKAGE_INDEX_CIDRS", ""))
         for cidr in cidrs:
             try:
-                if "/" not in cidr:
-                    raise ValueError("no prefix length")
-                ipaddress.ip_network(cidr, strict=True)
+                check_cidr(cidr)  # the rule AgentUnderTests' CIDRs are held to
             except ValueError as exc:
-                raise ValueError(f"PROCTOR_PACKAGE_INDEX_CIDRS has {cidr!r}: give CIDRs such "
-                                 f"as 192.0.2.0/24, comma-separated ({exc})") from None
+                raise ValueError(f"PROCTOR_PACKAGE_INDEX_CIDRS has {cidr!r}, comma-separated "
+                                 f"CIDRs expected: {exc}") from None
         ports = _words(environ.get("PROCTOR_PACKAGE_INDEX_PORTS", "")) or ["443"]
         if not all(p.isdigit() and 0 < int(p) < 65536 for p in ports):
             raise ValueError(f"PROCTOR_PACKAGE_INDEX_PORTS is {','.join(ports)!r}: give port "
