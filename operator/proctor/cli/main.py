@@ -731,7 +731,9 @@ def build_parser() -> argparse.ArgumentParser:
     dem.add_argument("--reliability", action="store_true",
                      help="oracle and sensitive with 3 template variants, 3 repeats and a "
                           "fixed seed, then `proctor analyze` of both")
-    dem.add_argument("--max-concurrent-rows", type=int, default=2)
+    dem.add_argument("--max-concurrent-rows", type=int, default=2,
+                     help="items run at a time (default 2); with --reliability, the oracle's "
+                          "only: the seeded sensitive agent runs one at a time")
     dem.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     _add_sandbox_options(dem, default="process")
     dem.set_defaults(func=cmd_demo)
