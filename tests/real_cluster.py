@@ -139,8 +139,8 @@ def unwell_pods(pods: list[dict], events: list[dict]) -> list[str]:
     for pod in pods:
         status = pod.get("status") or {}
         containers = status.get("containerStatuses") or []
-        ready = containers and all(c.get("ready") for c in containers)
-        if status.get("phase") == "Succeeded" or (status.get("phase") == "Running" and ready):
+        if status.get("phase") == "Succeeded" or (status.get("phase") == "Running"
+                                                  and pod_ready(pod)):
             continue
         meta = pod["metadata"]
         said = [f"{meta.get('namespace')}/{meta['name']}: {status.get('phase')} "
@@ -172,13 +172,43 @@ def pods_report(kubeconfig: Path, namespace: str | None = None) -> str:
     kubectl = [str(tool_binary("kubectl")), "--kubeconfig", str(kubeconfig),
                "--request-timeout=20s"]
     items = []
-    for kind in ("pods", "events"):
-        done = subprocess.run([*kubectl, "get", kind, *where, "-o", "json"], capture_output=True,
+    for kind, scope in (("pods", where), ("events", where), ("pods", ["-A"])):
+        done = subprocess.run([*kubectl, "get", kind, *scope, "-o", "json"], capture_output=True,
                               text=True, timeout=60)
         if done.returncode != 0:
             return f"kubectl get {kind}: {done.stderr.strip()[-500:]}"
         items.append(json.loads(done.stdout)["items"])
-    return "\n".join(unwell_pods(*items)) or "every pod is running ready, or done"
+    pods, events, everywhere = items
+    lines = unwell_pods(pods, events)
+    # A running pod that is not ready: what its containers printed, and any other pod that
+    # holds its address (a probe refused at an address two pods share reaches the other one).
+    for pod in pods:
+        status, meta = pod.get("status") or {}, pod["metadata"]
+        if status.get("phase") != "Running" or pod_ready(pod):
+            continue
+        lines += [f"  {meta['name']} shares {status.get('podIP')} with {line}"
+                  for line in shared_ip(pod, everywhere)]
+        logs = subprocess.run([*kubectl, "logs", "-n", meta["namespace"], meta["name"],
+                               "--all-containers", "--tail=15"], capture_output=True,
+                              text=True, timeout=60)
+        said = (logs.stdout + logs.stderr).strip().splitlines() or ["(nothing)"]
+        lines += [f"  {meta['name']} logs: {line[:300]}" for line in said]
+    return "\n".join(lines) or "every pod is running ready, or done"
+
+
+def pod_ready(pod: dict) -> bool:
+    containers = (pod.get("status") or {}).get("containerStatuses") or []
+    return bool(containers) and all(c.get("ready") for c in containers)
+
+
+def shared_ip(pod: dict, pods: list[dict]) -> list[str]:
+    """The other live pods with `pod`'s address (pure)."""
+    ip = (pod.get("status") or {}).get("podIP")
+    return [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods
+            if ip and (p.get("status") or {}).get("podIP") == ip
+            and p["metadata"].get("uid") != pod["metadata"].get("uid")
+            and (p.get("status") or {}).get("phase") in ("Pending", "Running")
+            and not (p.get("spec") or {}).get("hostNetwork")]
 
 
 def diagnosis() -> str | None:

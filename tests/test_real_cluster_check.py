@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from conftest import SHARED_DATA, shared
-from real_cluster import unwell_pods
+from real_cluster import shared_ip, unwell_pods
 from real_cluster_fixtures import not_built_here
 
 BUILT_HERE = {"major": "1", "minor": "35", "gitVersion": "v1.35.4", "gitCommit": "$Format:%H$",
@@ -59,3 +59,14 @@ def test_a_failed_runs_report_names_the_pods_that_never_got_ready_and_why():
     assert ": Failed" in evicted and "Evicted" in evicted
     # The running ready pod and the succeeded one are not named.
     assert not any("gpu-job" in line or "node-debugger" in line for line in lines)
+
+
+def test_a_report_names_the_live_pods_that_share_an_unready_pods_address():
+    def pod(name: str, ip: str, phase: str = "Running", host: bool = False) -> dict:
+        return {"metadata": {"namespace": "ns", "name": name, "uid": name},
+                "spec": {"hostNetwork": host}, "status": {"phase": phase, "podIP": ip}}
+    unready = pod("agent", "10.244.0.6")
+    others = [unready, pod("zombie", "10.244.0.6"), pod("done", "10.244.0.6", "Succeeded"),
+              pod("node", "10.244.0.6", host=True), pod("fine", "10.244.0.7")]
+    assert shared_ip(unready, others) == ["ns/zombie"]
+    assert shared_ip(pod("fine", "10.244.0.7"), others) == []
