@@ -21,10 +21,9 @@ from proctor.k8s import netpol
 from proctor.k8s.act import Pass, Tracked
 from proctor.k8s.agent_manifests import deployment
 from proctor.k8s.api import Kube
-from proctor.k8s.controller import Controller
 from proctor.k8s.exporter import Metrics
-from proctor.k8s.netpol import Boundary
-from proctor.k8s.reconcile import Decision, Settings
+from proctor.k8s.netpol import Boundary, policy_while_open
+from proctor.k8s.reconcile import Decision
 from test_k8s_manifests import (  # noqa: F401
     evaluation,
     item_of,
@@ -239,14 +238,11 @@ def test_a_policy_refused_starts_no_job(task) -> None:  # noqa: F811
     assert [w[1].split("?")[0].split("/")[-1] for w in server.writes] == ["proctor-demo"]
 
 
-def test_the_controller_makes_a_policy_only_while_items_may_start() -> None:
-    def controller(boundary: Boundary) -> Controller:
-        return Controller(Kube(client.ApiClient()), Metrics(CollectorRegistry()), Settings(),
-                          {}, runner_image=None, allow_local=False, boundary=boundary)
+def test_a_policy_is_made_only_while_items_may_start() -> None:
     named = agent(endpoint="http://agent.example:9009/")
     # Off, or once the Evaluation is finished, there is no policy to make.
-    assert controller(Boundary())._policy(evaluation("demo"), named, finished=False) is None
-    assert controller(INDEX)._policy(evaluation("demo"), named, finished=True) is None
-    made = controller(INDEX)._policy(evaluation("demo"), agent(endpoint="http://10.0.0.5:9/"),
-                                     finished=False)
+    assert policy_while_open(evaluation("demo"), named, Boundary(), finished=False) is None
+    assert policy_while_open(evaluation("demo"), named, INDEX, finished=True) is None
+    made = policy_while_open(evaluation("demo"), agent(endpoint="http://10.0.0.5:9/"), INDEX,
+                             finished=False)
     assert made == policy(agent(endpoint="http://10.0.0.5:9/"))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 
 from proctor.agents.server import reference_app, start_in_thread
 from proctor.cli.main import main
@@ -112,14 +111,20 @@ def test_solve_waits_for_a_starting_sidecars_card_then_sends_the_task(tmp_path, 
 
 def test_a_sidecar_that_never_serves_its_card_is_an_agent_error_naming_it(tmp_path, capsys):
     row = demo.load_rows()[0]
-    with socket.socket() as sock:  # a port no one listens on
-        sock.bind(("127.0.0.1", 0))
-        url = f"http://127.0.0.1:{sock.getsockname()[1]}/"
+    made = {}
+
+    def app(url):  # its port open, its app never serving (503 to every card request)
+        made["app"], made["asked"] = _late(reference_app("oracle", url), 10**9)
+        return made["app"]
+
     work = tmp_path / "work"
-    started = time.monotonic()
-    assert main(["runner", "solve", "--work-dir", str(work), "--task-dir",
-                 str(task_dir(tmp_path, row)), "--endpoint", url, "--card-wait", "2"]) == 0
-    assert 2 <= time.monotonic() - started < 15  # retried until the deadline, not forever
+    with start_in_thread(app) as server:
+        url = server.url
+        assert main(["runner", "solve", "--work-dir", str(work), "--task-dir",
+                     str(task_dir(tmp_path, row)), "--endpoint", url, "--card-wait",
+                     "2"]) == 0
+    # Asked again after a refusal (not given up at the first), and returned: not forever.
+    assert len(made["asked"]) >= 2
     solve = json.loads((work / "solve.json").read_text())
     assert solve["error_kind"] == "agent"
     assert f"sidecar agent at {url} did not serve its card within 2 s" in solve["error"]

@@ -15,6 +15,7 @@ import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, cast
 
 import kopf
@@ -40,6 +41,11 @@ from proctor.store.s3 import StoreUnreachable, upload_item
 
 log = logging.getLogger("proctor.controller")
 Obj = dict[str, Any]
+
+
+def now_text() -> str:
+    """Now, as a condition's lastTransitionTime says it."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _body(obj: Obj) -> kopf.Body:
@@ -286,6 +292,14 @@ async def create_variants_job(kube: Kube, body: Obj, job: Obj) -> None:
     if await asyncio.to_thread(kube.create, job):
         log.info("Created Job %s for the llm variants evaluation=%s", job["metadata"]["name"],
                  body["metadata"]["name"])
+
+
+async def still_there(kube: Kube, namespace: str, tracked: Tracked) -> bool:
+    """Whether the Evaluation is there as it was, asked of the API server: the index
+    may lag behind the garbage collector deleting its Jobs, which look like free slots."""
+    meta = (await asyncio.to_thread(kube.get_custom, "evaluations", namespace, tracked.name)
+            or {}).get("metadata", {})
+    return meta.get("uid") == tracked.uid and not meta.get("deletionTimestamp")
 
 
 async def write_status(kube: Kube, tracked: Tracked, body: Obj, status: Obj) -> None:

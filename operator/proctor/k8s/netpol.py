@@ -167,3 +167,12 @@ def network_policy(evaluation: Evaluation, agent: AgentUnderTest | None,
                  "policyTypes": ["Ingress", "Egress"],
                  "egress": egress},
     }
+
+
+def policy_while_open(evaluation: Evaluation, agent: AgentUnderTest | None,
+                      boundary: Boundary, finished: bool) -> dict[str, Any] | None:
+    """The Evaluation's NetworkPolicy when the boundary is on and items may still start;
+    None otherwise (a finished Evaluation starts nothing more)."""
+    if not boundary.enabled or finished:
+        return None
+    return network_policy(evaluation, agent, boundary)
