@@ -9,6 +9,8 @@ A pass (`Controller.reconcile`), in a dozen lines:
                        prompt_variants(...))       template variants made in-process; llm
                                                    ones read from the Evaluation's variants
                                                    Job (VariantsReady False until it ends)
+    pre-pull (spec.images.prePull)                 a Job per task image, N at a time; no
+                                                   item starts until each ended (ImagesPulled)
     jobs, pods, results, events = the indexes      + what this process wrote (expectations)
     views = observe(the items in play)             each item's attempts and `item_state`
     decision = decide(evaluation, views, now,      pure: harvest, retry, give up, stop, start
@@ -74,6 +76,7 @@ import kopf
 from proctor import __version__, datasets
 from proctor.a2a.client import AgentProblem, fetch_card
 from proctor.core.exits import BadInput
+from proctor.core.images import instance_image
 from proctor.core.labels import COMPONENT, LABEL_EVALUATION, MANAGED_BY
 from proctor.core.metrics import aggregate
 from proctor.core.model import WorkItem
@@ -85,11 +88,18 @@ from proctor.k8s import (
     conditions,
     manifests,
     netpol,
+    prepull,
     reconcile,
     store,
     variants_job,
 )
-from proctor.k8s.act import Pass, Tracked, create_variants_job, write_status
+from proctor.k8s.act import (
+    Pass,
+    Tracked,
+    create_pull_job,
+    create_variants_job,
+    write_status,
+)
 from proctor.k8s.api import (
     Kube,
     Leases,
@@ -102,7 +112,7 @@ from proctor.k8s.conditions import AgentProbe
 from proctor.k8s.election import Election, run_elected
 from proctor.k8s.exporter import Metrics
 from proctor.k8s.names import label_value
-from proctor.k8s.podstatus import ItemState, PodsByJob, item_state
+from proctor.k8s.podstatus import DISK_PRESSURE, ItemState, PodsByJob, item_state
 from proctor.k8s.reconcile import Decision, ItemView, Settings
 from proctor.k8s.workqueue import WorkQueue
 from proctor.prepare import (
@@ -305,6 +315,10 @@ class Controller:
             agent, policy = None, None  # its agent is missing or unreachable: start
             # nothing, keep what still ends
         items = tracked.items(body, evaluation, selection, variants)
+        if refusal is None and evaluation.spec.images.pre_pull:
+            pulls = await self._pre_pull(key, tracked, body, evaluation, selection, items)
+            if not pulls.ready:  # no item starts before its images are pulled
+                return
         rows = evaluation.spec.max_concurrent_rows if refusal is None else 0
         views = self._observe(key, tracked, items, rows)
         waiting = self._agent_waiting(agent)
@@ -321,8 +335,8 @@ class Controller:
                 await self._still_there(key, tracked):
             return await self.forget(key)
         p = Pass(self.kube, self.metrics, self.runner_image, body, tracked, evaluation, agent,
-                 selection.by_id, {v.item.instance_id: v.state.node for v in views
-                                   if v.state and v.state.node}, self.job_defaults, policy)
+                 selection.by_id, self._nodes(evaluation, selection, views, tracked),
+                 self.job_defaults, policy)
         for failure in await p.act(decision):
             self.metrics.reconcile_errors.inc()
             log.error("Acting failed evaluation=%s/%s: %s", key[0], tracked.name,
@@ -330,6 +344,58 @@ class Controller:
             self.queue.add_after(key, RETRY_SECONDS)
         if refusal is None:
             await self._publish(key, p, selection, items, decision, waiting)
+
+    @staticmethod
+    def _nodes(evaluation: Evaluation, selection: datasets.Selection, views: list[ItemView],
+               tracked: Tracked) -> dict[str, str]:
+        """The node each task's next pod prefers: the one that ran the task before (its
+        image is there), else the one that pulled its image (pre-pull); none after a failure
+        for want of disk (`podstatus.DISK_PRESSURE`): it is retried elsewhere."""
+        pulled = tracked.pulls.nodes if tracked.pulls is not None else {}
+        registry = evaluation.spec.runner.instance_image_registry
+        nodes = {iid: pulled[image] for iid, instance in selection.by_id.items()
+                 if (image := instance_image(instance, registry)) in pulled}
+        for view in views:
+            if view.state and view.state.node:
+                if view.state.reason == DISK_PRESSURE:
+                    nodes.pop(view.item.instance_id, None)
+                else:
+                    nodes[view.item.instance_id] = view.state.node
+        return nodes
+
+    async def _pre_pull(self, key: Key, tracked: Tracked, body: Obj, evaluation: Evaluation,
+                        selection: datasets.Selection, items: list[WorkItem]
+                        ) -> prepull.PullState:
+        """Where the pre-pull of the Evaluation's images stands (`prepull`), its next pull
+        Jobs made; until every image's pull has ended, the status says how far it got."""
+        jobs = [j for j in self._all("jobs", key)
+                if prepull.is_pull_job(j) and owner_uid(j) == tracked.uid]
+        started = any(reconcile.item_of(j) for j in tracked.expected.with_jobs(
+            self._all("jobs", key))) or bool(self._kept(key))
+        pods, now = PodsByJob(self._all("pods", key)), datetime.now(UTC)
+
+        def pull_of(job: Obj) -> prepull.Pull:
+            own = pods.of(job)
+            names = [job["metadata"]["name"], *(pod["metadata"]["name"] for pod in own)]
+            return prepull.pull_of(job, own, [e for name in names for e in
+                                              self._all("warnings", (key[0], name))],
+                                   now, self.settings.image_pull_timeout_s)
+        images = prepull.images_of(evaluation, items, selection.by_id)
+        state = prepull.pull_state(images, {prepull.image_of(j): pull_of(j) for j in jobs},
+                                   evaluation.spec.images.pre_pull_parallelism, started)
+        tracked.pulls = state
+        if state.create and await self._still_there(key, tracked):
+            await asyncio.gather(*(create_pull_job(self.kube, body, prepull.pull_job(
+                evaluation, image, self.job_defaults)) for image in state.create))
+        if not state.ready:
+            generation = body["metadata"].get("generation")
+            waiting = conditions.set_condition(
+                (body.get("status") or {}).get("conditions") or [], prepull.CONDITION,
+                *state.condition, now=_now(), observed_generation=generation)
+            await write_status(self.kube, tracked, body, {
+                "reason": "PullingImages", "conditions": waiting, "images": state.status(),
+                "observedGeneration": generation})
+        return state
 
     def _decide(self, evaluation: Evaluation, views: list[ItemView],
                 tracked: Tracked, agent: AgentUnderTest | None,
@@ -645,10 +711,17 @@ class Controller:
             conditions_now = conditions.set_condition(
                 conditions_now, variants_job.CONDITION, made.ready, made.reason, made.message,
                 now=_now(), observed_generation=generation)
+        pulls = p.tracked.pulls if p.evaluation.spec.images.pre_pull else None
+        if pulls is not None:
+            conditions_now = conditions.set_condition(
+                conditions_now, prepull.CONDITION, *pulls.condition, now=_now(),
+                observed_generation=generation)
         status = reconcile.build_status(
             p.evaluation, p.tracked.agent_label, views, results, conditions_now,
             generation=generation, fingerprint=selection.fingerprint, reliability=figures,
             variants_failed=p.tracked.variants_failed)
+        if pulls is not None:
+            status["images"] = pulls.status()
         await write_status(self.kube, p.tracked, p.body, status)
         self.metrics.publish(p.evaluation.namespace, p.evaluation.name, p.tracked.agent_label,
                              aggregate(results, selection.by_id), status["items"], figures)

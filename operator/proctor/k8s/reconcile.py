@@ -7,8 +7,9 @@ Per item, level-based:
 * a kept result: done (its Job, if still there, is cleaned up);
 * its latest attempt succeeded: harvest (read the grade log, keep the result);
 * it failed for an infrastructure cause (image pull stuck past the limit, eviction,
-  OOM kill, deadline, node lost) with retries left: retry, reusing the patch the
-  failed attempt already got, so the agent is never asked twice;
+  OOM kill, deadline, node lost, the node's disk full) with retries left: retry, reusing
+  the patch the failed attempt already got, so the agent is never asked twice (after a
+  full disk, on another node);
 * it failed otherwise, or retries ran out: keep an `error` result;
 * its latest attempt ended with the agent never answering (the transport failed: the agent
   went away) and retries are left: not final. It is asked again in a new attempt once the
@@ -56,7 +57,13 @@ from proctor.k8s.conditions import (
 )
 from proctor.k8s.figures import Reliability, status_of
 from proctor.k8s.manifests import job_asks_agent, selector
-from proctor.k8s.podstatus import ItemState, Phase, parse_time, seconds_since
+from proctor.k8s.podstatus import (
+    DISK_PRESSURE,
+    ItemState,
+    Phase,
+    parse_time,
+    seconds_since,
+)
 from proctor.k8s.store import result_labels
 
 Obj = Mapping[str, Any]
@@ -169,8 +176,11 @@ def in_play(items: Sequence[WorkItem], jobs: Sequence[Obj], kept: Set[str],
 
 
 def _stuck_too_long(state: ItemState, now: datetime, settings: Settings) -> bool:
-    return (state.phase == Phase.PENDING and state.retryable
-            and seconds_since(state.since, now) > settings.image_pull_timeout_s)
+    """A pull stuck past the limit; one that found the node's disk full at once (waiting
+    will not free it: the retry goes to another node)."""
+    return state.phase == Phase.PENDING and state.retryable and (
+        state.reason == DISK_PRESSURE
+        or seconds_since(state.since, now) > settings.image_pull_timeout_s)
 
 
 def _pod_not_seen_yet(view: ItemView, now: datetime, settings: Settings) -> bool:
