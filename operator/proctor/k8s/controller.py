@@ -76,7 +76,6 @@ import kopf
 from proctor import __version__, datasets
 from proctor.a2a.client import AgentProblem, fetch_card
 from proctor.core.exits import BadInput
-from proctor.core.images import instance_image
 from proctor.core.labels import COMPONENT, LABEL_EVALUATION, MANAGED_BY
 from proctor.core.metrics import aggregate
 from proctor.core.model import WorkItem
@@ -112,7 +111,7 @@ from proctor.k8s.conditions import AgentProbe
 from proctor.k8s.election import Election, run_elected
 from proctor.k8s.exporter import Metrics
 from proctor.k8s.names import label_value
-from proctor.k8s.podstatus import DISK_PRESSURE, ItemState, PodsByJob, item_state
+from proctor.k8s.podstatus import ItemState, PodsByJob, item_state
 from proctor.k8s.reconcile import Decision, ItemView, Settings
 from proctor.k8s.workqueue import WorkQueue
 from proctor.prepare import (
@@ -335,7 +334,9 @@ class Controller:
                 await self._still_there(key, tracked):
             return await self.forget(key)
         p = Pass(self.kube, self.metrics, self.runner_image, body, tracked, evaluation, agent,
-                 selection.by_id, self._nodes(evaluation, selection, views, tracked),
+                 selection.by_id, reconcile.preferred_nodes(
+                     evaluation, selection.by_id, views,
+                     tracked.pulls.nodes if tracked.pulls is not None else {}),
                  self.job_defaults, policy)
         for failure in await p.act(decision):
             self.metrics.reconcile_errors.inc()
@@ -344,24 +345,6 @@ class Controller:
             self.queue.add_after(key, RETRY_SECONDS)
         if refusal is None:
             await self._publish(key, p, selection, items, decision, waiting)
-
-    @staticmethod
-    def _nodes(evaluation: Evaluation, selection: datasets.Selection, views: list[ItemView],
-               tracked: Tracked) -> dict[str, str]:
-        """The node each task's next pod prefers: the one that ran the task before (its
-        image is there), else the one that pulled its image (pre-pull); none after a failure
-        for want of disk (`podstatus.DISK_PRESSURE`): it is retried elsewhere."""
-        pulled = tracked.pulls.nodes if tracked.pulls is not None else {}
-        registry = evaluation.spec.runner.instance_image_registry
-        nodes = {iid: pulled[image] for iid, instance in selection.by_id.items()
-                 if (image := instance_image(instance, registry)) in pulled}
-        for view in views:
-            if view.state and view.state.node:
-                if view.state.reason == DISK_PRESSURE:
-                    nodes.pop(view.item.instance_id, None)
-                else:
-                    nodes[view.item.instance_id] = view.state.node
-        return nodes
 
     async def _pre_pull(self, key: Key, tracked: Tracked, body: Obj, evaluation: Evaluation,
                         selection: datasets.Selection, items: list[WorkItem]

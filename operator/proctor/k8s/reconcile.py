@@ -38,10 +38,12 @@ from datetime import datetime
 from typing import Any, Literal, TypedDict
 
 from proctor import __version__
+from proctor.core.images import instance_image
 from proctor.core.labels import LABEL_ATTEMPT, LABEL_ITEM
 from proctor.core.model import (
     AGENT_FAILURES_IN_A_ROW,
     ErrorKind,
+    Instance,
     Outcome,
     RunResult,
     Timings,
@@ -224,6 +226,24 @@ def answered_since(view: ItemView, card_at: datetime | None) -> bool:
     """Whether the agent's card answered after the item's latest attempt ended."""
     end = ended_at(view)
     return card_at is not None and (end is None or card_at > end)
+
+
+def preferred_nodes(evaluation: Evaluation, instances: Mapping[str, Instance],
+                    views: Sequence[ItemView], pulled: Mapping[str, str]) -> dict[str, str]:
+    """The node each task's next pod prefers, by instance id: the one that ran the task
+    before (its image is there), else the one its image was pre-pulled on (``pulled``, by
+    image); none after an attempt that met a full disk there (`DISK_PRESSURE`): its retry
+    goes elsewhere."""
+    registry = evaluation.spec.runner.instance_image_registry
+    nodes = {iid: pulled[image] for iid, instance in instances.items()
+             if (image := instance_image(instance, registry)) in pulled}
+    for view in views:
+        if view.state is not None and view.state.node:
+            if view.state.reason == DISK_PRESSURE:
+                nodes.pop(view.item.instance_id, None)
+            else:
+                nodes[view.item.instance_id] = view.state.node
+    return nodes
 
 
 def decide(evaluation: Evaluation, views: Sequence[ItemView], now: datetime,
