@@ -18,6 +18,7 @@ from proctor.k8s import manifests as m
 from proctor.k8s import prepull, reconcile
 from proctor.k8s.podstatus import DISK_PRESSURE, Phase, item_state
 from proctor.k8s.reconcile import ItemView, Settings, decide
+from proctor.k8s.render import render
 from test_k8s_manifests import evaluation, validate
 from test_k8s_podstatus import (
     ACTIVE,
@@ -96,6 +97,17 @@ def test_pull_jobs_are_named_per_image_and_evaluation(demo) -> None:
     assert all(len(name) <= 63 for name in names)
     assert prepull.pull_job_name(evaluation(), images[0]) == prepull.pull_job_name(
         evaluation(), images[0])  # a restart finds the Job it made
+
+
+def test_render_prints_the_pull_jobs_first_when_the_pre_pull_is_on(demo) -> None:
+    items = items_of(demo)
+    ev = evaluation(predictions={"source": "gold"}, images={"prePull": True})
+    objects = render(ev, None, demo, items, 4)
+    pulls = [o for o in objects if prepull.is_pull_job(o)]
+    assert [prepull.image_of(o) for o in pulls] == prepull.images_of(ev, items[:4], demo.by_id)
+    assert objects[:len(pulls)] == pulls
+    off = render(evaluation(predictions={"source": "gold"}), None, demo, items, 4)
+    assert not any(prepull.is_pull_job(o) for o in off) and off == objects[len(pulls):]
 
 
 # --- What a pull Job says --------------------------------------------------------------------
