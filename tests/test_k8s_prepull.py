@@ -206,6 +206,13 @@ def test_a_failed_image_does_not_hold_the_items_back() -> None:
     assert f"{IMAGES[0]}: ErrImagePull: manifest unknown" in state.condition[2]
 
 
+def test_a_suspended_evaluation_starts_no_pull() -> None:
+    pulls = {IMAGES[0]: prepull.Pull("pulling")}
+    state = prepull.pull_state(IMAGES, pulls, parallelism=2, suspended=True)
+    assert not state.ready and state.create == ()
+    assert state.condition[2].endswith("suspended: no image starts pulling")
+
+
 def test_once_an_item_started_nothing_is_pulled_again() -> None:
     state = prepull.pull_state(IMAGES, {IMAGES[0]: prepull.Pull("pulled")}, parallelism=2,
                                started=True)

@@ -365,7 +365,8 @@ class Controller:
                                    now, self.settings.image_pull_timeout_s)
         images = prepull.images_of(evaluation, items, selection.by_id)
         state = prepull.pull_state(images, {prepull.image_of(j): pull_of(j) for j in jobs},
-                                   evaluation.spec.images.pre_pull_parallelism, started)
+                                   evaluation.spec.images.pre_pull_parallelism, started,
+                                   suspended=evaluation.spec.suspend)
         tracked.pulls = state
         if state.create and await self._still_there(key, tracked):
             await asyncio.gather(*(create_pull_job(self.kube, body, prepull.pull_job(

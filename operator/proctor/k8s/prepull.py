@@ -173,22 +173,25 @@ class PullState:
 
 
 def pull_state(images: Sequence[str], pulls: Mapping[str, Pull], parallelism: int,
-               started: bool = False) -> PullState:
+               started: bool = False, suspended: bool = False) -> PullState:
     """The pre-pull of ``images`` from the pulls observed (by image: those with a Job).
     Items may start once every image's pull has ended, pulled or failed, or once one has
     started already (``started``: the pre-pull is over, nothing is pulled again). Jobs are
-    made for the next images in order while fewer than ``parallelism`` pull."""
+    made for the next images in order while fewer than ``parallelism`` pull, none while
+    the Evaluation is ``suspended`` (it asks the cluster for nothing new)."""
     seen = [pulls[image] for image in images if image in pulls]
     tally = {o: sum(p.outcome == o for p in seen) for o in ("pulled", "failed", "pulling")}
     nodes = {image: p.node for image, p in pulls.items() if p.node and p.outcome == "pulled"}
     waiting = [image for image in images if image not in pulls]
     ready = started or (not waiting and tally["pulling"] == 0)
-    create = () if ready else tuple(waiting[:max(0, parallelism - tally["pulling"])])
+    room = 0 if ready or suspended else max(0, parallelism - tally["pulling"])
+    create = tuple(waiting[:room])
     total = len(images)
     if not ready:
         said = next((f"; {p.reason}: {p.message.strip()[:300]}" for p in seen
                      if p.outcome == "pulling" and p.reason not in ("", "Created", "Pending")
-                     and p.message), "")
+                     and p.message), "; suspended: no image starts pulling" if suspended
+                    else "")
         condition = (False, "Pulling", f"{tally['pulled']} of {total} images pulled, "
                      f"{tally['pulling']} pulling, {tally['failed']} failed; no item starts "
                      f"until each has ended{said}")
