@@ -1,8 +1,10 @@
 """The pre-pull of an Evaluation's task images on the real cluster (scripts/cluster.sh): an
 Evaluation of demo tasks with spec.images.prePull shows its images' progress in its status
 (status.images, ImagesPulled False with reason Pulling) while no item's Job exists, makes
-one pull Job per distinct image and no more than prePullParallelism pulling at once, starts
-its first item only after the last pull ended, and ends Succeeded with every image pulled.
+one pull Job per distinct image and no more than prePullParallelism pulling at once, makes
+its first item's Job only after every pull Job completed (in the API server's order, from a
+watch of Jobs), deletes the pull Jobs once items run, and ends Succeeded with every image
+pulled.
 
 The operator runs in this process (`in_process_operator`, as tests/test_cluster_variants.py
 runs it); the demo images are on the node already (`cluster_images`), so each pull is the
@@ -18,10 +20,10 @@ import pytest
 
 from proctor import datasets
 from proctor.core.images import instance_image
-from proctor.core.labels import COMPONENT, LABEL_ITEM
+from proctor.core.labels import LABEL_ITEM
 from proctor.k8s import prepull
-from proctor.k8s.podstatus import parse_time
 from real_cluster_fixtures import in_process_operator, wait_for
+from test_operator import Watch
 
 pytest_plugins = ["real_cluster_fixtures"]
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -35,6 +37,16 @@ def condition(status: dict[str, Any], type_: str) -> dict[str, Any]:
     return next((c for c in status.get("conditions") or [] if c["type"] == type_), {})
 
 
+def ended(job: Any) -> bool:
+    """Whether the Job says it ended (1.31+: SuccessCriteriaMet, FailureTarget first)."""
+    return any(c.type in ("Complete", "Failed", "SuccessCriteriaMet", "FailureTarget")
+               and c.status == "True" for c in job.status.conditions or [])
+
+
+def is_pull(job: Any) -> bool:
+    return prepull.ANNOTATION_IMAGE in (job.metadata.annotations or {})
+
+
 def test_a_pre_pull_shows_its_progress_before_any_item_starts(
         real_cluster, cluster_images, cluster_namespace, cluster_api_client) -> None:
     ns, registry = cluster_namespace, cluster_images.instance_registry
@@ -43,6 +55,7 @@ def test_a_pre_pull_shows_its_progress_before_any_item_starts(
     tasks = datasets.load("proctor-demo", max_rows=TASKS).instances
     images = {instance_image(task, registry) for task in tasks}
     assert len(images) > PARALLELISM  # so that the parallelism is seen to hold
+    jobs = Watch(real_cluster, ns, "jobs")  # every change of a Job, in the server's order
     custom.create_namespaced_custom_object(*GROUP, ns, "evaluations", {
         "apiVersion": "proctor.dev/v1alpha1", "kind": "Evaluation",
         "metadata": {"name": "pulled", "namespace": ns},
@@ -56,35 +69,30 @@ def test_a_pre_pull_shows_its_progress_before_any_item_starts(
         body = custom.get_namespaced_custom_object(*GROUP, ns, "evaluations", "pulled")
         return body.get("status") or {}
 
-    def jobs(selector: str) -> list[Any]:
-        return batch.list_namespaced_job(ns, label_selector=selector).items
-
-    seen: list[dict[str, Any]] = []
-
     def progress_before_items() -> dict[str, Any] | None:
         st = status()
-        if "images" in st:
-            seen.append(st["images"])
         pulled = condition(st, prepull.CONDITION)
         if pulled.get("reason") != "Pulling":
             assert pulled.get("status") != "True", f"the pre-pull ended unseen: {st}"
             return None
-        assert jobs(LABEL_ITEM) == [], "an item's Job exists while images are pulling"
+        items = batch.list_namespaced_job(ns, label_selector=LABEL_ITEM).items
+        assert items == [], "an item's Job exists while images are pulling"
         return st
 
-    def succeeded() -> bool:
-        st = status()
-        if "images" in st:
-            seen.append(st["images"])
-        return condition(st, "Succeeded").get("status") == "True"
+    try:
+        with in_process_operator(real_cluster, ns, runner_image=cluster_images.runner):
+            during = wait_for(progress_before_items, 300, 0.1,
+                              lambda: f"no pre-pull progress seen: {status()}")
+            wait_for(lambda: condition(status(), "Succeeded").get("status") == "True", 600,
+                     0.5, lambda: f"the Evaluation never succeeded: {status()}")
+            # Once items run, the pull Jobs go (their pods would keep the images in use).
+            wait_for(lambda: not [j for j in batch.list_namespaced_job(ns).items
+                                  if is_pull(j)], 120, 0.5, "the pull Jobs were not deleted")
+    finally:
+        jobs.close()
 
-    with in_process_operator(real_cluster, ns, runner_image=cluster_images.runner):
-        during = wait_for(progress_before_items, 300, 0.1,
-                          lambda: f"no pre-pull progress seen: {status()}")
-        wait_for(succeeded, 600, 0.5, lambda: f"the Evaluation never succeeded: {status()}")
-
-    assert during["images"]["total"] == len(images) and during["reason"] == "PullingImages"
-    assert all(counts["pulling"] <= PARALLELISM for counts in seen), seen
+    assert during["reason"] == "PullingImages"
+    assert during["images"]["total"] == len(images) and during["images"]["pulled"] < len(images)
     final = status()
     assert final["images"] == {"total": len(images), "pulled": len(images), "failed": 0,
                                "pulling": 0}
@@ -92,10 +100,22 @@ def test_a_pre_pull_shows_its_progress_before_any_item_starts(
             condition(final, prepull.CONDITION)["reason"]) == ("True", "Pulled")
     assert final["items"]["done"] == final["items"]["total"] == TASKS
     assert final["outcomes"] == {"resolved": TASKS}
-    # One pull Job per distinct image, each completed before the first item's Job was made
-    # (status.startTime: the earliest attempt's creation).
-    pulls = jobs(f"{COMPONENT}={prepull.COMPONENT_VALUE}")
-    assert sorted(j.metadata.annotations[prepull.ANNOTATION_IMAGE] for j in pulls) == \
-        sorted(images)
-    ended = max(j.status.completion_time for j in pulls)
-    assert parse_time(final["startTime"]) >= ended, (final["startTime"], ended)
+    # From the watch: one pull Job per image; never more than PARALLELISM pulling at once;
+    # every one completed before the first item's Job was made.
+    pulling: set[str] = set()
+    completed: set[str] = set()
+    first_item = None
+    for index, (kind, job) in enumerate(jobs.events):
+        if is_pull(job):
+            image = job.metadata.annotations[prepull.ANNOTATION_IMAGE]
+            if kind == "DELETED" or ended(job):
+                pulling.discard(image)
+                if ended(job) and first_item is None:
+                    completed.add(image)
+            elif kind == "ADDED":
+                pulling.add(image)
+            assert len(pulling) <= PARALLELISM, f"{len(pulling)} pulling at once"
+        elif (job.metadata.labels or {}).get(LABEL_ITEM) and first_item is None:
+            first_item = index
+    assert first_item is not None, "no item's Job was seen"
+    assert completed == images, "an item's Job was made before every image was pulled"

@@ -140,6 +140,17 @@ def test_a_completed_pull_job_pulled_its_image_even_with_its_pod_gone() -> None:
         assert prepull.pull_of(job, [], [], NOW, 600).outcome == "pulled"
 
 
+def test_a_pull_counts_as_ended_once_its_job_says_so() -> None:
+    # Not when its pod has: Jobs not yet marked would let more than N be unfinished at once.
+    job = pull_job_with()
+    pod = pulling_pod(job, "ContainerCreating", "")
+    pod["status"]["phase"] = "Succeeded"
+    pod["status"]["containerStatuses"][0]["state"] = {"terminated": done()["terminated"]}
+    assert prepull.pull_of(job, [pod], [], NOW, 600).outcome == "pulling"
+    job["status"]["conditions"] = [{"type": "SuccessCriteriaMet", "status": "True"}]
+    assert prepull.pull_of(job, [pod], [], NOW, 600) == prepull.Pull("pulled", "node-a")
+
+
 def test_a_failed_pull_job_failed() -> None:
     deadline = real("job-failed-deadlineexceeded_STATUS-ONLY-PARTIAL_blog2025.yaml")
     pull = prepull.pull_of(deadline, [], [], NOW, 600)
@@ -211,12 +222,6 @@ def test_a_suspended_evaluation_starts_no_pull() -> None:
     state = prepull.pull_state(IMAGES, pulls, parallelism=2, suspended=True)
     assert not state.ready and state.create == ()
     assert state.condition[2].endswith("suspended: no image starts pulling")
-
-
-def test_once_an_item_started_nothing_is_pulled_again() -> None:
-    state = prepull.pull_state(IMAGES, {IMAGES[0]: prepull.Pull("pulled")}, parallelism=2,
-                               started=True)
-    assert state.ready and state.create == ()
 
 
 # --- A full node disk ------------------------------------------------------------------------

@@ -314,10 +314,9 @@ class Controller:
             agent, policy = None, None  # its agent is missing or unreachable: start
             # nothing, keep what still ends
         items = tracked.items(body, evaluation, selection, variants)
-        if refusal is None and evaluation.spec.images.pre_pull:
-            pulls = await self._pre_pull(key, tracked, body, evaluation, selection, items)
-            if not pulls.ready:  # no item starts before its images are pulled
-                return
+        if refusal is None and evaluation.spec.images.pre_pull and not await self._pre_pull(
+                key, tracked, body, evaluation, selection, items):
+            return  # no item starts before its images are pulled
         rows = evaluation.spec.max_concurrent_rows if refusal is None else 0
         views = self._observe(key, tracked, items, rows)
         waiting = self._agent_waiting(agent)
@@ -347,14 +346,21 @@ class Controller:
             await self._publish(key, p, selection, items, decision, waiting)
 
     async def _pre_pull(self, key: Key, tracked: Tracked, body: Obj, evaluation: Evaluation,
-                        selection: datasets.Selection, items: list[WorkItem]
-                        ) -> prepull.PullState:
-        """Where the pre-pull of the Evaluation's images stands (`prepull`), its next pull
-        Jobs made; until every image's pull has ended, the status says how far it got."""
+                        selection: datasets.Selection, items: list[WorkItem]) -> bool:
+        """Whether items may start: the pre-pull of the Evaluation's images (`prepull`) has
+        ended. Until then its next pull Jobs are made, and the status says how far it got."""
         jobs = [j for j in self._all("jobs", key)
                 if prepull.is_pull_job(j) and owner_uid(j) == tracked.uid]
         started = any(reconcile.item_of(j) for j in tracked.expected.with_jobs(
             self._all("jobs", key))) or bool(self._kept(key))
+        if started:
+            # The pre-pull is over: its Jobs go, with their pods, whose exited containers
+            # would keep every image in use (the kubelet's image GC spares those) for as
+            # long as the Evaluation lives. status.images and ImagesPulled keep what they
+            # said last (a merge patch; after a restart, `_publish` writes neither).
+            await asyncio.gather(*(asyncio.to_thread(self.kube.delete_job, key[0],
+                                                     j["metadata"]["name"]) for j in jobs))
+            return True
         pods, now = PodsByJob(self._all("pods", key)), datetime.now(UTC)
 
         def pull_of(job: Obj) -> prepull.Pull:
@@ -364,10 +370,9 @@ class Controller:
                                               self._all("warnings", (key[0], name))],
                                    now, self.settings.image_pull_timeout_s)
         images = prepull.images_of(evaluation, items, selection.by_id)
-        state = prepull.pull_state(images, {prepull.image_of(j): pull_of(j) for j in jobs},
-                                   evaluation.spec.images.pre_pull_parallelism, started,
-                                   suspended=evaluation.spec.suspend)
-        tracked.pulls = state
+        state = tracked.pulls = prepull.pull_state(
+            images, {prepull.image_of(j): pull_of(j) for j in jobs},
+            evaluation.spec.images.pre_pull_parallelism, suspended=evaluation.spec.suspend)
         if state.create and await self._still_there(key, tracked):
             await asyncio.gather(*(create_pull_job(self.kube, body, prepull.pull_job(
                 evaluation, image, self.job_defaults)) for image in state.create))
@@ -379,7 +384,7 @@ class Controller:
             await write_status(self.kube, tracked, body, {
                 "reason": "PullingImages", "conditions": waiting, "images": state.status(),
                 "observedGeneration": generation})
-        return state
+        return state.ready
 
     def _decide(self, evaluation: Evaluation, views: list[ItemView],
                 tracked: Tracked, agent: AgentUnderTest | None,
@@ -695,6 +700,7 @@ class Controller:
             conditions_now = conditions.set_condition(
                 conditions_now, variants_job.CONDITION, made.ready, made.reason, made.message,
                 now=_now(), observed_generation=generation)
+        # None after a restart once items started: the status keeps what it said last.
         pulls = p.tracked.pulls if p.evaluation.spec.images.pre_pull else None
         if pulls is not None:
             conditions_now = conditions.set_condition(

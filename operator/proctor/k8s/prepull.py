@@ -20,8 +20,10 @@ that ran its task before); a node with no room left takes none (the scheduler ho
 disk-pressure taint). Pulling each image on every node would need a DaemonSet per image;
 a Verified run would then hold every image on every node, which is what fills disks.
 
-Once an item has started, the pre-pull is over: no pull Job is made again (the pull Jobs
-stay until the Evaluation is deleted; the status is rebuilt from them).
+Once an item has started, the pre-pull is over: nothing is pulled again, and the operator
+deletes the pull Jobs with their pods, whose exited containers would otherwise keep every
+image in use, out of reach of the kubelet's image garbage collection, for as long as the
+Evaluation lives. The status then keeps the pre-pull's last counts and condition.
 """
 
 from __future__ import annotations
@@ -132,17 +134,18 @@ class Pull:
 
 def pull_of(job: Obj, pods: Sequence[Obj], events: Sequence[Obj], now: datetime,
             pull_timeout_s: float) -> Pull:
-    """What a pull Job and its pod say: pulled once the Job completed (its pod may be
-    gone by then); failed once it failed, or its pull has kept failing past
-    ``pull_timeout_s`` (the pod stays in ImagePullBackOff and never fails by itself: it is
-    left to its Job's deadline), or at once when the node's disk was full; pulling
-    otherwise."""
-    done = {c.get("type") for c in (job.get("status") or {}).get("conditions") or []
-            if c.get("status") == "True"}
+    """What a pull Job and its pod say: pulled or failed once the Job says so (its pod may
+    be gone by then; a pod that ended counts once its Job does, so that no more than
+    prePullParallelism Jobs are ever unfinished at once); failed too when its pull has kept
+    failing past ``pull_timeout_s`` (the pod stays in ImagePullBackOff and never fails by
+    itself: it is left to its Job's deadline), at once when the node's disk was full;
+    pulling otherwise."""
+    decided = {c.get("type") for c in (job.get("status") or {}).get("conditions") or []
+               if c.get("status") == "True"}
     state = item_state(job, pods, events)
-    if done & {"Complete", "SuccessCriteriaMet"} or state.phase == Phase.SUCCEEDED:
+    if decided & {"Complete", "SuccessCriteriaMet"}:
         return Pull("pulled", state.node)
-    if state.phase == Phase.FAILED:
+    if decided & {"Failed", "FailureTarget"}:
         return Pull("failed", state.node, state.reason, state.message)
     if state.phase == Phase.PENDING and state.retryable and (
             state.reason == DISK_PRESSURE or seconds_since(state.since, now) > pull_timeout_s):
@@ -173,17 +176,16 @@ class PullState:
 
 
 def pull_state(images: Sequence[str], pulls: Mapping[str, Pull], parallelism: int,
-               started: bool = False, suspended: bool = False) -> PullState:
+               suspended: bool = False) -> PullState:
     """The pre-pull of ``images`` from the pulls observed (by image: those with a Job).
-    Items may start once every image's pull has ended, pulled or failed, or once one has
-    started already (``started``: the pre-pull is over, nothing is pulled again). Jobs are
-    made for the next images in order while fewer than ``parallelism`` pull, none while
-    the Evaluation is ``suspended`` (it asks the cluster for nothing new)."""
+    Items may start once every image's pull has ended, pulled or failed. Jobs are made for
+    the next images in order while fewer than ``parallelism`` pull, none while the
+    Evaluation is ``suspended`` (it asks the cluster for nothing new)."""
     seen = [pulls[image] for image in images if image in pulls]
     tally = {o: sum(p.outcome == o for p in seen) for o in ("pulled", "failed", "pulling")}
     nodes = {image: p.node for image, p in pulls.items() if p.node and p.outcome == "pulled"}
     waiting = [image for image in images if image not in pulls]
-    ready = started or (not waiting and tally["pulling"] == 0)
+    ready = not waiting and tally["pulling"] == 0
     room = 0 if ready or suspended else max(0, parallelism - tally["pulling"])
     create = tuple(waiting[:room])
     total = len(images)
