@@ -304,3 +304,13 @@ def test_a_first_attempt_prefers_the_node_its_image_was_pulled_on() -> None:
     ran = ItemView(ITEM, [our_job()], item_state(FAILED_131, [EVICTED_POD]))
     assert reconcile.preferred_nodes(ev, {TASK.instance_id: TASK}, [ran],
                                      {TASK.image: "node-b"}) == {TASK.instance_id: "node2"}
+
+
+def test_a_full_node_is_not_preferred_whichever_repeat_met_it() -> None:
+    ev = evaluation(predictions={"source": "gold"})
+    full = item_state(FAILED_131, [evicted(LOW_ON_DISK)])  # on node2
+    other = ItemView(WorkItem(id="f" * 32, instance_id=TASK.instance_id, repeat=1),
+                     [our_job()], item_state(FAILED_131, [EVICTED_POD]))  # node2 as well
+    views = [ItemView(ITEM, [our_job()], full), other]
+    for order in (views, views[::-1]):
+        assert reconcile.preferred_nodes(ev, {TASK.instance_id: TASK}, order, {}) == {}

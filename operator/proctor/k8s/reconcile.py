@@ -237,12 +237,11 @@ def preferred_nodes(evaluation: Evaluation, instances: Mapping[str, Instance],
     registry = evaluation.spec.runner.instance_image_registry
     nodes = {iid: pulled[image] for iid, instance in instances.items()
              if (image := instance_image(instance, registry)) in pulled}
-    for view in views:
-        if view.state is not None and view.state.node:
-            if view.state.reason == DISK_PRESSURE:
-                nodes.pop(view.item.instance_id, None)
-            else:
-                nodes[view.item.instance_id] = view.state.node
+    ran = [(v.item.instance_id, v.state) for v in views if v.state and v.state.node]
+    nodes |= {iid: state.node for iid, state in ran if state.node}
+    for iid, state in ran:  # after the others: a repeat of the task may have run there
+        if state.reason == DISK_PRESSURE and nodes.get(iid) == state.node:
+            del nodes[iid]
     return nodes
 
 
