@@ -170,7 +170,7 @@ def test_a_pull_that_keeps_failing_fails_past_the_timeout_only() -> None:
 
 def test_a_pull_that_found_the_disk_full_fails_at_once() -> None:
     job = pull_job_with()
-    full = (f'failed to pull and unpack image "docker.io/{TASK.image}": failed to extract '
+    full = (f'failed to pull and unpack image "{TASK.image}": failed to extract '
             f'layer sha256:{"cd" * 32}: write /var/lib/containerd/io.containerd.snapshotter.v1.'
             f'overlayfs/snapshots/81/fs/usr/lib/libLLVM.so: no space left on device')
     pull = prepull.pull_of(job, [pulling_pod(job, "ErrImagePull", full)], [], NOW, 600)
@@ -266,7 +266,7 @@ def test_a_disruption_by_the_kubelet_for_disk_is_disk_pressure() -> None:
 def test_a_step_that_met_a_full_disk_is_infra_not_a_broken_sandbox() -> None:
     job = our_job(conditions=[{"type": "Failed", "status": "True",
                                "reason": "BackoffLimitExceeded"}])
-    tail = "OSError: [Errno 28] No space left on device: '/tmp/pip-build'\n"
+    tail = "OSError: [Errno 28] No space left on device: 'build/lib'\n"
     steps = BEFORE_SOLVE | {"solve": done(), "test": done(1, message=tail)}
     state = item_state(job, [our_pod(job, "Failed", steps)])
     assert (state.reason, state.error_kind, state.retryable) == (DISK_PRESSURE,
