@@ -83,6 +83,8 @@ def test_suspend_and_max_concurrent_rows_may_change(new: dict[str, Any]) -> None
     (changed(runner={"image": "mine:2"}), "runner"),
     (changed(runner={"tolerations": [{"key": "k", "operator": "Exists"}]}), "runner"),
     (changed(results={"store": {"url": "s3://proctor-results/x"}}), "results"),
+    (changed(images={"prePull": True}), "images"),
+    (changed(images={"prePullParallelism": 8}), "images"),
 ])
 def test_every_other_field_is_immutable(new: dict[str, Any], field: str) -> None:
     assert update_problems(BASE, new) == [

@@ -893,7 +893,8 @@ def build_parser() -> argparse.ArgumentParser:
     op.set_defaults(func=cmd_operator)
 
     ren = sub.add_parser("render", help="print, as YAML, the objects the operator would create "
-                                        "for an Evaluation: task ConfigMaps, then Jobs")
+                                        "for an Evaluation: pull Jobs (spec.images.prePull), task "
+                                        "ConfigMaps, then Jobs")
     ren.add_argument("-f", "--file", action="append", required=True,
                      help="a YAML file with the Evaluation (and its AgentUnderTest); repeatable")
     ren.add_argument("--items", type=_non_negative, metavar="N",

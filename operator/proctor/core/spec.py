@@ -269,6 +269,16 @@ class RunnerSpec(_Spec):
     """PriorityClass of rows' pods; empty: the operator's default."""
 
 
+class ImagesSpec(_Spec):
+    """Pulling the tasks' images before any item starts."""
+
+    pre_pull: bool = False
+    """Pull every task's image before any item starts; an image that cannot be pulled
+    does not hold the Evaluation back."""
+    pre_pull_parallelism: int = 2
+    """Most images pulled at once."""
+
+
 class StoreSpec(_Spec):
     """An S3-compatible object store for the items' artefacts."""
 
@@ -308,6 +318,8 @@ class EvaluationSpec(_Spec):
     """Time limits."""
     runner: RunnerSpec = Field(default_factory=RunnerSpec)
     """How rows' pods are run."""
+    images: ImagesSpec = Field(default_factory=ImagesSpec)
+    """Pulling the tasks' images before any item starts."""
     budget: BudgetSpec | None = None
     """Caps on what the agent may spend in this Evaluation."""
     suspend: bool = False

@@ -30,6 +30,7 @@ from proctor.k8s.api import Kube
 from proctor.k8s.expectations import Expectations
 from proctor.k8s.exporter import Metrics
 from proctor.k8s.figures import Reliability
+from proctor.k8s.prepull import ANNOTATION_IMAGE, PullState
 from proctor.k8s.reconcile import Decision, ItemView
 from proctor.k8s.variants_job import VariantsState
 from proctor.prepare import plan_items
@@ -68,6 +69,7 @@ class Tracked:
     variants: dict[str, dict[str, str]] = field(default_factory=dict)
     variants_failed: int | None = None  # tasks whose variants could not be made (None: off)
     llm_variants: VariantsState | None = None  # where its llm variants Job stands (else None)
+    pulls: PullState | None = None  # where its pre-pull stands (spec.images.prePull; else None)
     status_at: float = float("-inf")
     written: Obj | None = None
     policy: Obj | None = None  # the NetworkPolicy last applied (`Pass.apply_policy`)
@@ -300,6 +302,15 @@ async def still_there(kube: Kube, namespace: str, tracked: Tracked) -> bool:
     meta = (await asyncio.to_thread(kube.get_custom, "evaluations", namespace, tracked.name)
             or {}).get("metadata", {})
     return meta.get("uid") == tracked.uid and not meta.get("deletionTimestamp")
+
+
+async def create_pull_job(kube: Kube, body: Obj, job: Obj) -> None:
+    """Create a pull Job of an Evaluation (`prepull`), owned by the Evaluation; one that
+    is there already (a restart, an index behind) is left as it is."""
+    kopf.adopt(job, owner=_body(body))
+    if await asyncio.to_thread(kube.create, job):
+        log.info("Created Job %s to pull image=%s evaluation=%s", job["metadata"]["name"],
+                 job["metadata"]["annotations"][ANNOTATION_IMAGE], body["metadata"]["name"])
 
 
 async def write_status(kube: Kube, tracked: Tracked, body: Obj, status: Obj) -> None:

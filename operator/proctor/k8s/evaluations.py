@@ -7,6 +7,8 @@ A pass (`Controller.reconcile`), in a dozen lines:
                                                    (finished: its agent is not looked up)
     items = plan_items(evaluation, dataset,        once per spec generation, with the
                        prompt_variants(...))       variants of `evaluation_inputs`
+    pre-pull (spec.images.prePull)                 a Job per task image, N at a time; no
+                                                   item starts until each ended (ImagesPulled)
     jobs, pods, results, events = the indexes      + what this process wrote (expectations)
     views = observe(the items in play)             each item's attempts and `item_state`
     decision = decide(evaluation, views, now,      pure: harvest, retry, give up, stop, start
@@ -35,8 +37,17 @@ from proctor.core.metrics import aggregate
 from proctor.core.model import WorkItem
 from proctor.core.spec import AgentUnderTest, Evaluation
 from proctor.formats.manifest import ManifestError
-from proctor.k8s import agent_slots, conditions, manifests, netpol, reconcile, store, variants_job
-from proctor.k8s.act import Pass, Tracked, now_text, still_there, write_status
+from proctor.k8s import (
+    agent_slots,
+    conditions,
+    manifests,
+    netpol,
+    prepull,
+    reconcile,
+    store,
+    variants_job,
+)
+from proctor.k8s.act import Pass, Tracked, create_pull_job, now_text, still_there, write_status
 from proctor.k8s.agent_probes import Agents
 from proctor.k8s.api import Kube, describe, owner_uid
 from proctor.k8s.evaluation_inputs import Inputs
@@ -171,6 +182,9 @@ class Controller:
             agent, policy = None, None  # its agent is missing or unreachable: start
             # nothing, keep what still ends
         items = tracked.items(body, evaluation, selection, variants)
+        if refusal is None and evaluation.spec.images.pre_pull and not await self._pre_pull(
+                key, tracked, body, evaluation, selection, items):
+            return  # no item starts before its images are pulled
         rows = evaluation.spec.max_concurrent_rows if refusal is None else 0
         views = self._observe(key, tracked, items, rows)
         waiting = self.agents.waiting(agent)
@@ -189,8 +203,10 @@ class Controller:
                 await still_there(self.kube, key[0], tracked):
             return await self.forget(key)
         p = Pass(self.kube, self.metrics, self.runner_image, body, tracked, evaluation, agent,
-                 selection.by_id, {v.item.instance_id: v.state.node for v in views
-                                   if v.state and v.state.node}, self.job_defaults, policy)
+                 selection.by_id, reconcile.preferred_nodes(
+                     evaluation, selection.by_id, views,
+                     tracked.pulls.nodes if tracked.pulls is not None else {}),
+                 self.job_defaults, policy)
         for failure in await p.act(decision):
             self.metrics.reconcile_errors.inc()
             log.error("Acting failed evaluation=%s/%s: %s", key[0], tracked.name,
@@ -198,6 +214,47 @@ class Controller:
             self.queue.add_after(key, RETRY_SECONDS)
         if refusal is None:
             await self._publish(key, p, selection, items, decision, waiting)
+
+    async def _pre_pull(self, key: Key, tracked: Tracked, body: Obj, evaluation: Evaluation,
+                        selection: datasets.Selection, items: list[WorkItem]) -> bool:
+        """Whether items may start: the pre-pull of the Evaluation's images (`prepull`) has
+        ended. Until then its next pull Jobs are made, and the status says how far it got."""
+        jobs = [j for j in self.indexes.all("jobs", key)
+                if prepull.is_pull_job(j) and owner_uid(j) == tracked.uid]
+        started = any(reconcile.item_of(j) for j in tracked.expected.with_jobs(
+            self.indexes.all("jobs", key))) or bool(self.indexes.kept(key))
+        if started:
+            # The pre-pull is over: its Jobs go, with their pods, whose exited containers
+            # would keep every image in use (the kubelet's image GC spares those) for as
+            # long as the Evaluation lives. status.images and ImagesPulled keep what they
+            # said last (a merge patch; after a restart, `_publish` writes neither).
+            await asyncio.gather(*(asyncio.to_thread(self.kube.delete_job, key[0],
+                                                     j["metadata"]["name"]) for j in jobs))
+            return True
+        pods, now = PodsByJob(self.indexes.all("pods", key)), datetime.now(UTC)
+
+        def pull_of(job: Obj) -> prepull.Pull:
+            own = pods.of(job)
+            names = [job["metadata"]["name"], *(pod["metadata"]["name"] for pod in own)]
+            return prepull.pull_of(job, own, [e for name in names for e in
+                                              self.indexes.all("warnings", (key[0], name))],
+                                   now, self.settings.image_pull_timeout_s)
+        images = prepull.images_of(evaluation, items, selection.by_id)
+        state = tracked.pulls = prepull.pull_state(
+            images, {prepull.image_of(j): pull_of(j) for j in jobs},
+            evaluation.spec.images.pre_pull_parallelism, suspended=evaluation.spec.suspend)
+        if state.create and await still_there(self.kube, key[0], tracked):
+            await asyncio.gather(*(create_pull_job(self.kube, body, prepull.pull_job(
+                evaluation, image, self.job_defaults)) for image in state.create))
+        if not state.ready:
+            generation = body["metadata"].get("generation")
+            waiting = conditions.set_condition(
+                (body.get("status") or {}).get("conditions") or [], prepull.CONDITION,
+                *state.condition, now=now_text(), observed_generation=generation)
+            await write_status(self.kube, tracked, body, {
+                "reason": "PullingImages", "conditions": waiting, "images": state.status(),
+                "observedGeneration": generation})
+        return state.ready
 
     def _decide(self, evaluation: Evaluation, views: list[ItemView],
                 tracked: Tracked, agent: AgentUnderTest | None,
@@ -267,10 +324,18 @@ class Controller:
             conditions_now = conditions.set_condition(
                 conditions_now, variants_job.CONDITION, made.ready, made.reason, made.message,
                 now=now, observed_generation=generation)
+        # None after a restart once items started: the status keeps what it said last.
+        pulls = p.tracked.pulls if p.evaluation.spec.images.pre_pull else None
+        if pulls is not None:
+            conditions_now = conditions.set_condition(
+                conditions_now, prepull.CONDITION, *pulls.condition, now=now,
+                observed_generation=generation)
         status = reconcile.build_status(
             p.evaluation, p.tracked.agent_label, views, results, conditions_now,
             generation=generation, fingerprint=selection.fingerprint, reliability=figures,
             variants_failed=p.tracked.variants_failed)
+        if pulls is not None:
+            status["images"] = pulls.status()
         await write_status(self.kube, p.tracked, p.body, status)
         self.metrics.publish(p.evaluation.namespace, p.evaluation.name, p.tracked.agent_label,
                              aggregate(results, selection.by_id), status["items"], figures)

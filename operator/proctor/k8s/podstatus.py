@@ -15,6 +15,8 @@ and answers one of four phases:
 * failed, with a cause. Per the architecture note's table, infrastructure failures
   (deadline, eviction, OOM kill, node lost, pod lost) are ``infra`` and retried up to
   ``runner.infraRetries``; a step that exits non-zero is a broken sandbox, not retried.
+  The node's disk running out (an eviction or refusal for DiskPressure, a pull or step
+  meeting "no space left on device") is ``DiskPressure``: infra, retried on another node.
 
 Job conditions come first: since 1.31 a Job shows FailureTarget / SuccessCriteriaMet as
 soon as the outcome is decided, before Failed / Complete; both count.
@@ -23,6 +25,7 @@ soon as the outcome is decided, before Failed / Complete; both count.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -55,6 +58,15 @@ _POD_REASONS = {"Evicted": "Evicted", "DeadlineExceeded": "DeadlineExceeded",
                 "NodeLost": "NodeLost", "Shutdown": "NodeLost", "NodeShutdown": "NodeLost",
                 "Terminated": "NodeLost", "UnexpectedAdmissionError": "Rejected",
                 "NodeAffinity": "Rejected"}
+DISK_PRESSURE = "DiskPressure"
+"""The cause of an attempt that failed for want of disk on its node: evicted or refused
+by the kubelet for node disk pressure, or a pull or step that met a full disk. An
+infrastructure failure: retried (with the patch it got), on another node than this one."""
+# The kubelet's words for the node's disk (not the pod's own limits: an emptyDir over its
+# sizeLimit or a container over its ephemeral-storage limit says "exceeds"/"exceeded",
+# and would fill any node again).
+_NODE_DISK = re.compile(r"low on resource: ephemeral-storage|node had condition: \[?[^\]]*"
+                        r"DiskPressure|no space left on device", re.IGNORECASE)
 # The DisruptionTarget condition's reason (1.26+) -> our cause.
 _DISRUPTIONS = {"PreemptionByScheduler": "Preempted", "DeletionByTaintManager": "NodeLost",
                 "DeletionByPodGC": "NodeLost", "EvictionByEvictionAPI": "Evicted",
@@ -239,11 +251,14 @@ def _pod_disruption(pod: Obj) -> tuple[str, str] | None:
     reason = status.get("reason") or ""
     cause = _POD_REASONS.get(reason) or ("Rejected" if reason.startswith("OutOf") else None)
     if cause:
-        return cause, status.get("message") or reason
+        message = status.get("message") or reason
+        return (DISK_PRESSURE if _NODE_DISK.search(message) else cause), message
     disruption = _true_conditions(pod).get("DisruptionTarget")
     if disruption:
         why = disruption.get("reason") or ""
-        return _DISRUPTIONS.get(why, "NodeLost"), disruption.get("message") or why
+        message = disruption.get("message") or why
+        return (DISK_PRESSURE if _NODE_DISK.search(message)
+                else _DISRUPTIONS.get(why, "NodeLost")), message
     return None
 
 
@@ -272,6 +287,11 @@ def _failed_step(pod: Obj, common: dict[str, Any]) -> ItemState:
             why = "out of memory" if oom else "killed by SIGKILL, most likely out of memory"
             return _infra("OOMKilled" if oom else "Killed",
                           f"step {step.name} exited {step.exit_code}: {why}",
+                          since=step.finished_at, **common)
+    for step in ended:  # the node's disk is full: no emptyDir limit gives ENOSPC (they evict)
+        if step.exit_code and step.message and "no space left on device" in step.message.lower():
+            return _infra(DISK_PRESSURE, f"step {step.name} exited {step.exit_code}: the "
+                          f"node's disk is full: {step.message.strip()[-300:]}",
                           since=step.finished_at, **common)
     for step in ended:
         if step.exit_code and not step.sidecar:
@@ -322,7 +342,11 @@ def _stuck(pod: Obj, steps: Sequence[Step], events: Sequence[Obj],
         if step.state == "waiting" and step.reason in PULL_PROBLEMS | CONFIG_PROBLEMS:
             pull = step.reason in PULL_PROBLEMS
             since = _first_failure(pod, step.name, events) or _waiting_since(pod, steps, index)
-            return ItemState(phase=Phase.PENDING, reason=step.reason or "",
+            # A pull that found the node's disk full will not succeed there: given up at once
+            # (`reconcile`), and retried on another node.
+            full = pull and bool(_NODE_DISK.search(step.message or ""))
+            return ItemState(phase=Phase.PENDING,
+                             reason=DISK_PRESSURE if full else step.reason or "",
                              message=step.message or "", since=since,
                              error_kind=ErrorKind.INFRA if pull else None, retryable=pull,
                              **common)

@@ -7,8 +7,9 @@ Per item, level-based:
 * a kept result: done (its Job, if still there, is cleaned up);
 * its latest attempt succeeded: harvest (read the grade log, keep the result);
 * it failed for an infrastructure cause (image pull stuck past the limit, eviction,
-  OOM kill, deadline, node lost) with retries left: retry, reusing the patch the
-  failed attempt already got, so the agent is never asked twice;
+  OOM kill, deadline, node lost, the node's disk full) with retries left: retry, reusing
+  the patch the failed attempt already got, so the agent is never asked twice (after a
+  full disk, on another node);
 * it failed otherwise, or retries ran out: keep an `error` result;
 * its latest attempt ended with the agent never answering (the transport failed: the agent
   went away) and retries are left: not final. It is asked again in a new attempt once the
@@ -37,10 +38,12 @@ from datetime import datetime
 from typing import Any, Literal, TypedDict
 
 from proctor import __version__
+from proctor.core.images import instance_image
 from proctor.core.labels import LABEL_ATTEMPT, LABEL_ITEM
 from proctor.core.model import (
     AGENT_FAILURES_IN_A_ROW,
     ErrorKind,
+    Instance,
     Outcome,
     RunResult,
     Timings,
@@ -56,7 +59,13 @@ from proctor.k8s.conditions import (
 )
 from proctor.k8s.figures import Reliability, status_of
 from proctor.k8s.manifests import job_asks_agent, selector
-from proctor.k8s.podstatus import ItemState, Phase, parse_time, seconds_since
+from proctor.k8s.podstatus import (
+    DISK_PRESSURE,
+    ItemState,
+    Phase,
+    parse_time,
+    seconds_since,
+)
 from proctor.k8s.store import result_labels
 
 Obj = Mapping[str, Any]
@@ -169,8 +178,11 @@ def in_play(items: Sequence[WorkItem], jobs: Sequence[Obj], kept: Set[str],
 
 
 def _stuck_too_long(state: ItemState, now: datetime, settings: Settings) -> bool:
-    return (state.phase == Phase.PENDING and state.retryable
-            and seconds_since(state.since, now) > settings.image_pull_timeout_s)
+    """A pull stuck past the limit; one that found the node's disk full at once (waiting
+    will not free it: the retry goes to another node)."""
+    return state.phase == Phase.PENDING and state.retryable and (
+        state.reason == DISK_PRESSURE
+        or seconds_since(state.since, now) > settings.image_pull_timeout_s)
 
 
 def _pod_not_seen_yet(view: ItemView, now: datetime, settings: Settings) -> bool:
@@ -214,6 +226,23 @@ def answered_since(view: ItemView, card_at: datetime | None) -> bool:
     """Whether the agent's card answered after the item's latest attempt ended."""
     end = ended_at(view)
     return card_at is not None and (end is None or card_at > end)
+
+
+def preferred_nodes(evaluation: Evaluation, instances: Mapping[str, Instance],
+                    views: Sequence[ItemView], pulled: Mapping[str, str]) -> dict[str, str]:
+    """The node each task's next pod prefers, by instance id: the one that ran the task
+    before (its image is there), else the one its image was pre-pulled on (``pulled``, by
+    image); none after an attempt that met a full disk there (`DISK_PRESSURE`): its retry
+    goes elsewhere."""
+    registry = evaluation.spec.runner.instance_image_registry
+    nodes = {iid: pulled[image] for iid, instance in instances.items()
+             if (image := instance_image(instance, registry)) in pulled}
+    ran = [(v.item.instance_id, v.state) for v in views if v.state and v.state.node]
+    nodes |= {iid: state.node for iid, state in ran if state.node}
+    for iid, state in ran:  # after the others: a repeat of the task may have run there
+        if state.reason == DISK_PRESSURE and nodes.get(iid) == state.node:
+            del nodes[iid]
+    return nodes
 
 
 def decide(evaluation: Evaluation, views: Sequence[ItemView], now: datetime,

@@ -22,7 +22,7 @@ from proctor.core.model import WorkItem
 from proctor.core.plan import Variant
 from proctor.core.spec import AgentUnderTest, Evaluation
 from proctor.datasets import Selection
-from proctor.k8s import agent_manifests
+from proctor.k8s import agent_manifests, prepull
 from proctor.k8s.conditions import agent_refusal
 from proctor.k8s.manifests import TaskTooLarge, desired_objects, variant_texts
 from proctor.prepare import Refusal
@@ -53,9 +53,9 @@ def render(evaluation: Evaluation, agent: AgentUnderTest | None, selection: Sele
            items: Sequence[WorkItem], n: int | None = None, *,
            runner_image_default: str | None = None,
            variants: Mapping[str, Sequence[Variant]] | None = None) -> list[dict[str, Any]]:
-    """A service agent's Deployment and Service, the task ConfigMaps of the first ``n``
-    items (all when None), then their Jobs, in the order the operator starts them (plan
-    order).
+    """A service agent's Deployment and Service, the pull Jobs of the first ``n`` items'
+    images (with spec.images.prePull), their task ConfigMaps (all items when ``n`` is
+    None), then their Jobs, in the order the operator makes them (plan order).
 
     ``runner_image_default`` is the operator's default runner image (the chart sets it
     from its values), used when spec.runner.image is unset. ``variants`` are each task's
@@ -70,7 +70,9 @@ def render(evaluation: Evaluation, agent: AgentUnderTest | None, selection: Sele
                                            runner_image_default=runner_image_default)
     except TaskTooLarge as exc:
         raise Refusal("TaskTooLarge", str(exc)) from exc
-    return [*(agent_manifests.desired(agent) if agent else []), *configmaps, *jobs]
+    pulls = [prepull.pull_job(evaluation, image) for image in prepull.images_of(
+        evaluation, chosen, selection.by_id)] if evaluation.spec.images.pre_pull else []
+    return [*(agent_manifests.desired(agent) if agent else []), *pulls, *configmaps, *jobs]
 
 
 # libyaml's emitter where PyYAML has it: the whole Verified split (500 tasks, 14 MB of YAML)
