@@ -95,13 +95,18 @@ class Inputs:
     watch_bytes: float | None = None
     """Their bytes per item."""
     cpu_seconds: float | None = None
-    """The operator's CPU per item."""
+    """The operator's CPU per item (over the run's second half: without what an
+    Evaluation costs once, its dataset read and its plan)."""
+    cpu_per_evaluation: float = 0.0
+    """The rest of the run's CPU, paid once per Evaluation."""
     rss_base_mib: float | None = None
-    """The operator's resident memory before the run."""
+    """The operator's resident memory less what grows with items (`rss_per_item_kib`
+    times the run's items)."""
     rss_per_item_kib: float | None = None
-    """Its growth per item of the run (peak less base, over the items)."""
-    db_factor: float | None = None
-    """etcd's database growth / the bytes of the objects kept (MVCC history, free pages)."""
+    """Its growth per item over the run's second half."""
+    db_bytes_per_item: float | None = None
+    """etcd's database growth per item (every write's history until compaction: Jobs,
+    pods, status writes; the file does not shrink without defragmentation)."""
 
 
 @dataclass(frozen=True)
@@ -114,7 +119,7 @@ class Figures:
     etcd_full_bytes: float
     """The same without a store (full result ConfigMaps)."""
     etcd_db_store_bytes: float | None
-    """etcd's database with a store (`Inputs.db_factor` applied)."""
+    """etcd's database growth, at most (`Inputs.db_bytes_per_item`)."""
     store_bytes: float
     requests: dict[str, float]
     requests_total: float
@@ -137,12 +142,13 @@ def model(shape: Shape, inputs: Inputs) -> Figures:
     return Figures(
         shape=shape, etcd_store_bytes=with_store,
         etcd_full_bytes=n * inputs.full_bytes + fixed,
-        etcd_db_store_bytes=_times(with_store, inputs.db_factor),
+        etcd_db_store_bytes=_times(n, inputs.db_bytes_per_item),
         store_bytes=n * inputs.stored_bytes, requests=requests,
         requests_total=sum(requests.values()),
         watch_events=n * sum(inputs.watch_events.values()) if inputs.watch_events else None,
         watch_bytes=_times(n, inputs.watch_bytes),
-        cpu_seconds=_times(n, inputs.cpu_seconds),
+        cpu_seconds=None if inputs.cpu_seconds is None
+        else n * inputs.cpu_seconds + evaluations * inputs.cpu_per_evaluation,
         # The operator indexes every kept result of every Evaluation it runs: all of them.
         rss_mib=None if inputs.rss_base_mib is None or inputs.rss_per_item_kib is None
         else inputs.rss_base_mib + n * inputs.rss_per_item_kib / 1024,
@@ -158,8 +164,10 @@ ASSUMPTIONS = (
     "deleted); Jobs and pods are deleted as their items are kept, so only "
     "maxConcurrentRows of them live at a time and they are left out of etcd's bytes",
     "etcd's bytes are the objects as JSON (the API server stores protobuf for built-in "
-    "kinds, smaller; JSON for custom resources): an upper bound; the database is larger "
-    "by its history until compaction and defragmentation (the measured factor, if any)",
+    "kinds, smaller; JSON for custom resources): an upper bound; etcd's database grows "
+    "by every write's history (Jobs and pods made and deleted, status writes) until the "
+    "API server compacts it (every 5 min) and does not shrink without defragmentation: "
+    "its growth per item in the run, times the items, is an upper bound",
     "a kept item is as large as the mean of the 177 real logs (their patches and test "
     "logs); an agent's transcript (absent from gold runs) adds to the store, not to etcd",
     "a task's variant texts are as long as its problem statement (3 variants per task)",
@@ -168,10 +176,12 @@ ASSUMPTIONS = (
     "the status is written at most once a second per Evaluation and holds counts and "
     "figures, not items: its size does not grow with items, its writes per item fall "
     "as items lengthen (real items take minutes, the measured ones seconds)",
-    "the operator's memory grows linearly with kept results (its index holds each one's "
-    "RunResult, test names counted not named for a record); its passes rebuild the "
-    "status from every item of an Evaluation, so CPU per item at 10,000 items an "
-    "Evaluation may exceed the measured (linear) figure",
+    "the operator's memory and CPU are a part paid once (libraries, an Evaluation's "
+    "dataset and plan) and a part per item, read from the run's second half; memory "
+    "grows linearly with kept results (its index holds each one's RunResult, test names "
+    "counted not named for a record); its passes rebuild the status from every item of "
+    "an Evaluation, so CPU per item at 10,000 items an Evaluation may exceed the "
+    "measured (linear) figure",
     "requests and watch events are every client's (the API server does not count by "
     "client): the Job controller, the scheduler, KWOK and the benchmark's own watch of "
     "pods are in them",
@@ -240,16 +250,19 @@ def _count(n: float | None, unit: str = "") -> str:
 def render(figures: Figures, inputs: Inputs) -> str:
     s = figures.shape
     requests = ", ".join(f"{verb} {count:,.0f}" for verb, count in figures.requests.items())
+    watched = ", ".join(f"{kind} {s.items * per:,.0f}" for kind, per in sorted(
+        inputs.watch_events.items(), key=lambda kv: -kv[1]))
     lines = [
         f"{s.items:,} items ({s.tasks} tasks x {s.variants} variants x {s.repeats} repeats x "
         f"{s.agents} Evaluations of {s.per_evaluation:,}):",
         f"  etcd, objects kept: with a store {_size(figures.etcd_store_bytes)}, without "
-        f"{_size(figures.etcd_full_bytes)}; etcd's database with a store "
-        f"{_size(figures.etcd_db_store_bytes)}",
+        f"{_size(figures.etcd_full_bytes)}; etcd's database grows by at most "
+        f"{_size(figures.etcd_db_store_bytes)} (history until compaction)",
         f"  object store: {_size(figures.store_bytes)}",
         f"  API requests ({inputs.requests_of}): {_count(figures.requests_total or None)}"
         f"{f' ({requests})' if requests else ''}",
-        f"  watch events: {_count(figures.watch_events)}, {_size(figures.watch_bytes)}",
+        f"  watch events (to every watcher): {_count(figures.watch_events)}, "
+        f"{_size(figures.watch_bytes)}{f' ({watched})' if watched else ''}",
         f"  operator: CPU {_count(figures.cpu_seconds, ' s')}"
         f"{'' if figures.cpu_seconds is None else f' ({figures.cpu_seconds / 3600:.1f} h)'}"
         f", memory {_size(None if figures.rss_mib is None else figures.rss_mib * MIB)}",
@@ -318,23 +331,32 @@ def measured_run(plane: Any, logs: Path, evaluation: dict, total: int,
     try:
         operator_sim.wait_until_watching(plane, op)
         before = snapshot(plane, op.pid)
-        base_rss = rss_mib(op.pid)
         custom.create_namespaced_custom_object("proctor.dev", "v1alpha1",
                                                operator_sim.NAMESPACE, "evaluations",
                                                evaluation)
-        started = time.monotonic()
-        operator_sim.wait_for_items(lambda: custom.get_namespaced_custom_object(
-            "proctor.dev", "v1alpha1", operator_sim.NAMESPACE, "evaluations", "scale"), op,
-            started)
+        half: dict[str, Any] = {}
+
+        def get() -> dict:
+            """The Evaluation; the operator's counters once half its items are done."""
+            body = custom.get_namespaced_custom_object(
+                "proctor.dev", "v1alpha1", operator_sim.NAMESPACE, "evaluations", "scale")
+            done = ((body.get("status") or {}).get("items") or {}).get("done", 0)
+            if not half and done >= total // 2:
+                half.update(done=done, rss=rss_mib(op.pid),
+                            cpu=operator_sim.cpu_seconds(op.pid))
+            return body
+
+        operator_sim.wait_for_items(get, op, time.monotonic())
         operator_sim.settle_cpu(op.pid)
         after = snapshot(plane, op.pid)
-        peak = operator_sim.peak_rss_mib(op.pid)
+        rss = rss_mib(op.pid)
         kept = kept_bytes(plane)
     finally:
         stop.set()
         operator_sim.stop_operator(op)
         writer.close()
-    return per_item(before, after, kept, total, base_rss, peak)
+    return per_item(before, after, kept, total, Half(half["done"], half["rss"], half["cpu"]),
+                    rss)
 
 
 def snapshot(plane: Any, pid: int) -> dict[str, Any]:
@@ -420,22 +442,40 @@ def kept_bytes(plane: Any) -> dict[str, float]:
             "status_bytes": float(len(json.dumps(evaluation.get("status") or {}).encode()))}
 
 
+@dataclass(frozen=True)
+class Half:
+    """The operator's counters once (about) half the items were done."""
+
+    done: int
+    rss_mib: float
+    cpu: float
+
+
+WATCHED_AT_LEAST = 0.1
+"""Watch events per item below which a resource is not the items' (the cluster's own)."""
+
+
 def per_item(before: Mapping[str, Any], after: Mapping[str, Any], kept: Mapping[str, float],
-             items: int, base_rss: float, peak_rss: float) -> dict[str, Any]:
-    """A run's per-item inputs from the counters before and after it (pure)."""
+             items: int, half: Half, rss: float) -> dict[str, Any]:
+    """A run's per-item inputs from the counters before it, at ``half`` and after it, and
+    the operator's resident memory (MiB) at the end (pure). What grows with items is
+    read from the second half; the rest of the CPU is the Evaluation's once."""
     def delta(key: str) -> dict[str, float]:
         return {k: (v - before[key].get(k, 0.0)) / items for k, v in after[key].items()
                 if v - before[key].get(k, 0.0) > 0}
 
     grown = None if before["db"] is None or after["db"] is None else after["db"] - before["db"]
-    stored = kept["kept_total"] + kept["evaluation_bytes"]
+    second = max(items - half.done, 1)
+    cpu = (after["cpu"] - half.cpu) / second
+    rss_per_item = max(0.0, rss - half.rss_mib) / second
     return {
-        "requests": delta("requests"), "watch_events": delta("events"),
+        "requests": delta("requests"),
+        "watch_events": {k: v for k, v in delta("events").items() if v >= WATCHED_AT_LEAST},
         "watch_bytes": (after["event_bytes"] - before["event_bytes"]) / items,
-        "cpu_seconds": (after["cpu"] - before["cpu"]) / items,
-        "rss_base_mib": base_rss, "rss_per_item_kib": max(0.0, peak_rss - base_rss) * 1024
-        / items,
-        "db_factor": None if grown is None or stored <= 0 else max(grown, 0.0) / stored,
+        "cpu_seconds": cpu,
+        "cpu_per_evaluation": max(0.0, after["cpu"] - before["cpu"] - cpu * items),
+        "rss_base_mib": rss - rss_per_item * items, "rss_per_item_kib": rss_per_item * 1024,
+        "db_bytes_per_item": None if grown is None else max(grown, 0.0) / items,
         "evaluation_bytes": kept["evaluation_bytes"], "status_bytes": kept["status_bytes"],
         "measured_result_bytes": kept["result_bytes"],
         "measured_task_bytes": kept["task_bytes"],
