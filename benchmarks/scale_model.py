@@ -497,11 +497,6 @@ def main() -> int:
     parser.add_argument("--save", type=Path, help="write the run's figures (JSON) here")
     parser.add_argument("--log", help="the operator's log (verbose) to this file")
     args = parser.parse_args()
-    if not (args.data / "logs").is_dir() or not (
-            args.data / "SWE-bench_Verified_test.parquet").is_file():
-        print(f"scale_model: {args.data} lacks logs/ or SWE-bench_Verified_test.parquet "
-              f"(--data names the folder)", file=sys.stderr)
-        return 2
     if args.measure is not None and args.measure < 4:
         print("scale_model: --measure takes at least 4 items", file=sys.stderr)
         return 2
@@ -512,6 +507,15 @@ def main() -> int:
         except (OSError, ValueError) as exc:
             print(f"scale_model: cannot read {args.inputs}: {exc}", file=sys.stderr)
             return 2
+        if not isinstance(run, dict):
+            print(f"scale_model: {args.inputs} is not a run's figures (an object, as --save "
+                  f"writes)", file=sys.stderr)
+            return 2
+    if not (args.data / "logs").is_dir() or not (
+            args.data / "SWE-bench_Verified_test.parquet").is_file():
+        print(f"scale_model: {args.data} lacks logs/ or SWE-bench_Verified_test.parquet "
+              f"(--data names the folder)", file=sys.stderr)
+        return 2
     sizes = real_sizes(args.data)
     print(f"sizes from {sizes['logs']:.0f} real logs: record ConfigMap "
           f"{sizes['record_bytes']:,.0f} B, full ConfigMap {sizes['full_bytes']:,.0f} B, "
@@ -522,7 +526,10 @@ def main() -> int:
         run = {**measured, "source": f"measured: {shape.items} simulated items on a real "
                                      f"control plane with KWOK nodes"}
         if args.save is not None:
-            args.save.write_text(json.dumps(run, indent=1) + "\n")
+            try:
+                args.save.write_text(json.dumps(run, indent=1) + "\n")
+            except OSError as exc:  # the run's figures are printed below all the same
+                print(f"scale_model: cannot write {args.save}: {exc}", file=sys.stderr)
         at = replace(inputs_from(sizes, run),
                      record_bytes=run["measured_result_bytes"],
                      full_bytes=run["measured_result_bytes"],

@@ -98,3 +98,12 @@ def test_a_missing_data_folder_is_one_line_and_exit_2(tmp_path) -> None:
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and str(tmp_path) in done.stderr
+
+
+def test_inputs_that_are_not_a_runs_figures_are_one_line_and_exit_2(tmp_path) -> None:
+    bad = tmp_path / "run.json"
+    bad.write_text("[1, 2]")
+    done = subprocess.run([sys.executable, str(SCRIPT), "--inputs", str(bad)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "not a run's figures" in done.stderr
