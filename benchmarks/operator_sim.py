@@ -266,12 +266,7 @@ def run_on_plane(plane: kwok_plane.Plane, logs: Path, evaluation: dict, total: i
     op = start_operator(plane.kubeconfig, args)
     try:
         # Counted from when the operator watches Evaluations: its start-up is not per Job.
-        deadline = time.monotonic() + 120
-        while not watching_evaluations(plane):
-            if op.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("the operator did not watch Evaluations within 120 s "
-                                 "(--log FILE shows why)")
-            time.sleep(0.2)
+        wait_until_watching(plane, op)
         pids = plane.daemon_pids()
         served, cpu, latency = requests_served(plane), cpu_seconds(op.pid), latencies(plane)
         plane_cpu = sum(cpu_seconds(pid) for pid in pids.values())
@@ -310,6 +305,16 @@ def run_on_plane(plane: kwok_plane.Plane, logs: Path, evaluation: dict, total: i
     print(f"results read from the grade log (pods/log, served by KWOK): {from_logs} of "
           f"{total} (grade logs written: {writer.written})")
     return check(record, status, total)
+
+
+def wait_until_watching(plane: kwok_plane.Plane, op: subprocess.Popen) -> None:
+    """Wait until the operator watches Evaluations (at most 120 s)."""
+    deadline = time.monotonic() + 120
+    while not watching_evaluations(plane):
+        if op.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit("the operator did not watch Evaluations within 120 s "
+                             "(--log FILE shows why)")
+        time.sleep(0.2)
 
 
 def results_from_logs(plane: kwok_plane.Plane) -> int:

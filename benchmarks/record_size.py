@@ -18,6 +18,7 @@ import argparse
 import json
 import statistics
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from proctor.core.model import WorkItem
@@ -40,10 +41,23 @@ EVALUATION = parse_resource({
 RUN = parse_s3_url("s3://proctor-results/evaluations/verified-composio-agent")
 
 
-def sizes(data: Path, tmp: Path) -> list[tuple[str, int, int]]:
-    """(instance id, record bytes, ConfigMap bytes) of each real run. The record's is that
-    of the whole ConfigMap that keeps it (`k8s.store.record_configmap`: metadata, labels
-    and the record), with the owner reference the operator adds."""
+@dataclass(frozen=True)
+class ItemSize:
+    """One real run's bytes: in etcd with a store and without, and in the store."""
+
+    instance_id: str
+    record: int
+    """The ConfigMap that keeps its record (with the owner reference), as JSON."""
+    configmap: int
+    """The full result ConfigMap (no store), as JSON."""
+    stored: int
+    """Its files in the object store (`k8s.store.item_files`)."""
+
+
+def item_sizes(data: Path, tmp: Path) -> list[ItemSize]:
+    """The bytes of each real run. The record's is that of the whole ConfigMap that keeps
+    it (`k8s.store.record_configmap`: metadata, labels and the record), with the owner
+    reference the operator adds."""
     rows = load(str(data / "SWE-bench_Verified_test.parquet"), max_rows=-1).by_id
     out = []
     for src in sorted(p for p in (data / "logs").iterdir() if p.is_dir()):
@@ -56,13 +70,18 @@ def sizes(data: Path, tmp: Path) -> list[tuple[str, int, int]]:
         (work / "test_output.txt").write_bytes(log)
         result = grade_work_dir(work, legacy_log=True)
         artefacts = collect(work)
-        kept = record_configmap(EVALUATION, result,
-                                item_record(result, RUN, item_files(result, artefacts)))
+        files = item_files(result, artefacts)
+        kept = record_configmap(EVALUATION, result, item_record(result, RUN, files))
         record = len(json.dumps(owned(kept)).encode())
         configmap = len(json.dumps(owned(result_configmap(EVALUATION, result, artefacts)))
                         .encode())
-        out.append((iid, record, configmap))
+        out.append(ItemSize(iid, record, configmap, sum(len(b) for b in files.values())))
     return out
+
+
+def sizes(data: Path, tmp: Path) -> list[tuple[str, int, int]]:
+    """(instance id, record bytes, ConfigMap bytes) of each real run (`item_sizes`)."""
+    return [(s.instance_id, s.record, s.configmap) for s in item_sizes(data, tmp)]
 
 
 def owned(configmap: dict) -> dict:

@@ -532,6 +532,7 @@ def test_the_needed_rules_are_read_from_the_code() -> None:
     assert {"read_namespaced_job", "read_namespaced_pod_log"} <= client_methods
     assert _raw_writes_in_api() == {("batch", "jobs", "create"), ("batch", "jobs", "delete"),
                                     ("", "configmaps", "create"),
+                                    ("", "configmaps", "delete"),  # a result moved to a store
                                     ("apps", "deployments", "patch"), ("", "services", "patch"),
                                     ("apps", "deployments", "create"),
                                     ("", "services", "create"),

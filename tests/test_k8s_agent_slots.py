@@ -3,9 +3,11 @@ the objects of an earlier one of its name (`evaluations.predecessors_left`): pur
 
 from __future__ import annotations
 
+from proctor.core.model import Outcome, RunResult
 from proctor.core.spec import AgentUnderTest, AgentUnderTestSpec
 from proctor.k8s import agent_slots
 from proctor.k8s.act import Tracked
+from proctor.k8s.backlog import Kept
 from proctor.k8s.evaluations import predecessors_left
 
 
@@ -43,5 +45,6 @@ def test_objects_of_an_earlier_evaluation_of_the_name_are_waited_for() -> None:
     def job(uid: str | None) -> dict:
         refs = [{"uid": uid, "controller": True, "kind": "Evaluation"}] if uid else []
         return {"metadata": {"name": "ev-1", "ownerReferences": refs}}
-    assert predecessors_left([job("now"), job(None)], [("now", object())], "now") == 0
-    assert predecessors_left([job("old"), job("now")], [("old", object())], "now") == 2
+    result = RunResult(item_id="i", instance_id="t", outcome=Outcome.RESOLVED)
+    assert predecessors_left([job("now"), job(None)], [Kept("now", result, "r")], "now") == 0
+    assert predecessors_left([job("old"), job("now")], [Kept("old", result, "r")], "now") == 2

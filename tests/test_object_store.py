@@ -28,6 +28,7 @@ from conftest import SHARED_DATA, shared
 from ports import free_port
 from proctor.core.model import RunResult
 from proctor.formats.manifest import parse_resource
+from proctor.k8s.act import moved_record
 from proctor.k8s.pull import PullError, store_fetch, write_folder
 from proctor.k8s.store import (
     item_files,
@@ -316,3 +317,33 @@ def test_the_server_stopped_and_started_again_keeps_its_port_and_data(server, tm
         assert body == b"kept"
     finally:
         script("down")
+
+
+def test_items_kept_in_full_while_the_store_was_down_move_to_it_unchanged(
+        server, bucket, tmp_path, monkeypatch):
+    """The operator's move of the backlog (`act.moved_record`): the files of a full
+    ConfigMap uploaded and read back, and a record made that pulls into the same folder;
+    a store that is down makes no record (the full ConfigMap stays)."""
+    run = tmp_path / "run"
+    assert run_demo(run, server).returncode == 0
+    ev, config, full, _ = kept_both_ways(run, server, bucket, monkeypatch)
+    s3 = s3_client(server)
+    for key in [k["Key"] for k in s3.list_objects_v2(Bucket=bucket)["Contents"]]:
+        s3.delete_object(Bucket=bucket, Key=key)  # as if the uploads had failed
+    kept = [result_configmap(ev, read_result(cm), cm.get("binaryData"), upload_failed=True)
+            for cm in full]
+    spec = ev.spec.model_dump(mode="json", by_alias=True)
+    spec["results"]["store"]["endpoint"] = f"http://127.0.0.1:{free_port()}"  # none listens
+    down = parse_resource({"apiVersion": "proctor.dev/v1alpha1", "kind": "Evaluation",
+                           "metadata": {"name": "gold", "namespace": "evals"}, "spec": spec})
+    with pytest.raises(StoreUnreachable, match="cannot reach the object store"):
+        moved_record(down, kept[0], read_result(kept[0]), {})
+    records = [moved_record(ev, cm, read_result(cm), {}) for cm in kept]
+    assert all(read_record(r) is not None and r["metadata"]["name"] != cm["metadata"]["name"]
+               for r, cm in zip(records, kept, strict=True))
+    assert max(len(json.dumps(r)) for r in records) <= 2048
+    assert write_folder(ev, full, tmp_path / "configmaps") == 10
+    assert write_folder(ev, records, tmp_path / "moved", store_fetch(config.endpoint)) == 10
+    assert files_of(tmp_path / "moved") == files_of(tmp_path / "configmaps")
+    # Moved again (the operator stopped before deleting the full one): the same record.
+    assert moved_record(ev, kept[0], read_result(kept[0]), {}) == records[0]

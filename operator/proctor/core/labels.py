@@ -22,6 +22,10 @@ LABEL_ATTEMPT = "proctor.dev/attempt"
 """Which attempt of its item a Job is: 0, then one more per retry."""
 LABEL_OUTCOME = "proctor.dev/outcome"
 """A kept result's outcome (resolved, ...), for a selector by outcome."""
+LABEL_UPLOAD = "proctor.dev/upload"
+"""Value "failed" on a result ConfigMap kept in full because its upload to the object store
+failed: the backlog the operator moves to the store once it answers (`k8s.backlog`), and
+what StoreUnavailable is read back from after a restart."""
 LABEL_OWNER = "proctor.dev/owner"
 """host:pid of the process that made a sandbox container (orphans are found by it)."""
 

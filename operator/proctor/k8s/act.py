@@ -13,6 +13,7 @@ import asyncio
 import copy
 import logging
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -25,7 +26,7 @@ from proctor.core.model import Instance, Outcome, RunResult, WorkItem
 from proctor.core.plan import Variant
 from proctor.core.spec import AgentUnderTest, Evaluation
 from proctor.datasets import Selection
-from proctor.k8s import figures, manifests, reconcile, store
+from proctor.k8s import backlog, figures, manifests, reconcile, store
 from proctor.k8s.api import Kube
 from proctor.k8s.expectations import Expectations
 from proctor.k8s.exporter import Metrics
@@ -38,7 +39,7 @@ from proctor.runner.artifacts import parse_grade_log
 from proctor.runner.solve import patch_from_log
 from proctor.store.location import StoreError, item_location
 from proctor.store.record import item_record
-from proctor.store.s3 import StoreUnreachable, upload_item
+from proctor.store.s3 import StoreUnreachable, upload_checked, upload_item
 
 log = logging.getLogger("proctor.controller")
 Obj = dict[str, Any]
@@ -80,6 +81,15 @@ class Tracked:
     # (the results' item ids and outcomes, their reliability figures): see `reliability`
     figures_of: tuple[frozenset[Any], Reliability | None] = (frozenset(), None)
     store_error: str | None = None  # the last upload's failure; None once one succeeds
+    store_tried: bool = False  # whether this process has tried an upload (StoreUnavailable)
+    store_failed_at: float | None = None  # monotonic time of the last failed upload
+    moved: set[str] = field(default_factory=set)  # full ConfigMaps moved to the store (their
+    # deletion may not have reached the index yet)
+
+    def uploaded(self, error: str | None) -> None:
+        """Note an upload's end: ``error`` why it failed, or None."""
+        self.store_tried, self.store_error = True, error
+        self.store_failed_at = time.monotonic() if error is not None else None
 
     def reliability(self, results: list[RunResult]) -> Reliability | None:
         """The figures of these results, computed again only when they changed (a kept
@@ -193,10 +203,12 @@ class Pass:
         and logs go with them), unless finished Jobs are left to their
         ttlSecondsAfterFinished."""
         result = result.model_copy(update={"repo": self.instances[view.item.instance_id].repo})
-        configmap, where = await self._stored(result, artifacts), "store"
+        configmap, failed = await self._stored(result, artifacts)
+        where = "store"
         if configmap is None:
-            configmap, where = store.result_configmap(self.evaluation, result, artifacts), \
-                "configmap"
+            configmap = store.result_configmap(self.evaluation, result, artifacts,
+                                               upload_failed=failed)
+            where = "configmap"
         kopf.adopt(configmap, owner=_body(self.body))
         await asyncio.to_thread(self.kube.create, configmap)
         self.tracked.expected.kept(result)
@@ -211,10 +223,10 @@ class Pass:
                 await self._delete(job)
 
     async def _stored(self, result: RunResult, artifacts: Mapping[str, str] | None
-                      ) -> Obj | None:
+                      ) -> tuple[Obj | None, bool]:
         """The record ConfigMap of `result` once its files are uploaded to the
-        Evaluation's store; None without a store, or when the upload failed (then
-        `Tracked.store_error` says why, for the StoreUnavailable condition)."""
+        Evaluation's store (None without a store, or when the upload failed), and whether
+        it failed (then `Tracked.store_error` says why, for StoreUnavailable)."""
         files: dict[str, bytes] = {}
         error, config = None, None
         try:
@@ -229,11 +241,40 @@ class Pass:
             log.error("Uploading failed evaluation=%s item=%s: %s (kept in a ConfigMap)",
                       self.evaluation.name, result.item_id, error)
         if error is not None or config is not None:
-            self.tracked.store_error = error
+            self.tracked.uploaded(error)
         if store.keep_mode(config, error) != "record" or config is None:
-            return None
+            return None, error is not None
         return store.record_configmap(self.evaluation, result,
-                                      item_record(result, config.run, files))
+                                      item_record(result, config.run, files)), False
+
+    async def move_backlog(self, moves: backlog.Moves) -> None:
+        """Move results kept in full to the store (`backlog`): each one's files uploaded
+        and read back, its record ConfigMap created, and only then the full one deleted.
+        A store that fails stops the moves (the rest wait for the next try)."""
+        namespace = self.evaluation.namespace
+        for name in moves.drop:
+            await asyncio.to_thread(self.kube.delete_configmap, namespace, name)
+            log.info("Deleted ConfigMap %s evaluation=%s (its record was made before)", name,
+                     self.evaluation.name)
+        for name in moves.move:
+            full = await asyncio.to_thread(self.kube.read_configmap, namespace, name)
+            result = store.read_result(full) if full is not None else None
+            if full is None or result is None:
+                continue  # gone meanwhile, or unreadable: nothing to move
+            try:
+                record = await asyncio.to_thread(moved_record, self.evaluation, full,
+                                                 result, os.environ)
+            except (StoreError, StoreUnreachable) as exc:
+                self.tracked.uploaded(str(exc))
+                return log.error("Moving to the store failed evaluation=%s item=%s: %s",
+                                 self.evaluation.name, result.item_id, exc)
+            self.tracked.uploaded(None)
+            kopf.adopt(record, owner=_body(self.body))
+            await asyncio.to_thread(self.kube.create, record)
+            await asyncio.to_thread(self.kube.delete_configmap, namespace, name)
+            self.tracked.moved.add(name)
+            log.info("Moved result to the store evaluation=%s item=%s configmap=%s",
+                     self.evaluation.name, result.item_id, record["metadata"]["name"])
 
     async def _harvest(self, view: ItemView) -> None:
         """Read a succeeded attempt's full result from its grade log, and keep it."""
@@ -285,6 +326,22 @@ class Pass:
                           f"again, attempt {view.attempt + 2} asks it again")
         for job in view.jobs:
             await self._delete(job)
+
+
+def moved_record(evaluation: Evaluation, full: Mapping[str, Any], result: RunResult,
+                 environ: Mapping[str, str]) -> dict[str, Any]:
+    """The record ConfigMap (kind RECORD_KIND) of an item kept in full, once its files,
+    as the full ConfigMap holds them, are uploaded to the Evaluation's store and read back
+    unchanged (the shell of `backlog`: it blocks). A StoreError or StoreUnreachable when
+    the store is not there or fails."""
+    config = store.store_of(evaluation, environ)
+    if config is None:
+        raise StoreError(f"Evaluation {evaluation.name} has no object store to move to")
+    files = store.item_files(result, full.get("binaryData"))
+    upload_checked(config.endpoint, files, item_location(
+        config.run, result.instance_id, result.variant_id, result.repeat))
+    return store.record_configmap(evaluation, result, item_record(result, config.run, files),
+                                  kind=store.RECORD_KIND)
 
 
 async def create_variants_job(kube: Kube, body: Obj, job: Obj) -> None:

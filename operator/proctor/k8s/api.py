@@ -190,6 +190,26 @@ class Kube:
             raise NameTaken(f"Job {meta['name']} exists for item {theirs}, not "
                             f"{meta['labels'][LABEL_ITEM]}")
 
+    def read_configmap(self, namespace: str, name: str) -> Obj | None:
+        """A ConfigMap whole (a kept result's logs: the index keeps none); None if gone."""
+        try:
+            return _json(self.core.read_namespaced_config_map(name, namespace,
+                                                              _preload_content=False))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def delete_configmap(self, namespace: str, name: str) -> None:
+        """Delete a result ConfigMap moved to the store (its record kept); gone already
+        is as good."""
+        try:
+            self._send("DELETE", f"/api/v1/namespaces/{namespace}/configmaps/{name}",
+                       {"apiVersion": "v1", "kind": "DeleteOptions"})
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
     def delete_job(self, namespace: str, name: str) -> None:
         try:
             self._send("DELETE", f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}",

@@ -59,7 +59,7 @@ import kopf
 
 from proctor.core.exits import BadInput
 from proctor.core.labels import COMPONENT, LABEL_EVALUATION, MANAGED_BY
-from proctor.k8s import manifests, netpol, store
+from proctor.k8s import backlog, manifests, netpol, store
 from proctor.k8s.api import Kube, Leases, load_config, owner_uid
 from proctor.k8s.election import Election, run_elected
 from proctor.k8s.evaluations import RESYNC_SECONDS, Controller
@@ -178,10 +178,11 @@ def children(body: Mapping[str, Any], **_: Any) -> dict[Any, Any]:
 
 @kopf.index("", "v1", "configmaps", labels=RESULTS)
 def results(body: Mapping[str, Any], **_: Any) -> dict[Any, Any]:
-    """Of a kept result, only the RunResult and its owner's uid: its logs stay on the
-    server."""
+    """Of a kept result, only the RunResult, its owner's uid and name, and whether it is
+    in the store (`backlog.Kept`): its logs stay on the server."""
     result = store.read_result(body)
-    return {_owner_key(body): (owner_uid(body), result)} if result is not None else {}
+    return {_owner_key(body): backlog.kept_of(body, owner_uid(body), result)
+            } if result is not None else {}
 
 
 @kopf.index("", "v1", "events", field="type", value="Warning")

@@ -27,7 +27,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -39,6 +39,7 @@ from proctor.core.spec import AgentUnderTest, Evaluation
 from proctor.formats.manifest import ManifestError
 from proctor.k8s import (
     agent_slots,
+    backlog,
     conditions,
     manifests,
     netpol,
@@ -50,6 +51,7 @@ from proctor.k8s import (
 from proctor.k8s.act import Pass, Tracked, create_pull_job, now_text, still_there, write_status
 from proctor.k8s.agent_probes import Agents
 from proctor.k8s.api import Kube, describe, owner_uid
+from proctor.k8s.backlog import Kept
 from proctor.k8s.evaluation_inputs import Inputs
 from proctor.k8s.exporter import Metrics
 from proctor.k8s.indexes import Indexes, Key, Obj
@@ -64,24 +66,28 @@ STATUS_SECONDS = 1.0  # the least time between two status writes of one Evaluati
 RETRY_SECONDS = 1.0  # a pass that failed (a write refused, say) is made again this later
 
 
-def store_state(evaluation: Evaluation, tracked: Tracked, environ: Mapping[str, str]
-                ) -> reconcile.StoreState | None:
-    """The Evaluation's store as the operator last used it; None without one."""
+def store_state(evaluation: Evaluation, tracked: Tracked, environ: Mapping[str, str],
+                kept: Iterable[Kept] = ()) -> reconcile.StoreState | None:
+    """The Evaluation's store as the operator last used it, and how many of the ``kept``
+    results are in full because an upload failed (what the API says, after a restart
+    too); None without one."""
     try:
         config = store.store_of(evaluation, environ)
     except BadInput as exc:  # a bad default URL: every upload fails, and says so
         return reconcile.StoreState(url="", error=str(exc))
     if config is None:
         return None
-    return reconcile.StoreState(url=str(config.run), error=tracked.store_error)
+    waiting = backlog.backlog(k for k in kept if k.name not in tracked.moved)
+    return reconcile.StoreState(url=str(config.run), error=tracked.store_error,
+                                tried=tracked.store_tried, backlog=len(waiting))
 
 
-def predecessors_left(jobs: list[Obj], results: list[Any], uid: str) -> int:
+def predecessors_left(jobs: list[Obj], results: list[Kept], uid: str) -> int:
     """How many Jobs and kept results (with their owner's uid) an earlier Evaluation of the
     same name owns still: deleted, it leaves them to the garbage collector, in its own
     time. Its items have the same names as this one's, so its results would count as this
     one's and its Jobs would take their names: nothing is done until they are gone."""
-    owners = [owner_uid(job) for job in jobs] + [owner for owner, _ in results]
+    owners = [owner_uid(job) for job in jobs] + [kept.owner for kept in results]
     return sum(owner is not None and owner != uid for owner in owners)
 
 
@@ -212,6 +218,7 @@ class Controller:
             log.error("Acting failed evaluation=%s/%s: %s", key[0], tracked.name,
                       describe(failure))
             self.queue.add_after(key, RETRY_SECONDS)
+        await self._move_backlog(key, p)
         if refusal is None:
             await self._publish(key, p, selection, items, decision, waiting)
 
@@ -255,6 +262,23 @@ class Controller:
                 "reason": "PullingImages", "conditions": waiting, "images": state.status(),
                 "observedGeneration": generation})
         return state.ready
+
+    async def _move_backlog(self, key: Key, p: Pass) -> None:
+        """Move results kept in full while the store was down to it (`backlog`); another
+        pass soon while some are left and the store answers."""
+        kept = self.indexes.all("results", key)
+        if not backlog.backlog(kept) or store_state(p.evaluation, p.tracked, os.environ) is None:
+            return
+        moves = backlog.plan_moves(kept, failed_at=p.tracked.store_failed_at,
+                                   now=time.monotonic(), moved=p.tracked.moved)
+        try:
+            await p.move_backlog(moves)
+        except Exception as exc:  # an API call refused: the next pass tries again
+            self.metrics.reconcile_errors.inc()
+            log.error("Moving the backlog failed evaluation=%s/%s: %s", key[0],
+                      p.tracked.name, describe(exc))
+        if moves.move and p.tracked.store_failed_at is None:
+            self.queue.add_after(key, RETRY_SECONDS)
 
     def _decide(self, evaluation: Evaluation, views: list[ItemView],
                 tracked: Tracked, agent: AgentUnderTest | None,
@@ -318,7 +342,8 @@ class Controller:
         now = now_text()
         conditions_now = reconcile.conditions_for(
             old, views, decision, now, generation, p.evaluation.spec.suspend,
-            agent_waiting=waiting, store=store_state(p.evaluation, p.tracked, os.environ))
+            agent_waiting=waiting, store=store_state(p.evaluation, p.tracked, os.environ,
+                                                     self.indexes.all("results", key)))
         made = p.tracked.llm_variants
         if made is not None:
             conditions_now = conditions.set_condition(

@@ -37,8 +37,8 @@ class Indexes:
         return list(self._indexes[index].get(key) or ())
 
     def kept(self, key: Key) -> list[Any]:
-        """The kept results (the index holds each with its owner's uid)."""
-        return [result for _, result in self.all("results", key)]
+        """The kept results (the index holds each as a `backlog.Kept`)."""
+        return [kept.result for kept in self.all("results", key)]
 
     def parse(self, body: Obj, kind: type[_Kind]) -> _Kind:
         """An Evaluation or AgentUnderTest checked against its CRD (once per generation)."""

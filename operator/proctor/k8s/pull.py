@@ -64,6 +64,10 @@ def kept_files(configmaps: Iterable[Mapping[str, Any]], fetch: Fetch | None
             records.append(record)
         elif (result := read_result(cm)) is not None:
             kept.append((result, item_files(result, cm.get("binaryData"))))
+    # An operator stopped while moving an item to the store leaves its full ConfigMap
+    # beside the record (`backlog`): the full one is read, once.
+    full = {result.item_id for result, _ in kept}
+    records = [r for r in records if r["item"] not in full]
     if records and fetch is None:
         raise PullError(f"{len(records)} results are in an object store, and none is "
                         f"configured")

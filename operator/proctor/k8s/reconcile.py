@@ -429,28 +429,49 @@ def conditions_for(old: Sequence[Obj], views: Sequence[ItemView], decision: Deci
             ("Degraded", decision.degraded is not None, *degraded)):
         conditions = set_condition(conditions, *change, now=now, observed_generation=generation)
     if store is not None:
-        conditions = set_condition(conditions, *store_condition(store), now=now,
+        previous = find_condition(conditions, "StoreUnavailable")
+        conditions = set_condition(conditions, *store_condition(store, previous), now=now,
                                    observed_generation=generation)
     return conditions
 
 
 @dataclass(frozen=True)
 class StoreState:
-    """An Evaluation's object store as the operator last used it."""
+    """An Evaluation's object store as the operator knows it: its last upload, and the
+    results the API holds in full because an upload failed."""
 
     url: str
     """Where its artefacts go (s3://bucket/prefix/namespace/evaluation)."""
     error: str | None = None
     """Why the last upload failed; None when it succeeded, or none was tried yet."""
+    tried: bool = False
+    """Whether this process has tried an upload (False after a restart, until one)."""
+    backlog: int = 0
+    """Results kept in full because their upload failed (labelled so in the API; moved
+    to the store once it answers: `backlog`)."""
 
 
-def store_condition(store: StoreState) -> tuple[str, bool, str, str]:
+def store_condition(store: StoreState, previous: Mapping[str, Any] | None = None
+                    ) -> tuple[str, bool, str, str]:
     """StoreUnavailable: True, reason UploadFailed, naming the error, while the last upload
-    failed (that item's full result was kept in a ConfigMap instead: nothing is lost);
-    False, reason Available, once one succeeds."""
+    failed (that item's full result was kept in a ConfigMap instead: nothing is lost).
+    Before this process has tried one (a restart), the API decides: a backlog says the
+    store was down, and nothing has answered since, so the condition stays True (with the
+    ``previous`` condition's message, which names the error, if it was True). False,
+    reason Recovering, while an upload succeeds and the backlog moves to the store; False,
+    reason Available, once none is left."""
+    n = store.backlog
+    kept = f"{n} items are kept in ConfigMaps until the store answers"
     if store.error is not None:
-        return ("StoreUnavailable", True, "UploadFailed",
-                f"{store.error}; results are kept in ConfigMaps until the store answers")
+        return ("StoreUnavailable", True, "UploadFailed", f"{store.error}; {kept}")
+    if n and not store.tried:
+        was = previous is not None and previous.get("status") == "True"
+        said = str(previous.get("message")) if previous is not None and was else \
+            f"an upload failed before the operator restarted; {kept}"
+        return ("StoreUnavailable", True, "UploadFailed", said)
+    if n:
+        return ("StoreUnavailable", False, "Recovering",
+                f"the store answers: moving {n} items kept in ConfigMaps to {store.url}")
     return ("StoreUnavailable", False, "Available", f"artefacts go to {store.url}")
 
 

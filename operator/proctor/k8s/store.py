@@ -6,8 +6,10 @@ as JSON and, as binaryData, the patch and the logs (gzip; the test log capped to
 and tail). With one (spec.results.store, or the operator's default), the item's files
 (`item_files`) go to the store and the ConfigMap holds only the small record
 (`proctor.store.record.item_record`, about 1 KiB) that points at them; an upload that
-failed falls back to the full ConfigMap (`keep_mode`), so no result is lost.
-Status is rebuilt from either kind on every pass, and `proctor results pull` reads both.
+failed falls back to the full ConfigMap (`keep_mode`), labelled LABEL_UPLOAD=failed, so no
+result is lost; once the store answers, `k8s.backlog` moves such an item to the store and
+its record to a ConfigMap of kind RECORD_KIND (the full one is deleted only then). Status
+is rebuilt from either kind on every pass, and `proctor results pull` reads both.
 """
 
 from __future__ import annotations
@@ -18,7 +20,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from proctor.core.labels import COMPONENT, LABEL_INSTANCE, LABEL_ITEM, LABEL_OUTCOME
+from proctor.core.labels import (
+    COMPONENT,
+    LABEL_INSTANCE,
+    LABEL_ITEM,
+    LABEL_OUTCOME,
+    LABEL_UPLOAD,
+)
 from proctor.core.model import RESULT_SCHEMA_VERSION, RunResult
 from proctor.core.spec import Evaluation
 from proctor.formats.report_json import report_json
@@ -29,6 +37,10 @@ from proctor.store.location import S3Location, parse_s3_url
 from proctor.store.record import RECORD_VERSION, result_from_record
 
 RESULT_KIND = "result"
+RECORD_KIND = "record"
+"""The name's kind of a record made for an item moved from a full ConfigMap: a name apart
+from the full one's, so the record exists before the full one is deleted."""
+UPLOAD_FAILED = "failed"
 RESULT_KEY = "result.json"
 RECORD_KEY = "record.json"
 
@@ -89,12 +101,16 @@ def result_labels(evaluation: Evaluation) -> dict[str, str]:
 
 
 def result_configmap(evaluation: Evaluation, result: RunResult,
-                     artifacts: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The ConfigMap that keeps one item's result and its files."""
+                     artifacts: Mapping[str, str] | None = None, *,
+                     upload_failed: bool = False, kind: str = RESULT_KIND) -> dict[str, Any]:
+    """The ConfigMap that keeps one item's result and its files; ``upload_failed``: kept
+    in full because its upload failed (labelled, the backlog `k8s.backlog` moves)."""
     labels = {COMPONENT: RESULT_KIND, LABEL_ITEM: result.item_id,
               LABEL_INSTANCE: label_value(result.instance_id),
               LABEL_OUTCOME: result.outcome.value}
-    name = configmap_name(evaluation.name, RESULT_KIND, result.item_id)
+    if upload_failed:
+        labels[LABEL_UPLOAD] = UPLOAD_FAILED
+    name = configmap_name(evaluation.name, kind, result.item_id)
     body = m.immutable_configmap(evaluation, name, labels, {RESULT_KEY: result.model_dump_json()})
     if artifacts:
         body["binaryData"] = dict(artifacts)
@@ -102,10 +118,11 @@ def result_configmap(evaluation: Evaluation, result: RunResult,
 
 
 def record_configmap(evaluation: Evaluation, result: RunResult,
-                     record: Mapping[str, Any]) -> dict[str, Any]:
+                     record: Mapping[str, Any], kind: str = RESULT_KIND) -> dict[str, Any]:
     """The ConfigMap that keeps one item's record, its files being in the store: the
-    same name and labels as `result_configmap`, so either kind is found alike."""
-    body = result_configmap(evaluation, result)
+    same name and labels as `result_configmap`, so either kind is found alike (``kind``
+    RECORD_KIND: the name of one moved from a full ConfigMap)."""
+    body = result_configmap(evaluation, result, kind=kind)
     body["data"] = {RECORD_KEY: json.dumps(record, separators=(",", ":"))}
     return body
 
@@ -154,3 +171,11 @@ def newer_schema(configmap: Mapping[str, Any]) -> int | None:
         return None
     newer = isinstance(version, int) and version > RESULT_SCHEMA_VERSION
     return version if newer else None
+
+
+def upload_failed(configmap: Mapping[str, Any]) -> bool:
+    """Whether a ConfigMap keeps a result in full because its upload failed."""
+    labels = (configmap.get("metadata") or {}).get("labels") or {}
+    return labels.get(LABEL_UPLOAD) == UPLOAD_FAILED and RESULT_KEY in (
+        configmap.get("data") or {})
+

@@ -189,3 +189,22 @@ def fetch_objects(s3: Any, bucket: str, keys: Collection[str]) -> dict[str, byte
     with translated(s3, "download", S3Location(bucket=bucket)):
         each(get, sorted(keys))
     return found
+
+
+def upload_checked(endpoint: str, files: Mapping[str, bytes], to: S3Location) -> None:
+    """`upload_item`, then each file read back and compared: what a full ConfigMap is
+    deleted on the word of (`k8s.backlog`). A file stored otherwise is StoreUnreachable,
+    naming it."""
+    upload_item(endpoint, files, to)
+    s3 = _operator_client(endpoint)
+    keys = {to.key(name): name for name in files}
+    stored = fetch_objects(s3, to.bucket, keys)
+    differ = differing(files, {keys[key]: data for key, data in stored.items()})
+    if differ:
+        raise StoreUnreachable(f"the object store at {endpoint_of(s3)} did not keep "
+                               f"{to}/{differ[0]} as uploaded ({len(differ)} files differ)")
+
+
+def differing(sent: Mapping[str, bytes], read: Mapping[str, bytes]) -> list[str]:
+    """The names of the files read back otherwise than they were sent (or not at all)."""
+    return sorted(name for name, data in sent.items() if read.get(name) != data)
