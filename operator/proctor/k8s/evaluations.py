@@ -242,7 +242,17 @@ class Controller:
             return item_state(job, own, [e for name in names
                                          for e in self.indexes.all("warnings", (key[0], name))])
         chosen = items if rows is None else reconcile.in_play(items, jobs, kept.keys(), rows)
-        return reconcile.observe(chosen, jobs, kept, state_of)
+        views = reconcile.observe(chosen, jobs, kept, state_of, tracked.answers)
+        # Remember the queued Jobs seen asking the agent: once Kueue preempts one, its pod
+        # (what showed it) is deleted. Forgotten with their Jobs.
+        for view in views:
+            if view.asked and view.latest is not None:
+                tracked.answers.setdefault(view.latest["metadata"]["uid"], None)
+        if rows is not None:
+            uids = {job["metadata"].get("uid") for job in jobs}
+            for uid in set(tracked.answers) - uids:
+                del tracked.answers[uid]
+        return views
 
     async def _publish(self, key: Key, p: Pass, selection: datasets.Selection,
                        items: list[WorkItem], decision: Decision,
