@@ -183,10 +183,11 @@ class Controller:
             decision = self._decide(evaluation, views, tracked, agent, waiting)
         if refusal is not None:
             decision.start, decision.retry, decision.ask_again = [], [], []
+            decision.preempted = []
         for other in agent_slots.hold(self.tracked, key, agent, decision.agent_tasks):
             self.queue.add(other)  # slots given back: the agent's other Evaluations take them
-        if (decision.start or decision.retry or decision.ask_again) and not \
-                await still_there(self.kube, key[0], tracked):
+        if (decision.start or decision.retry or decision.ask_again or decision.preempted) \
+                and not await still_there(self.kube, key[0], tracked):
             return await self.forget(key)
         p = Pass(self.kube, self.metrics, self.runner_image, body, tracked, evaluation, agent,
                  selection.by_id, {v.item.instance_id: v.state.node for v in views

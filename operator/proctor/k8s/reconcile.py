@@ -15,6 +15,10 @@ Per item, level-based:
   agent's card has answered since that attempt ended (`unanswered`); until then it waits,
   and once AGENT_FAILURES_IN_A_ROW items wait so, no new item starts either (the engine's
   dead-agent rule);
+* its Job is suspended (Kueue's queue: not admitted yet): queued; it holds its row. One
+  Kueue suspended again after its solve step started (preempted; `preempted`): its next
+  attempt, with the patch kept when the solve step ended (`answered`: kept at once, as
+  the preemption deletes the pod and its log), so the agent is not asked twice;
 * no Job yet: start it, while fewer than maxConcurrentRows items hold a slot, the agent
   has a task slot free (maxConcurrentTasks, over every Evaluation that uses it) and the
   Evaluation is not suspended. An attempt holds its slot until its pod has ended or its
@@ -23,7 +27,8 @@ Per item, level-based:
 
 The agent's task slots: an attempt that asks the agent holds one of them from its Job's
 creation (its solve step may start once the pull step is done) until its solve step ends
-or its pod does. The controller passes the slots the agent's other Evaluations leave free.
+or its pod does (a Job queued in Kueue reserves its slot: `holds_agent_slot`). The
+controller passes the slots the agent's other Evaluations leave free.
 A finished item's Jobs are deleted unless the operator keeps finished Jobs for `kubectl
 logs` (a ttlSecondsAfterFinished on each: Kubernetes' TTL controller deletes them).
 """
