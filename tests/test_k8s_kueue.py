@@ -20,11 +20,11 @@ from kopf._core.engines.posting import event_queue_loop_var, event_queue_var, se
 from kubernetes import client
 from prometheus_client import CollectorRegistry
 
-from proctor.core.labels import KUEUE_QUEUE_NAME, LABEL_ATTEMPT
+from proctor.core.labels import KUEUE_QUEUE_NAME, LABEL_ATTEMPT, LABEL_ITEM
 from proctor.core.model import Instance
 from proctor.k8s import manifests as m
 from proctor.k8s import reconcile
-from proctor.k8s.act import Pass, Tracked
+from proctor.k8s.act import Pass, Tracked, restore_answers
 from proctor.k8s.api import Kube
 from proctor.k8s.conditions import status_reason
 from proctor.k8s.exporter import Metrics
@@ -202,9 +202,10 @@ def test_a_job_suspended_again_after_asking_the_agent_is_preempted() -> None:
 
 class ApiServer:
     """A loopback HTTP server standing in for the API server: it records each call,
-    answers a write with its body and the solve step's log with ``solve_log``."""
+    answers a write with its body, a list of ConfigMaps with ``configmaps`` and the solve
+    step's log with ``solve_log``."""
 
-    def __init__(self, solve_log: str = "") -> None:
+    def __init__(self, solve_log: str = "", configmaps: list[dict[str, Any]] = ()) -> None:
         self.calls: list[tuple[str, str, dict[str, Any]]] = []
         outer = self
 
@@ -221,6 +222,10 @@ class ApiServer:
 
             def do_GET(self) -> None:
                 outer.calls.append(("GET", self.path, {}))
+                if self.path.split("?")[0].endswith("/configmaps"):
+                    listed = {"kind": "ConfigMapList", "apiVersion": "v1",
+                              "items": list(configmaps)}
+                    return self._answer(200, json.dumps(listed).encode())
                 self._answer(200, solve_log.encode(), "text/plain")
 
             def _write(self) -> None:
@@ -343,3 +348,30 @@ def test_a_job_preempted_before_the_agent_answered_asks_it_again(task) -> None: 
     assert job_made["metadata"]["labels"][LABEL_ATTEMPT] == "1" and m.job_asks_agent(job_made)
     ((reason, message),) = events
     assert reason == "Preempted" and "answer never arrived" in message
+
+
+def test_a_restarted_operator_knows_the_answers_kept_before(task) -> None:  # noqa: F811
+    """Its memory gone, the kept patches say which queued Jobs got their answer: one of
+    them preempted after the restart is still not run again as it is."""
+    patch = m.patch_configmap(evaluation("demo"), item_of(task), "--- a/x\n+++ b/x\n")
+    asking = item_job(task, suspended=True)
+    retried = item_job(task, suspended=True, kept=patch)  # reuses a patch: asks nothing
+    retried["metadata"]["uid"] = "job-uid-1"
+    other = item_job(task, suspended=True)
+    other["metadata"] |= {"uid": "job-uid-2", "labels": {
+        **other["metadata"]["labels"], LABEL_ITEM: "f" * 32}}
+    assert reconcile.restored_answers([asking, retried, other], [patch]) == {
+        "job-uid-0": patch}
+    server = ApiServer(configmaps=[patch])
+    tracked = Tracked("uid-1", "demo")
+    try:
+        for _ in range(2):  # listed once
+            asyncio.run(restore_answers(server.kube(), evaluation("demo", queueName=QUEUE),
+                                        tracked, [asking]))
+    finally:
+        server.stop()
+    (listed,) = [path for method, path, _ in server.calls if method == "GET"]
+    assert "labelSelector=" in listed and "kept-patch" in listed
+    assert tracked.answers == {"job-uid-0": patch}
+    (view,) = reconcile.observe([item_of(task)], [asking], {}, item_state, tracked.answers)
+    assert reconcile.preempted(view) and view.kept_patch == patch

@@ -21,6 +21,7 @@ from typing import Any, cast
 import kopf
 
 from proctor import __version__
+from proctor.core.labels import COMPONENT
 from proctor.core.model import Instance, Outcome, RunResult, WorkItem
 from proctor.core.plan import Variant
 from proctor.core.spec import AgentUnderTest, Evaluation
@@ -81,6 +82,7 @@ class Tracked:
     # Queued Jobs (Kueue) seen asking the agent, by uid: the ConfigMap of the patch kept
     # from each, {} when its solve log held none, None while not read (`reconcile.observe`)
     answers: dict[str, Obj | None] = field(default_factory=dict)
+    answers_restored: bool = False  # the kept patches listed once (`restore_answers`)
 
     def reliability(self, results: list[RunResult]) -> Reliability | None:
         """The figures of these results, computed again only when they changed (a kept
@@ -337,6 +339,21 @@ async def create_variants_job(kube: Kube, body: Obj, job: Obj) -> None:
     if await asyncio.to_thread(kube.create, job):
         log.info("Created Job %s for the llm variants evaluation=%s", job["metadata"]["name"],
                  body["metadata"]["name"])
+
+
+async def restore_answers(kube: Kube, evaluation: Evaluation, tracked: Tracked,
+                          jobs: list[Obj]) -> None:
+    """Once per Evaluation this process tracks, when its Jobs are in a Kueue queue: the
+    answers kept before it started (`reconcile.restored_answers`), so that a queued Job
+    that got its patch is not run again by Kueue after a preemption."""
+    if tracked.answers_restored:
+        return
+    labels = {**manifests.owner_labels(evaluation), COMPONENT: "kept-patch"}
+    patches = (await asyncio.to_thread(kube.list_configmaps, evaluation.namespace,
+                                       labels)).get("items") or []
+    for uid, patch in reconcile.restored_answers(jobs, patches).items():
+        tracked.answers.setdefault(uid, dict(patch))
+    tracked.answers_restored = True
 
 
 async def still_there(kube: Kube, namespace: str, tracked: Tracked) -> bool:

@@ -36,7 +36,14 @@ from proctor.core.model import WorkItem
 from proctor.core.spec import AgentUnderTest, Evaluation
 from proctor.formats.manifest import ManifestError
 from proctor.k8s import agent_slots, conditions, manifests, netpol, reconcile, store, variants_job
-from proctor.k8s.act import Pass, Tracked, now_text, still_there, write_status
+from proctor.k8s.act import (
+    Pass,
+    Tracked,
+    now_text,
+    restore_answers,
+    still_there,
+    write_status,
+)
 from proctor.k8s.agent_probes import Agents
 from proctor.k8s.api import Kube, describe, owner_uid
 from proctor.k8s.evaluation_inputs import Inputs
@@ -171,6 +178,8 @@ class Controller:
             agent, policy = None, None  # its agent is missing or unreachable: start
             # nothing, keep what still ends
         items = tracked.items(body, evaluation, selection, variants)
+        if manifests.queue_name(evaluation, self.job_defaults):
+            await restore_answers(self.kube, evaluation, tracked, self.indexes.all("jobs", key))
         rows = evaluation.spec.max_concurrent_rows if refusal is None else 0
         views = self._observe(key, tracked, items, rows)
         waiting = self.agents.waiting(agent)

@@ -200,6 +200,18 @@ def seen_asking(view: ItemView) -> bool:
             and solve.state in ("running", "terminated"))
 
 
+def restored_answers(jobs: Sequence[Obj], patches: Sequence[Obj]) -> dict[str, Obj]:
+    """What an operator that restarted knows again of the queued Jobs' answers, by Job
+    uid: a Job in a queue that asks the agent, of an item with a kept patch, got that patch
+    (a retry's attempt reuses a kept patch and asks nothing; an attempt asked again had
+    none). A Job preempted mid-solve before the restart cannot be told this way."""
+    by_item = {str((p.get("metadata", {}).get("labels") or {}).get(LABEL_ITEM)): p
+               for p in patches}
+    return {job["metadata"]["uid"]: by_item[item_of(job)] for job in jobs
+            if job.get("metadata", {}).get("uid") and in_queue(job) and job_asks_agent(job)
+            and item_of(job) in by_item}
+
+
 def answered(view: ItemView) -> bool:
     """Whether the latest attempt's solve step ended with the agent's answer (exit 0: the
     patch is in its log) and the patch is not kept yet."""
