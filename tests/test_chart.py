@@ -878,6 +878,7 @@ def test_job_settings_reach_the_operator(helm: Path) -> None:
     assert defaults({"jobs": {"runtimeClassName": "gvisor", "priorityClassName": "low",
                               "ttlSecondsAfterFinished": None}}) == JobDefaults("gvisor", "low")
     assert defaults({"jobs": {"ttlSecondsAfterFinished": 0}}).ttl_seconds_after_finished == 0
+    assert defaults({"jobs": {"queueName": "team-a"}}).queue_name == "team-a"
 
 
 def test_network_policy_settings_reach_the_operator(helm: Path) -> None:

@@ -124,8 +124,8 @@ def test_the_status_of_2000_items_is_small_and_valid() -> None:
     assert size - len(json.dumps(status_for(results(5))).encode()) < 64
     parse_resource(evaluation_with(status))  # the CRD's status schema accepts it
     assert status["progress"] == "2000/2000"
-    assert status["items"] == {"total": 2000, "waiting": 0, "pending": 0, "running": 0,
-                               "done": 2000, "retries": 0}
+    assert status["items"] == {"total": 2000, "waiting": 0, "queued": 0, "pending": 0,
+                               "running": 0, "done": 2000, "retries": 0}
     assert sum(status["outcomes"].values()) == 2000
     assert status["errorKinds"] == {"infra": status["outcomes"]["error"]}
     assert status["results"]["totalInstances"] == 500

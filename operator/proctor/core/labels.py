@@ -33,3 +33,7 @@ ANNOTATION_ITEM = "proctor.dev/item-json"
 """The pod's work item as JSON, projected to /task/item.json by the downward API."""
 ANNOTATION_ITEM_KEY = "proctor.dev/item-key"
 ANNOTATION_RUNNER_VERSION = "proctor.dev/runner-version"
+
+KUEUE_QUEUE_NAME = "kueue.x-k8s.io/queue-name"
+"""Kueue's label naming the LocalQueue of a Job it manages (its QueueLabel): a Job with it
+is admitted by Kueue's quota."""

@@ -324,6 +324,10 @@ class EvaluationSpec(_Spec):
     """Caps on what the agent may spend in this Evaluation."""
     suspend: bool = False
     """Start no new rows while true."""
+    queue_name: str = ""
+    """Kueue LocalQueue of the rows' Jobs: each is created suspended with Kueue's
+    queue-name label, and runs once Kueue admits it; empty: the operator's default, else
+    no queue (the Jobs run at once)."""
     results: ResultsSpec = Field(default_factory=ResultsSpec)
     """Where the items' results are kept."""
 

@@ -22,6 +22,7 @@ from typing import Any, cast
 import kopf
 
 from proctor import __version__
+from proctor.core.labels import COMPONENT
 from proctor.core.model import Instance, Outcome, RunResult, WorkItem
 from proctor.core.plan import Variant
 from proctor.core.spec import AgentUnderTest, Evaluation
@@ -85,6 +86,10 @@ class Tracked:
     store_failed_at: float | None = None  # monotonic time of the last failed upload
     moved: set[str] = field(default_factory=set)  # full ConfigMaps moved to the store (their
     # deletion may not have reached the index yet)
+    # Queued Jobs (Kueue) seen asking the agent, by uid: the ConfigMap of the patch kept
+    # from each, {} when its solve log held none, None while not read (`reconcile.observe`)
+    answers: dict[str, Obj | None] = field(default_factory=dict)
+    answers_restored: bool = False  # the kept patches listed once (`restore_answers`)
 
     def uploaded(self, error: str | None) -> None:
         """Note an upload's end: ``error`` why it failed, or None."""
@@ -136,7 +141,7 @@ class Pass:
 
     async def act(self, decision: Decision) -> list[BaseException]:
         """Carry out the decision, each item's calls beside the others'; what failed."""
-        if decision.start or decision.retry or decision.ask_again:
+        if decision.start or decision.retry or decision.ask_again or decision.preempted:
             try:  # before any pod it governs can start; failed, the pass is made again
                 await self.apply_policy()
             except Exception as exc:
@@ -145,7 +150,7 @@ class Pass:
         for job in decision.stop:
             stops.setdefault(reconcile.item_of(job), []).append(job)
         deleting = {v.item.id for v in (*decision.harvest, *decision.retry,
-                                          *decision.ask_again)} | {
+                                          *decision.ask_again, *decision.preempted)} | {
             v.item.id for v, _ in decision.give_up}  # these delete their own Jobs
         work = [self._harvest(view) for view in decision.harvest]
         work += [self._keep(view, result) for view, result in decision.give_up]
@@ -153,6 +158,8 @@ class Pass:
         work += [self._delete(job) for item_id, jobs in stops.items()
                  if item_id not in deleting for job in jobs]
         work += [self._ask_again(view) for view in decision.ask_again]
+        work += [self._preempted(view) for view in decision.preempted]
+        work += [self._keep_patch(view) for view in decision.keep_patch]
         work += [self.create_job(item) for item in decision.start]
         done = await asyncio.gather(*work, return_exceptions=True)
         return [failure for failure in done if isinstance(failure, BaseException)]
@@ -288,43 +295,83 @@ class Pass:
             self.metrics.job_seconds.labels(self.evaluation.namespace, self.tracked.agent_label
                                             ).observe(result.timings.total_seconds)
 
-    async def _retry(self, view: ItemView, stops: list[Mapping[str, Any]]) -> None:
-        """The next attempt, with the patch the failed one got: the agent is never asked
-        twice. The failed Job is deleted only once the next one exists."""
-        state, item, spec = view.state, view.item, self.evaluation.spec
+    async def _kept_patch(self, view: ItemView) -> Obj | None:
+        """The patch the agent gave the latest attempt: the one kept already, else read from
+        its solve step's log now and kept in a ConfigMap (creating it again is a no-op);
+        None when the agent was not asked, or its answer is not in the log (nor kept)."""
+        state, spec = view.state, self.evaluation.spec
         assert state is not None
+        if view.kept_patch:
+            return dict(view.kept_patch)
         # A given patch (gold, file) is in the task: only an agent's answer is kept.
         asked = spec.predictions.source == "agent" and any(
             s.name == "solve" and s.started_at for s in state.steps)
         text = await asyncio.to_thread(self.kube.pod_log, self.evaluation.namespace, state.pod,
                                        "solve") if state.pod and asked else ""
         patch = patch_from_log(text) if text else None
-        if patch is None and asked:
+        uid = (view.latest or {}).get("metadata", {}).get("uid")
+        if patch is None:
+            if uid in self.tracked.answers and state.pod:
+                self.tracked.answers[uid] = {}  # read: no patch in it (not read again)
+            return None
+        kept = manifests.patch_configmap(self.evaluation, view.item, patch)
+        kopf.adopt(kept, owner=_body(self.body))
+        await asyncio.to_thread(self.kube.create, kept)
+        if uid in self.tracked.answers:
+            self.tracked.answers[uid] = kept
+        return kept
+
+    async def _keep_patch(self, view: ItemView) -> None:
+        """Keep the agent's patch as soon as the solve step of a queued Job ends: Kueue may
+        preempt the Job, and the Job controller then deletes its pod, and the log with it."""
+        if await self._kept_patch(view) is not None:
+            log.info("Kept the agent's patch item=%s attempt=%d", view.item.key, view.attempt)
+
+    async def _retry(self, view: ItemView, stops: list[Mapping[str, Any]]) -> None:
+        """The next attempt, with the patch the failed one got: the agent is never asked
+        twice. The failed Job is deleted only once the next one exists."""
+        state, spec = view.state, self.evaluation.spec
+        assert state is not None
+        asked = spec.predictions.source == "agent" and any(
+            s.name == "solve" and s.started_at for s in state.steps)
+        kept = await self._kept_patch(view)
+        if kept is None and asked:
             lost = f"the agent's answer was lost with its pod ({state.reason}); not asked again"
             result = reconcile.failure_result(self.evaluation, view)
             return await self._keep(view, result.model_copy(update={"error_message": lost}))
-        kept = None
-        if patch is not None:
-            kept = manifests.patch_configmap(self.evaluation, item, patch)
-            kopf.adopt(kept, owner=_body(self.body))
-            await asyncio.to_thread(self.kube.create, kept)
-        await self.create_job(item, kept, view.attempt + 1)
+        reuse = ", reusing the patch it got" if kept is not None else ""
+        await self._next_attempt(view, kept, stops, "Retrying",
+                                 f"{state.reason}; attempt {view.attempt + 2}{reuse}")
         self.metrics.retries.labels(self.evaluation.namespace, self.evaluation.name,
                                     self.tracked.agent_label).inc()
-        reuse = ", reusing the patch it got" if patch is not None else ""
-        kopf.warn(_body(self.body), reason="Retrying",
-                  message=f"{item.key}: {state.reason}; attempt {view.attempt + 2}{reuse}")
-        for job in stops:
-            await self._delete(job)
+
+    async def _preempted(self, view: ItemView) -> None:
+        """The next attempt of a Job Kueue suspended again after it asked the agent (run
+        again as it is, it would ask a second time): with the patch kept from it, else it
+        asks again, the first answer never having arrived."""
+        kept = await self._kept_patch(view)
+        how = ("reusing the agent's patch, kept when its solve step ended" if kept is not None
+               else "the agent's answer never arrived, so it is asked again")
+        await self._next_attempt(view, kept, view.jobs, "Preempted",
+                                 f"Kueue suspended its Job after it asked the agent; attempt "
+                                 f"{view.attempt + 2} runs, {how}")
 
     async def _ask_again(self, view: ItemView) -> None:
         """The next attempt of an item the agent never answered (it went away and its card
         answers again): the agent is asked again. The old Job goes once the new one exists."""
-        await self.create_job(view.item, None, view.attempt + 1)
-        kopf.info(_body(self.body), reason="AskingAgain",
-                  message=f"{view.item.key}: the agent never answered; its card answers "
-                          f"again, attempt {view.attempt + 2} asks it again")
-        for job in view.jobs:
+        await self._next_attempt(view, None, view.jobs, "AskingAgain",
+                                 f"the agent never answered; its card answers again, attempt "
+                                 f"{view.attempt + 2} asks it again")
+
+    async def _next_attempt(self, view: ItemView, kept: Obj | None,
+                            old: list[Mapping[str, Any]], reason: str, message: str) -> None:
+        """Create the item's next attempt (with ``kept``: the patch an earlier one got, so
+        the agent is not asked), post an Event, then delete the ``old`` Jobs: only once the
+        next one exists, so that the item never looks as if it had none."""
+        await self.create_job(view.item, kept, view.attempt + 1)
+        post = kopf.info if reason == "AskingAgain" else kopf.warn
+        post(_body(self.body), reason=reason, message=f"{view.item.key}: {message}"[:1000])
+        for job in old:
             await self._delete(job)
 
 
@@ -351,6 +398,21 @@ async def create_variants_job(kube: Kube, body: Obj, job: Obj) -> None:
     if await asyncio.to_thread(kube.create, job):
         log.info("Created Job %s for the llm variants evaluation=%s", job["metadata"]["name"],
                  body["metadata"]["name"])
+
+
+async def restore_answers(kube: Kube, evaluation: Evaluation, tracked: Tracked,
+                          jobs: list[Obj]) -> None:
+    """Once per Evaluation this process tracks, when its Jobs are in a Kueue queue: the
+    answers kept before it started (`reconcile.restored_answers`), so that a queued Job
+    that got its patch is not run again by Kueue after a preemption."""
+    if tracked.answers_restored:
+        return
+    labels = {**manifests.owner_labels(evaluation), COMPONENT: "kept-patch"}
+    patches = (await asyncio.to_thread(kube.list_configmaps, evaluation.namespace,
+                                       labels)).get("items") or []
+    for uid, patch in reconcile.restored_answers(jobs, patches).items():
+        tracked.answers.setdefault(uid, dict(patch))
+    tracked.answers_restored = True
 
 
 async def still_there(kube: Kube, namespace: str, tracked: Tracked) -> bool:

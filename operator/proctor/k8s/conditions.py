@@ -82,8 +82,10 @@ class ItemCounts:
     """Items planned."""
     waiting: int = 0
     """Not started: no Job yet (maxConcurrentRows, suspend)."""
+    queued: int = 0
+    """A Job exists, suspended: it waits for Kueue to admit it (again, when preempted)."""
     pending: int = 0
-    """A Job exists, no step has started."""
+    """A Job exists (admitted, where Kueue queues it), no step has started."""
     running: int = 0
     """A step is running."""
     done: int = 0
@@ -102,7 +104,8 @@ def results_table(results: Sequence[RunResult]) -> dict[str, Any]:
 def status_reason(conditions: Sequence[Mapping[str, Any]]) -> str:
     """One word for ``kubectl get``: why the Evaluation cannot go on (Ready=False's reason:
     InvalidSpec, AgentNotFound, LocalEndpoint, ...) or what a person should look at
-    (Degraded's), else Suspended, else where it stands (AllItemsDone, ItemsInFlight, Idle)."""
+    (Degraded's), else Suspended, else where it stands (AllItemsDone, ItemsInFlight,
+    ItemsQueued, Idle)."""
     def reason(type_: str, status: str) -> str | None:
         found = find_condition(conditions, type_)
         return found.get("reason") if found and found.get("status") == status else None

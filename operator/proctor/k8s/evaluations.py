@@ -48,7 +48,15 @@ from proctor.k8s import (
     store,
     variants_job,
 )
-from proctor.k8s.act import Pass, Tracked, create_pull_job, now_text, still_there, write_status
+from proctor.k8s.act import (
+    Pass,
+    Tracked,
+    create_pull_job,
+    now_text,
+    restore_answers,
+    still_there,
+    write_status,
+)
 from proctor.k8s.agent_probes import Agents
 from proctor.k8s.api import Kube, describe, owner_uid
 from proctor.k8s.backlog import Kept
@@ -191,6 +199,8 @@ class Controller:
         if refusal is None and evaluation.spec.images.pre_pull and not await self._pre_pull(
                 key, tracked, body, evaluation, selection, items):
             return  # no item starts before its images are pulled
+        if manifests.queue_name(evaluation, self.job_defaults):
+            await restore_answers(self.kube, evaluation, tracked, self.indexes.all("jobs", key))
         rows = evaluation.spec.max_concurrent_rows if refusal is None else 0
         views = self._observe(key, tracked, items, rows)
         waiting = self.agents.waiting(agent)
@@ -203,10 +213,11 @@ class Controller:
             decision = self._decide(evaluation, views, tracked, agent, waiting)
         if refusal is not None:
             decision.start, decision.retry, decision.ask_again = [], [], []
+            decision.preempted = []
         for other in agent_slots.hold(self.tracked, key, agent, decision.agent_tasks):
             self.queue.add(other)  # slots given back: the agent's other Evaluations take them
-        if (decision.start or decision.retry or decision.ask_again) and not \
-                await still_there(self.kube, key[0], tracked):
+        if (decision.start or decision.retry or decision.ask_again or decision.preempted) \
+                and not await still_there(self.kube, key[0], tracked):
             return await self.forget(key)
         p = Pass(self.kube, self.metrics, self.runner_image, body, tracked, evaluation, agent,
                  selection.by_id, reconcile.preferred_nodes(
@@ -323,7 +334,17 @@ class Controller:
             return item_state(job, own, [e for name in names
                                          for e in self.indexes.all("warnings", (key[0], name))])
         chosen = items if rows is None else reconcile.in_play(items, jobs, kept.keys(), rows)
-        return reconcile.observe(chosen, jobs, kept, state_of)
+        views = reconcile.observe(chosen, jobs, kept, state_of, tracked.answers)
+        # Remember the queued Jobs seen asking the agent: once Kueue preempts one, its pod
+        # (what showed it) is deleted. Forgotten with their Jobs.
+        for view in views:
+            if view.asked and view.latest is not None:
+                tracked.answers.setdefault(view.latest["metadata"]["uid"], None)
+        if rows is not None:
+            uids = {job["metadata"].get("uid") for job in jobs}
+            for uid in set(tracked.answers) - uids:
+                del tracked.answers[uid]
+        return views
 
     async def _publish(self, key: Key, p: Pass, selection: datasets.Selection,
                        items: list[WorkItem], decision: Decision,

@@ -20,7 +20,7 @@ from proctor.core.model import EvalResult, Outcome, Summary
 from proctor.k8s.figures import COUNTS, ESTIMATES, Reliability, SensitiveTask, metric_name
 
 EVAL_LABELS = ("namespace", "evaluation", "agent")
-STATES = ("waiting", "pending", "running", "done")
+STATES = ("waiting", "queued", "pending", "running", "done")
 BOUNDS = ("value", "low", "high")
 """A reliability figure and its 95% interval's ends, as the `bound` label."""
 

@@ -36,6 +36,7 @@ from proctor.core.labels import (
     ANNOTATION_ITEM_KEY,
     ANNOTATION_RUNNER_VERSION,
     COMPONENT,
+    KUEUE_QUEUE_NAME,
     LABEL_ATTEMPT,
     LABEL_EVALUATION,
     LABEL_INSTANCE,
@@ -154,6 +155,10 @@ TEST_LOG_RESOURCES = {"requests": {"cpu": "10m", "memory": "32Mi"},
 """The test-log step copies a pipe to a file: little memory, no CPU to speak of."""
 
 
+QUEUE_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?")
+"""A LocalQueue name that is also a label value (the CRD's queueName pattern)."""
+
+
 @dataclass(frozen=True)
 class JobDefaults:
     """What the operator's own settings (the chart's values) give every Job it creates."""
@@ -163,6 +168,8 @@ class JobDefaults:
     cluster's default runtime."""
     priority_class_name: str = ""
     """PriorityClass of the pods when spec.runner names none; empty: the cluster's default."""
+    queue_name: str = ""
+    """Kueue LocalQueue of the Jobs when spec.queueName names none; empty: no queue."""
     ttl_seconds_after_finished: int | None = None
     """How long a finished Job (and its pod, with the steps' logs) stays for `kubectl logs`
     before Kubernetes' TTL controller deletes it; None: the operator deletes it as soon as
@@ -170,14 +177,20 @@ class JobDefaults:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> JobDefaults:
-        """From PROCTOR_JOB_RUNTIME_CLASS_NAME, PROCTOR_JOB_PRIORITY_CLASS_NAME and
-        PROCTOR_JOB_TTL_SECONDS (an integer >= 0; empty or unset: None)."""
+        """From PROCTOR_JOB_RUNTIME_CLASS_NAME, PROCTOR_JOB_PRIORITY_CLASS_NAME,
+        PROCTOR_JOB_QUEUE_NAME (a label value) and PROCTOR_JOB_TTL_SECONDS (an integer >= 0;
+        empty or unset: None)."""
         ttl = environ.get("PROCTOR_JOB_TTL_SECONDS", "").strip()
         if ttl and not (ttl.isdigit()):
             raise ValueError(f"PROCTOR_JOB_TTL_SECONDS is {ttl!r}: give a whole number of "
                              f"seconds (0 or more), or leave it empty")
+        queue = environ.get("PROCTOR_JOB_QUEUE_NAME", "").strip()
+        if queue and not QUEUE_NAME.fullmatch(queue):
+            raise ValueError(f"PROCTOR_JOB_QUEUE_NAME is {queue!r}: give a LocalQueue's name "
+                             f"(lower-case letters, digits, - and ., at most 63), or leave it "
+                             f"empty")
         return cls(environ.get("PROCTOR_JOB_RUNTIME_CLASS_NAME", ""),
-                   environ.get("PROCTOR_JOB_PRIORITY_CLASS_NAME", ""),
+                   environ.get("PROCTOR_JOB_PRIORITY_CLASS_NAME", ""), queue,
                    int(ttl) if ttl else None)
 
 
@@ -227,6 +240,12 @@ def runner_image(evaluation: Evaluation, runner_version: str, default: str | Non
         return default
     # A tag allows letters, digits, _ . - only: `0.1.0+local` becomes `0.1.0-local`.
     return f"{DEFAULT_RUNNER_IMAGE}:{re.sub(r'[^A-Za-z0-9_.-]', '-', runner_version)}"
+
+
+def queue_name(evaluation: Evaluation, defaults: JobDefaults) -> str:
+    """The Kueue LocalQueue of the Evaluation's Jobs: spec.queueName, else the operator's
+    default; empty: none (the Jobs are not suspended and run at once)."""
+    return evaluation.spec.queue_name or defaults.queue_name
 
 
 def asks_agent(evaluation: Evaluation, kept_patch: Mapping[str, Any] | None = None) -> bool:
@@ -583,6 +602,7 @@ def desired_job(evaluation: Evaluation, agent: AgentUnderTest | None, item: Work
         raise ValueError("a kept patch replaces the agent's answer; predictions.source is "
                          f"{evaluation.spec.predictions.source!r}, whose patch is in the task")
     labels = item_labels(evaluation, item, attempt)
+    queue = queue_name(evaluation, defaults)
     runner = runner_image(evaluation, runner_version, runner_image_default)
     pod = _pod_spec(evaluation, agent, item, instance, task, runner, kept_patch,
                     preferred_node, defaults)
@@ -595,6 +615,10 @@ def desired_job(evaluation: Evaluation, agent: AgentUnderTest | None, item: Work
         "activeDeadlineSeconds": timeouts.pod_seconds or (
             agent_seconds + timeouts.test_seconds + POD_DEADLINE_MARGIN_SECONDS),
     }
+    if queue:
+        # Kueue admits it by quota: it unsuspends the Job (it may add node selectors), and on
+        # preemption suspends it again (the Job controller then deletes its pods).
+        job_spec["suspend"] = True
     if defaults.ttl_seconds_after_finished is not None:
         job_spec["ttlSecondsAfterFinished"] = defaults.ttl_seconds_after_finished
     job_spec["template"] = {"metadata": {"labels": dict(labels),
@@ -604,7 +628,8 @@ def desired_job(evaluation: Evaluation, agent: AgentUnderTest | None, item: Work
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {"name": job_name(evaluation.name, item.id, attempt),
-                     "namespace": evaluation.namespace, "labels": labels,
+                     "namespace": evaluation.namespace,
+                     "labels": {**labels, KUEUE_QUEUE_NAME: queue} if queue else labels,
                      "annotations": annotations},
         "spec": job_spec,
     }

@@ -1,8 +1,12 @@
 """What a work item's Job, its pod and their events say about the item (pure).
 
 ``item_state(job, pods, events)`` reads the objects as the API returns them (plain dicts)
-and answers one of four phases:
+and answers one of five phases:
 
+* queued: the Job is suspended and has not ended: it waits for Kueue to admit it (created
+  suspended with a queue name), or Kueue preempted it (suspended it again; the Job
+  controller deletes its pods). Its pods, while they are still there, are read as usual
+  for the steps they ran.
 * pending: no step has started. Includes what will not resolve by itself, with since
   when: an image that cannot be pulled (the pod stays Pending forever, it never fails),
   a container that cannot be configured (a missing Secret), pods refused at creation
@@ -32,7 +36,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from proctor.core.labels import LABEL_ITEM
+from proctor.core.labels import KUEUE_QUEUE_NAME, LABEL_ITEM
 from proctor.core.model import ErrorKind, Outcome
 
 Obj = Mapping[str, Any]
@@ -41,6 +45,7 @@ Obj = Mapping[str, Any]
 class Phase(StrEnum):
     """Where a work item's attempt stands."""
 
+    QUEUED = "queued"
     PENDING = "pending"
     RUNNING = "running"
     SUCCEEDED = "succeeded"
@@ -390,6 +395,17 @@ def _no_pod(job: Obj, events: Sequence[Obj], common: dict[str, Any]) -> ItemStat
     return ItemState(phase=Phase.PENDING, reason="Created", since=created, **common)
 
 
+def _queued(job: Obj, common: dict[str, Any]) -> ItemState:
+    """A suspended Job: in its Kueue queue, since it was created or suspended again."""
+    suspended: Obj = next((c for c in (job.get("status") or {}).get("conditions") or []
+                           if c.get("type") == "Suspended" and c.get("status") == "True"), {})
+    queue = (job.get("metadata", {}).get("labels") or {}).get(KUEUE_QUEUE_NAME)
+    return ItemState(phase=Phase.QUEUED, reason="Queued",
+                     message=f"the Job waits for Kueue to admit it (queue {queue})",
+                     since=suspended.get("lastTransitionTime")
+                     or job.get("metadata", {}).get("creationTimestamp"), **common)
+
+
 def item_state(job: Obj, pods: Sequence[Obj] = (), events: Sequence[Obj] = ()) -> ItemState:
     """The state of one attempt: its Job, the pods listed for it, and their events.
 
@@ -405,6 +421,8 @@ def item_state(job: Obj, pods: Sequence[Obj] = (), events: Sequence[Obj] = ()) -
         return _failed(job, pod, common)
     if "Complete" in conditions or "SuccessCriteriaMet" in conditions:
         return _succeeded(job, pod, common)
+    if (job.get("spec") or {}).get("suspend"):
+        return _queued(job, common)
     if pod is None:
         return _no_pod(job, events, common)
     phase = (pod.get("status") or {}).get("phase")

@@ -16,6 +16,10 @@ Per item, level-based:
   agent's card has answered since that attempt ended (`unanswered`); until then it waits,
   and once AGENT_FAILURES_IN_A_ROW items wait so, no new item starts either (the engine's
   dead-agent rule);
+* its Job is suspended (Kueue's queue: not admitted yet): queued; it holds its row. One
+  Kueue suspended again after its solve step started (preempted; `preempted`): its next
+  attempt, with the patch kept when the solve step ended (`answered`: kept at once, as
+  the preemption deletes the pod and its log), so the agent is not asked twice;
 * no Job yet: start it, while fewer than maxConcurrentRows items hold a slot, the agent
   has a task slot free (maxConcurrentTasks, over every Evaluation that uses it) and the
   Evaluation is not suspended. An attempt holds its slot until its pod has ended or its
@@ -24,7 +28,8 @@ Per item, level-based:
 
 The agent's task slots: an attempt that asks the agent holds one of them from its Job's
 creation (its solve step may start once the pull step is done) until its solve step ends
-or its pod does. The controller passes the slots the agent's other Evaluations leave free.
+or its pod does (a Job queued in Kueue reserves its slot: `holds_agent_slot`). The
+controller passes the slots the agent's other Evaluations leave free.
 A finished item's Jobs are deleted unless the operator keeps finished Jobs for `kubectl
 logs` (a ttlSecondsAfterFinished on each: Kubernetes' TTL controller deletes them).
 """
@@ -39,7 +44,7 @@ from typing import Any, Literal, TypedDict
 
 from proctor import __version__
 from proctor.core.images import instance_image
-from proctor.core.labels import LABEL_ATTEMPT, LABEL_ITEM
+from proctor.core.labels import KUEUE_QUEUE_NAME, LABEL_ATTEMPT, LABEL_ITEM
 from proctor.core.model import (
     AGENT_FAILURES_IN_A_ROW,
     ErrorKind,
@@ -63,6 +68,7 @@ from proctor.k8s.podstatus import (
     DISK_PRESSURE,
     ItemState,
     Phase,
+    Step,
     parse_time,
     seconds_since,
 )
@@ -103,6 +109,14 @@ class ItemView:
     jobs: list[Obj] = field(default_factory=list)
     state: ItemState | None = None
     result: RunResult | None = None
+    asked: bool = False
+    """The latest attempt was seen asking the agent (its solve step started): Kueue
+    suspending it again is a preemption to act on (`preempted`). Only kept for Jobs in a
+    Kueue queue: the controller remembers it by the Job's uid."""
+    kept_patch: Obj | None = None
+    """The ConfigMap of the patch the agent gave the latest attempt, kept as soon as its
+    solve step ended (`answered`): what its next attempt reuses; {} when its solve log was
+    read and held none; None while not read."""
 
     @property
     def latest(self) -> Obj | None:
@@ -126,6 +140,12 @@ class Decision:
     it again (there is no patch to keep)."""
     awaiting_card: list[ItemView] = field(default_factory=list)
     """Attempts the agent never answered, waiting for its card to answer after they ended."""
+    keep_patch: list[ItemView] = field(default_factory=list)
+    """Attempts in a Kueue queue whose solve step just ended with the agent's answer: keep
+    the patch at once (Kueue may preempt the Job, and its pod's log goes with it)."""
+    preempted: list[ItemView] = field(default_factory=list)
+    """Attempts Kueue suspended again after they asked the agent: delete, and start the
+    next attempt with the kept patch (none kept: the answer never arrived, ask again)."""
     give_up: list[tuple[ItemView, RunResult]] = field(default_factory=list)
     """Failures to keep as error results."""
     start: list[WorkItem] = field(default_factory=list)
@@ -149,10 +169,12 @@ def attempt_of(job: Obj) -> int:
 
 
 def observe(items: Sequence[WorkItem], jobs: Sequence[Obj], kept: Mapping[str, RunResult],
-            state_of: Callable[[Obj], ItemState]) -> list[ItemView]:
+            state_of: Callable[[Obj], ItemState],
+            answers: Mapping[str, Obj | None] | None = None) -> list[ItemView]:
     """Each planned item with its Jobs (oldest attempt first), its kept result, and the
     state of its latest Job: ``state_of(job)``, `item_state` of the Job with its own pods
-    and events."""
+    and events. ``answers``: by Job uid, the queued Jobs seen asking the agent, with the
+    ConfigMap of the patch kept from each (None: none yet); see `seen_asking`."""
     by_item: dict[str, list[Obj]] = {}
     for job in sorted(jobs, key=attempt_of):
         by_item.setdefault(item_of(job), []).append(job)
@@ -161,8 +183,59 @@ def observe(items: Sequence[WorkItem], jobs: Sequence[Obj], kept: Mapping[str, R
         own, result = by_item.get(item.id, []), kept.get(item.id)
         # A kept result ends the item: its Jobs' state no longer matters (they are deleted).
         state = state_of(own[-1]) if own and result is None else None
-        views.append(ItemView(item, own, state, result))
+        view = ItemView(item, own, state, result)
+        uid = (view.latest or {}).get("metadata", {}).get("uid")
+        if state is not None and uid and answers is not None:
+            view.asked = uid in answers or seen_asking(view)
+            view.kept_patch = answers.get(uid)
+        views.append(view)
     return views
+
+
+def in_queue(job: Obj) -> bool:
+    """Whether Kueue manages the Job (it carries Kueue's queue-name label)."""
+    return bool((job.get("metadata", {}).get("labels") or {}).get(KUEUE_QUEUE_NAME))
+
+
+def _solve(state: ItemState) -> Step | None:
+    return next((s for s in state.steps if s.name == "solve"), None)
+
+
+def seen_asking(view: ItemView) -> bool:
+    """Whether the latest attempt is a queued Job that asks the agent, and its solve step
+    has started (the controller remembers it: Kueue's preemption deletes the pod)."""
+    job, state = view.latest, view.state
+    solve = _solve(state) if state is not None else None
+    return (job is not None and in_queue(job) and job_asks_agent(job) and solve is not None
+            and solve.state in ("running", "terminated"))
+
+
+def restored_answers(jobs: Sequence[Obj], patches: Sequence[Obj]) -> dict[str, Obj]:
+    """What an operator that restarted knows again of the queued Jobs' answers, by Job
+    uid: a Job in a queue that asks the agent, of an item with a kept patch, got that patch
+    (a retry's attempt reuses a kept patch and asks nothing; an attempt asked again had
+    none). A Job preempted mid-solve before the restart cannot be told this way."""
+    by_item = {str((p.get("metadata", {}).get("labels") or {}).get(LABEL_ITEM)): p
+               for p in patches}
+    return {job["metadata"]["uid"]: by_item[item_of(job)] for job in jobs
+            if job.get("metadata", {}).get("uid") and in_queue(job) and job_asks_agent(job)
+            and item_of(job) in by_item}
+
+
+def answered(view: ItemView) -> bool:
+    """Whether the latest attempt's solve step ended with the agent's answer (exit 0: the
+    patch is in its log) and the patch is not kept yet."""
+    state = view.state
+    solve = _solve(state) if state is not None else None
+    return (view.asked and view.kept_patch is None and solve is not None
+            and solve.state == "terminated" and solve.exit_code == 0 and bool(state and state.pod))
+
+
+def preempted(view: ItemView) -> bool:
+    """Whether Kueue suspended the latest attempt again after it asked the agent. Run
+    again as it is, it would ask the agent a second time: the next attempt reuses the
+    kept patch instead (one suspended before asking is left to Kueue to run again)."""
+    return view.asked and view.state is not None and view.state.phase == Phase.QUEUED
 
 
 def in_play(items: Sequence[WorkItem], jobs: Sequence[Obj], kept: Set[str],
@@ -199,12 +272,21 @@ def _pod_not_seen_yet(view: ItemView, now: datetime, settings: Settings) -> bool
 
 def holds_agent_slot(view: ItemView) -> bool:
     """Whether the item's latest attempt holds one of the agent's task slots: it asks the
-    agent, its pod has not ended, and its solve step has not ended."""
+    agent, its pod has not ended, and its solve step has not ended.
+
+    A Job queued in Kueue (suspended) holds one too. Kueue admits by its quota alone and
+    knows nothing of the agent's maxConcurrentTasks, and an admitted Job cannot be taken
+    back: were queued Jobs not to count, Kueue could admit more Jobs than the agent has
+    slots, and all of them would ask it at once. So a slot is reserved when the Job is
+    created and taken (the agent asked) once Kueue admits it; the created Jobs that ask
+    the agent, queued or admitted, never outnumber its slots."""
     state = view.state
-    if state is None or state.phase not in (Phase.PENDING, Phase.RUNNING) or view.latest is None:
+    if state is None or view.latest is None or state.phase not in (
+            Phase.QUEUED, Phase.PENDING, Phase.RUNNING):
         return False
-    solve = next((s for s in state.steps if s.name == "solve"), None)
-    return job_asks_agent(view.latest) and not (solve and solve.state == "terminated")
+    solve = _solve(state)
+    return job_asks_agent(view.latest) and not (
+        solve and solve.state == "terminated" and state.phase != Phase.QUEUED)
 
 
 def unanswered(view: ItemView) -> bool:
@@ -269,6 +351,9 @@ def decide(evaluation: Evaluation, views: Sequence[ItemView], now: datetime,
                 decision.stop.extend(view.jobs)  # done: its Jobs (and their pods) go
         elif state is None:
             continue
+        elif preempted(view):
+            decision.preempted.append(view)
+            held += 1  # its next attempt takes its row
         elif _pod_not_seen_yet(view, now, settings):
             held += 1  # the Job's news came before its pod's: wait for the pod
         elif unanswered(view) and view.attempt < spec.runner.infra_retries:
@@ -287,7 +372,9 @@ def decide(evaluation: Evaluation, views: Sequence[ItemView], now: datetime,
             else:
                 decision.give_up.append((view, failure_result(evaluation, view)))
         else:
-            held += 1
+            held += 1  # queued Jobs too: maxConcurrentRows caps what Proctor creates
+            if answered(view):
+                decision.keep_patch.append(view)
             if state.reason == "FailedCreate" or state.retryable:  # refused, or not pulled
                 message = f"{view.item.key}: {state.reason}: {state.message}"
                 decision.degraded = (state.reason, message[:1000])
@@ -375,7 +462,8 @@ def counts(views: Sequence[ItemView]) -> ItemCounts:
     # An attempt the agent never answered waits to be asked again.
     tally = Counter("done" if v.result is not None
                     else "waiting" if v.state is None or unanswered(v)
-                    else "running" if v.state.phase == Phase.RUNNING else "pending"
+                    else "running" if v.state.phase == Phase.RUNNING
+                    else "queued" if v.state.phase == Phase.QUEUED else "pending"
                     for v in views)
     # Kept results remember their attempts; their Jobs may be gone.
     retries = sum(max(0, v.result.attempts - 1 if v.result else v.attempt) for v in views)
@@ -412,7 +500,8 @@ def conditions_for(old: Sequence[Obj], views: Sequence[ItemView], decision: Deci
                          f"answer from the agent (it went away?); they are asked again once "
                          f"its card answers")
     in_flight = tally.running + tally.pending
-    running = "Suspended" if suspended else "ItemsInFlight" if in_flight else "Idle"
+    running = ("Suspended" if suspended else "ItemsInFlight" if in_flight
+               else "ItemsQueued" if tally.queued else "Idle")
     suffix = "; suspended: no item starts" if suspended else ""
     if agent_waiting is not None and not finished:
         suffix += "; waiting for the agent to be ready"
@@ -423,7 +512,8 @@ def conditions_for(old: Sequence[Obj], views: Sequence[ItemView], decision: Deci
     for change in (
             ("Ready", *ready),
             ("Running", in_flight > 0, running,
-             f"{tally.running} running, {tally.pending} pending{why_pending(views)}{suffix}"),
+             f"{tally.running} running, {tally.pending} pending{why_pending(views)}"
+             f"{f', {tally.queued} queued in Kueue' if tally.queued else ''}{suffix}"),
             ("Succeeded", finished, "AllItemsDone" if finished else "InProgress",
              f"{tally.done} of {tally.total} items done"),
             ("Degraded", decision.degraded is not None, *degraded)):

@@ -1,0 +1,172 @@
+"""Kueue admitting the work-item Jobs by quota, on a real Kubernetes (scripts/cluster.sh):
+the demo's 10 items in a LocalQueue whose ClusterQueue has CPU for exactly 2 of their pods.
+Proctor creates every Job suspended (maxConcurrentRows 10), Kueue never runs more than 2
+at once, the status shows the others queued, and the Evaluation ends Succeeded with 10 done.
+
+It runs where the other real-cluster tests run (tests/real_cluster.py: skipped, saying why,
+where no cluster can start; a failure then with PROCTOR_REQUIRE_CLUSTER=1). Kueue v0.17.0's
+controller is installed first by `scripts/kueue.sh up` (in kueue-system; it waits for it
+to serve), given the cluster's kubeconfig in KUBECONFIG. Like tests/test_cluster_admission.py
+it installs the chart as its own release (`part-kueue`, in part-kueue-system) serving only
+its own namespace, after applying crds/; the runner image is built and imported under its
+own tag (PROCTOR_TEST_RUNNER_IMAGE, default proctor-runner:cluster-kueue).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from proctor.sandboxes.demo_images import demo_tasks
+from test_cluster_admission import Cluster, namespace, sh, wait
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+RELEASE, SYSTEM, NS = "part-kueue", "part-kueue-system", "part-kueue-demo"
+IMAGE = os.environ.get("PROCTOR_TEST_RUNNER_IMAGE", "proctor-runner:cluster-kueue")
+BASE = os.environ.get("PROCTOR_RUNNER_BASE", "proctor/runner-base:bookworm")
+KUEUE = "kueue.x-k8s.io/v1beta2"
+FLAVOR, CLUSTER_QUEUE, QUEUE = "part-kueue-flavor", "part-kueue-cq", "proctor-queue"
+RESOURCES = {"requests": {"cpu": "450m", "memory": "128Mi"}, "limits": {"memory": "1Gi"}}
+"""The runner and test steps' resources: each pod asks a little more (its small steps)."""
+FITS = 2
+"""How many item Jobs the ClusterQueue's CPU quota admits at once."""
+
+
+@pytest.fixture(scope="module")
+def cluster(cluster_kubeconfig: Path) -> Iterator[Cluster]:
+    """The session's cluster with Kueue, this release installed, its images imported."""
+    c = Cluster(str(cluster_kubeconfig))
+    sh("bash", "scripts/kueue.sh", "up", timeout=900, KUBECONFIG=c.kubeconfig)
+    if sh("docker", "image", "inspect", BASE, check=False).returncode != 0:
+        sh("bash", "runner-image/offline-base.sh", BASE, timeout=1800)
+    sh("docker", "build", "-q", "--network", "host", "--build-arg", f"BASE={BASE}",
+       "-f", "runner-image/Dockerfile", "-t", IMAGE, ".", timeout=1800)
+    sh(str(Path(sys.executable).parent / "proctor"), "images", "build-demo", timeout=1800)
+    sh("bash", "-c", f"docker save {IMAGE} {' '.join(demo_tasks())} "
+                     f"| bash scripts/cluster.sh import -", timeout=1800)
+    c.kubectl("apply", "--server-side", "--force-conflicts", "-f", "crds/")
+    c.apply(namespace(NS, **{"pod-security.kubernetes.io/enforce": "baseline"}))
+    repository, tag = IMAGE.rsplit(":", 1)
+    sh(c.helm_bin, "upgrade", "--install", RELEASE, "charts/proctor", "--namespace", SYSTEM,
+       "--create-namespace", "--kubeconfig", c.kubeconfig, "--wait", "--timeout", "5m",
+       "--skip-crds", "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
+       "--set", "image.pullPolicy=Never", "--set", "operator.reconcileSeconds=2",
+       "--set", f"operator.watchNamespaces={{{NS}}}",
+       "--set", "jobs.ttlSecondsAfterFinished=1800")
+    c.kubectl("-n", SYSTEM, "rollout", "restart", f"deployment/{RELEASE}-proctor")
+    c.rollout(SYSTEM, f"{RELEASE}-proctor")
+    c.kubectl("delete", "evaluations", "--all", "-n", NS, "--cascade=foreground", "--wait=true")
+    yield c
+
+
+def millicores(quantity: str) -> int:
+    return int(quantity[:-1]) if quantity.endswith("m") else int(float(quantity) * 1000)
+
+
+def pod_cpu_request(pod: dict[str, Any]) -> int:
+    """A pod's CPU request in millicores as the scheduler and Kueue count it: the larger of
+    its main containers with every sidecar, and each init step with the sidecars started
+    before it (Kubernetes' PodRequests)."""
+    def cpu(container: dict[str, Any]) -> int:
+        return millicores(((container.get("resources") or {}).get("requests") or {}).get(
+            "cpu", "0"))
+    sidecars = init = 0
+    for container in pod.get("initContainers") or []:
+        if container.get("restartPolicy") == "Always":
+            sidecars += cpu(container)
+            init = max(init, sidecars)
+        else:
+            init = max(init, sidecars + cpu(container))
+    return max(sum(cpu(c) for c in pod["containers"]) + sidecars, init)
+
+
+def evaluation() -> dict[str, Any]:
+    return {"apiVersion": "proctor.dev/v1alpha1", "kind": "Evaluation",
+            "metadata": {"name": "queued", "namespace": NS},
+            "spec": {"agentRef": {"name": "queued-agent"},
+                     "dataset": {"name": "proctor-demo"}, "queueName": QUEUE,
+                     "maxConcurrentRows": 10, "runner": {"resources": RESOURCES}}}
+
+
+def one_job_request(tmp_path: Path) -> int:
+    """The CPU request of one item's pod, from the Job the operator would create."""
+    aut = {"apiVersion": "proctor.dev/v1alpha1", "kind": "AgentUnderTest",
+           "metadata": {"name": "queued-agent", "namespace": NS},
+           "spec": {"endpoint": f"http://demo-agent.{NS}.svc:9009/"}}
+    manifest = tmp_path / "queued.yaml"
+    manifest.write_text(yaml.safe_dump_all([evaluation(), aut]))
+    rendered = sh(str(Path(sys.executable).parent / "proctor"), "render", "-f",
+                  str(manifest), "--items", "1", "--runner-image", IMAGE).stdout
+    (job,) = [o for o in yaml.safe_load_all(rendered) if o and o["kind"] == "Job"]
+    assert job["spec"]["suspend"] is True
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == QUEUE
+    return pod_cpu_request(job["spec"]["template"]["spec"])
+
+
+def queues(per_job: int) -> list[dict[str, Any]]:
+    """A flavour, a ClusterQueue with CPU for FITS pods and a half (so FITS + 1 never fit),
+    and the namespace's LocalQueue. Memory and ephemeral storage are plentiful: Kueue
+    admits only what every resource the pod asks for is covered for."""
+    plenty = {"memory": "256Gi", "ephemeral-storage": "4Ti"}
+    resources = [{"name": "cpu", "nominalQuota": f"{per_job * FITS + per_job // 2}m"},
+                 *({"name": name, "nominalQuota": quota} for name, quota in plenty.items())]
+    return [
+        {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": FLAVOR}},
+        {"apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": {"name": CLUSTER_QUEUE},
+         "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NS}},
+                  "resourceGroups": [{"coveredResources": ["cpu", *plenty],
+                                      "flavors": [{"name": FLAVOR,
+                                                   "resources": resources}]}]}},
+        {"apiVersion": KUEUE, "kind": "LocalQueue",
+         "metadata": {"name": QUEUE, "namespace": NS},
+         "spec": {"clusterQueue": CLUSTER_QUEUE}},
+    ]
+
+
+def admitted(job: dict[str, Any]) -> bool:
+    """Unsuspended and not finished: Kueue holds quota for it."""
+    done = {c["type"] for c in (job.get("status") or {}).get("conditions") or []
+            if c.get("status") == "True"} & {"Complete", "Failed"}
+    return not job["spec"].get("suspend") and not done
+
+
+def test_kueue_admits_no_more_jobs_than_its_quota_and_the_status_shows_the_queue(
+        cluster: Cluster, tmp_path: Path) -> None:
+    per_job = one_job_request(tmp_path)
+    cluster.apply(*queues(per_job))
+    manifest = sh("bash", "scripts/demo-agent.sh", NS, IMAGE, "9009", "Never", "10",
+                  "queued-agent").stdout
+    cluster.apply(*yaml.safe_load_all(manifest))
+    cluster.rollout(NS, "demo-agent")
+    cluster.apply(evaluation())
+    most_admitted = most_queued = 0
+    workloads_seen: set[str] = set()
+
+    def sample() -> bool:
+        nonlocal most_admitted, most_queued
+        jobs = cluster.get("jobs", "-n", NS, "-l", "proctor.dev/evaluation=queued")["items"]
+        most_admitted = max(most_admitted, sum(admitted(j) for j in jobs))
+        assert most_admitted <= FITS, [(j["metadata"]["name"], j["spec"].get("suspend"))
+                                       for j in jobs]
+        status = cluster.get("evaluation", "queued", "-n", NS).get("status") or {}
+        most_queued = max(most_queued, (status.get("items") or {}).get("queued", 0))
+        if jobs and not workloads_seen:  # each Job's Workload: found by the Job's uid
+            uid = jobs[0]["metadata"]["uid"]
+            found = cluster.get("workloads", "-n", NS, "-l", f"kueue.x-k8s.io/job-uid={uid}")
+            workloads_seen.update(w["metadata"]["name"] for w in found["items"])
+        return cluster.condition(NS, "queued", "Succeeded").get("status") == "True"
+    wait("queued Succeeded", sample, 1200, 0.5)
+    print(f"one item's pod asks {per_job}m CPU; most Jobs admitted at once: {most_admitted}; "
+          f"most items queued in the status: {most_queued}")
+    assert most_admitted == FITS  # the quota was used, and never exceeded
+    assert most_queued > 0
+    assert len(workloads_seen) == 1
+    status = cluster.get("evaluation", "queued", "-n", NS)["status"]
+    assert status["items"]["done"] == status["items"]["total"] == 10
+    assert status["items"]["queued"] == 0 and status["errorKinds"] == {}

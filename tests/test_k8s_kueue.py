@@ -1,0 +1,377 @@
+"""Kueue: work-item Jobs created suspended in a queue, queued vs running items, the agent's
+slots with queued Jobs, the patch kept at the end of the solve step, and a Job Kueue
+suspends again (preempted) replaced by its next attempt without asking the agent twice.
+
+Jobs and pods are shaped as the API returns them once Kueue (v0.17) and the Job controller
+have acted: Kueue admits a Job by setting spec.suspend false and preempts it by setting it
+true again; the Job controller then deletes its pods and sets its Suspended condition."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import kopf
+import pytest
+from kopf._core.engines.posting import event_queue_loop_var, event_queue_var, settings_var
+from kubernetes import client
+from prometheus_client import CollectorRegistry
+
+from proctor.core.labels import KUEUE_QUEUE_NAME, LABEL_ATTEMPT, LABEL_ITEM
+from proctor.core.model import Instance
+from proctor.k8s import manifests as m
+from proctor.k8s import reconcile
+from proctor.k8s.act import Pass, Tracked, restore_answers
+from proctor.k8s.api import Kube
+from proctor.k8s.conditions import status_reason
+from proctor.k8s.exporter import Metrics
+from proctor.k8s.podstatus import Phase, PodsByJob, item_state
+from proctor.k8s.reconcile import Decision, ItemView, build_status, conditions_for, decide
+from proctor.runner.solve import PATCH_BEGIN, PATCH_END
+from test_k8s_manifests import (  # noqa: F401
+    agent,
+    evaluation,
+    item_of,
+    job_for,
+    task,
+    validate,
+    verified,
+)
+from test_k8s_reconcile import ITEMS, NOW, job, pod_for, ts
+from test_k8s_reconcile import evaluation as eval_body
+
+QUEUE = "team-a"
+
+
+# --- The Jobs ------------------------------------------------------------------------------
+
+
+def test_a_queue_name_makes_jobs_suspended_with_kueues_label(task) -> None:  # noqa: F811
+    _, queued = job_for(evaluation(queueName=QUEUE), agent(), task)
+    assert queued["metadata"]["labels"][KUEUE_QUEUE_NAME] == QUEUE
+    assert queued["spec"]["suspend"] is True
+    validate(queued)
+    # The chart's default, when the spec names none; the spec's own wins.
+    defaults = m.JobDefaults(queue_name="shared")
+    _, by_default = job_for(evaluation(), agent(), task, defaults=defaults)
+    assert by_default["metadata"]["labels"][KUEUE_QUEUE_NAME] == "shared"
+    _, own = job_for(evaluation(queueName=QUEUE), agent(), task, defaults=defaults)
+    assert own["metadata"]["labels"][KUEUE_QUEUE_NAME] == QUEUE
+    # Without a queue: the Job as before, run at once.
+    _, plain = job_for(evaluation(), agent(), task)
+    assert "suspend" not in plain["spec"] and KUEUE_QUEUE_NAME not in plain["metadata"]["labels"]
+    # Only the Job carries the label: Kueue manages the Job, not its pods.
+    assert KUEUE_QUEUE_NAME not in queued["spec"]["template"]["metadata"]["labels"]
+
+
+def test_the_operators_default_queue_is_read_and_a_bad_one_is_one_line() -> None:
+    assert m.JobDefaults.from_env({"PROCTOR_JOB_QUEUE_NAME": "shared"}).queue_name == "shared"
+    assert m.JobDefaults.from_env({"PROCTOR_JOB_QUEUE_NAME": ""}).queue_name == ""
+    with pytest.raises(ValueError, match=r"^PROCTOR_JOB_QUEUE_NAME is 'Team A': give a "):
+        m.JobDefaults.from_env({"PROCTOR_JOB_QUEUE_NAME": "Team A"})
+
+
+# --- Queued vs running (pure) ---------------------------------------------------------------
+
+
+def kueue_job(n: int, attempt: int = 0, *, suspended: bool = True, asks: bool = True) -> dict:
+    """A work item's Job in Kueue's queue: suspended (queued) or admitted."""
+    j = job(ITEMS[n], attempt)
+    j["metadata"]["labels"][KUEUE_QUEUE_NAME] = QUEUE
+    solve = ["proctor", "runner", "solve", *(["--endpoint", "http://agent:9009/"] if asks
+                                              else ["--patch-file", "/task/patch.diff"])]
+    j["spec"] = {"suspend": suspended,
+                 "template": {"spec": {"initContainers": [{"name": "solve", "command": solve}],
+                                       "containers": [{"name": "grade"}]}}}
+    # The Job controller's condition: True while suspended, False (JobResumed) once admitted.
+    j["status"]["conditions"].append(
+        {"type": "Suspended", "status": "True" if suspended else "False",
+         "reason": "JobSuspended" if suspended else "JobResumed",
+         "lastTransitionTime": ts(30)})
+    return j
+
+
+def solving(j: dict, *, ended: bool) -> dict:
+    """The Job's pod: its solve step running, or ended (exit 0) and its test step running."""
+    solve = ({"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": ts(50),
+                             "finishedAt": ts(5)}} if ended
+             else {"running": {"startedAt": ts(50)}})
+    statuses = [{"name": "solve", "state": solve}]
+    if ended:
+        statuses.append({"name": "test", "state": {"running": {"startedAt": ts(4)}}})
+    return pod_for(j, "Running", initContainerStatuses=statuses)
+
+
+def observe(jobs: list[dict], pods: list[dict], answers: dict[str, Any] | None = None,
+            items=ITEMS) -> list[ItemView]:
+    by_job = PodsByJob(pods)
+    return reconcile.observe(items, jobs, {}, lambda j: item_state(j, by_job.of(j)),
+                             {} if answers is None else answers)
+
+
+def agent_eval(**spec: Any):
+    return eval_body(predictions={"source": "agent"}, agentRef={"name": "agent"}, **spec)
+
+
+def test_a_suspended_job_is_queued_and_an_admitted_one_runs() -> None:
+    queued = item_state(kueue_job(0))
+    assert (queued.phase, queued.reason, queued.since) == (Phase.QUEUED, "Queued", ts(30))
+    assert QUEUE in queued.message
+    admitted = kueue_job(0, suspended=False)
+    assert item_state(admitted, [solving(admitted, ended=False)]).phase == Phase.RUNNING
+    # Preempted: suspended again while its pod is still being deleted.
+    again = kueue_job(0)
+    assert item_state(again, [solving(again, ended=False)]).phase == Phase.QUEUED
+
+
+def test_the_status_counts_queued_items_apart_from_running_ones() -> None:
+    admitted = kueue_job(1, suspended=False)
+    views = observe([kueue_job(0), admitted], [solving(admitted, ended=False)])
+    tally = reconcile.counts(views)
+    assert (tally.queued, tally.running, tally.pending, tally.waiting) == (1, 1, 0, 3)
+    ev = agent_eval()
+    decision = decide(ev, views, NOW)
+    conditions = conditions_for([], views, decision, ts(0), 1)
+    status = build_status(ev, "agent", views, [], conditions, generation=1, fingerprint="f")
+    assert status["items"]["queued"] == 1 and status["items"]["running"] == 1
+    running = next(c for c in conditions if c["type"] == "Running")
+    assert "1 running, 0 pending, 1 queued in Kueue" in running["message"]
+    # Only queued: nothing runs, and `kubectl get` says why.
+    only = observe([kueue_job(0)], [])
+    conditions = conditions_for([], only, decide(ev, only, NOW), ts(0), 1)
+    running = next(c for c in conditions if c["type"] == "Running")
+    assert (running["status"], running["reason"]) == ("False", "ItemsQueued")
+    assert status_reason(conditions) == "ItemsQueued"
+
+
+def test_queued_jobs_count_against_max_concurrent_rows() -> None:
+    views = observe([kueue_job(0), kueue_job(1)], [])
+    assert decide(agent_eval(maxConcurrentRows=2), views, NOW).start == []
+    assert decide(agent_eval(maxConcurrentRows=3), views, NOW).start == [ITEMS[2]]
+
+
+def test_a_queued_job_that_asks_the_agent_reserves_one_of_its_slots() -> None:
+    """Kueue admits by quota and knows nothing of maxConcurrentTasks: the queued Jobs that
+    ask the agent and the admitted ones never outnumber its slots."""
+    ev = agent_eval(maxConcurrentRows=5)
+    views = observe([kueue_job(0), kueue_job(1)], [])
+    decision = decide(ev, views, NOW, agent_slots=3)
+    assert decision.start == [ITEMS[2]] and decision.agent_tasks == 3
+    assert decide(ev, views, NOW, agent_slots=2).start == []
+    # A queued Job with a kept patch does not ask the agent: it reserves none.
+    given = observe([kueue_job(0, asks=False), kueue_job(1)], [])
+    assert decide(ev, given, NOW, agent_slots=2).start == [ITEMS[2]]
+
+
+def test_a_queued_jobs_solve_step_ending_keeps_the_patch_once() -> None:
+    admitted = kueue_job(0, suspended=False)
+    pod = solving(admitted, ended=True)
+    answers: dict[str, Any] = {}
+    (view, *_) = observe([admitted], [pod], answers)
+    assert view.asked and decide(agent_eval(), [view], NOW).keep_patch == [view]
+    # Kept (or read and found empty): not again.
+    uid = admitted["metadata"]["uid"]
+    for kept in ({"metadata": {"name": "ev-patch-1"}}, {}):
+        (view, *_) = observe([admitted], [pod], {uid: kept})
+        assert decide(agent_eval(), [view], NOW).keep_patch == []
+    # Still solving: nothing to keep yet. Not in a queue: as before, nothing kept early.
+    (view, *_) = observe([admitted], [solving(admitted, ended=False)], answers)
+    assert view.asked and decide(agent_eval(), [view], NOW).keep_patch == []
+    plain = job(ITEMS[0])
+    (view, *_) = observe([plain], [solving(plain, ended=True)], answers)
+    assert not view.asked and decide(agent_eval(), [view], NOW).keep_patch == []
+
+
+def test_a_job_suspended_again_after_asking_the_agent_is_preempted() -> None:
+    uid = kueue_job(0)["metadata"]["uid"]
+    # Seen asking while admitted; now suspended, its pod deleted.
+    (view, *_) = observe([kueue_job(0)], [], {uid: {"metadata": {"name": "ev-patch-1"}}})
+    decision = decide(agent_eval(maxConcurrentRows=1), [view], NOW)
+    assert decision.preempted == [view] and decision.start == []
+    assert view.kept_patch == {"metadata": {"name": "ev-patch-1"}}
+    # Preempted before the solve step started (never seen asking): Kueue runs it again.
+    (fresh, *_) = observe([kueue_job(0)], [], {})
+    assert decide(agent_eval(), [fresh], NOW).preempted == []
+
+
+# --- The shell: keeping the patch, the next attempt -----------------------------------------
+
+
+class ApiServer:
+    """A loopback HTTP server standing in for the API server: it records each call,
+    answers a write with its body, a list of ConfigMaps with ``configmaps`` and the solve
+    step's log with ``solve_log``."""
+
+    def __init__(self, solve_log: str = "", configmaps: list[dict[str, Any]] = ()) -> None:
+        self.calls: list[tuple[str, str, dict[str, Any]]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *_: Any) -> None:
+                pass
+
+            def _answer(self, code: int, body: bytes, kind: str = "application/json") -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:
+                outer.calls.append(("GET", self.path, {}))
+                if self.path.split("?")[0].endswith("/configmaps"):
+                    listed = {"kind": "ConfigMapList", "apiVersion": "v1",
+                              "items": list(configmaps)}
+                    return self._answer(200, json.dumps(listed).encode())
+                self._answer(200, solve_log.encode(), "text/plain")
+
+            def _write(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.calls.append((self.command, self.path, body))
+                self._answer(201 if self.command == "POST" else 200, json.dumps(body).encode())
+
+            do_POST = do_DELETE = _write
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def kube(self) -> Kube:
+        configuration = client.Configuration()
+        configuration.host = f"http://127.0.0.1:{self.server.server_port}"
+        return Kube(client.ApiClient(configuration))
+
+    def created(self, kind: str) -> list[dict[str, Any]]:
+        return [body for method, path, body in self.calls
+                if method == "POST" and path.split("?")[0].endswith(f"/{kind}")]
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def act(server: ApiServer, instance: Instance, tracked: Tracked, decision: Decision
+        ) -> list[tuple[str, str]]:
+    """Carry out ``decision`` as a pass does; the Events it posted (reason, message)."""
+    ev = evaluation("demo", queueName=QUEUE)
+    body = {"apiVersion": "proctor.dev/v1alpha1", "kind": "Evaluation",
+            "metadata": {"name": "demo", "namespace": "evals", "uid": "uid-1"}}
+    p = Pass(server.kube(), Metrics(CollectorRegistry()), None, body, tracked, ev, agent(),
+             {instance.instance_id: instance})
+
+    async def run() -> list[tuple[str, str]]:
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        # What kopf's operator sets up for its handlers: its settings, the Events' queue.
+        settings_var.set(kopf.OperatorSettings())
+        event_queue_var.set(queue)
+        event_queue_loop_var.set(asyncio.get_running_loop())
+        assert await p.act(decision) == []
+        events = []
+        while not queue.empty():
+            event = queue.get_nowait()
+            events.append((event.reason, event.message))
+        return events
+    return asyncio.run(run())
+
+
+def item_job(instance: Instance, *, suspended: bool, kept: dict | None = None) -> dict:
+    """The item's first attempt as the API server has it (a uid), admitted or suspended."""
+    _, j = job_for(evaluation("demo", queueName=QUEUE), agent(), instance,
+                   kept_patch=kept)
+    j["metadata"]["uid"] = "job-uid-0"
+    j["spec"]["suspend"] = suspended
+    return j
+
+
+def test_the_patch_is_kept_when_the_solve_step_ends(task) -> None:  # noqa: F811
+    admitted = item_job(task, suspended=False)
+    tracked = Tracked("uid-1", "demo", answers={"job-uid-0": None})
+    (view,) = reconcile.observe([item_of(task)], [admitted], {},
+                                lambda j: item_state(j, [solving(j, ended=True)]),
+                                tracked.answers)
+    server = ApiServer(f"asking the agent\n{PATCH_BEGIN}\n--- a/x\n+++ b/x\n{PATCH_END}\n")
+    try:
+        assert act(server, task, tracked, Decision(keep_patch=[view])) == []
+    finally:
+        server.stop()
+    (log_call,) = [c for c in server.calls if c[0] == "GET"]
+    assert "/log?" in log_call[1] and "container=solve" in log_call[1]
+    (kept,) = server.created("configmaps")
+    assert kept["data"] == {"patch.diff": "--- a/x\n+++ b/x\n"}
+    assert kept["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+    assert tracked.answers["job-uid-0"]["metadata"]["name"] == kept["metadata"]["name"]
+    assert server.created("jobs") == []  # the Job goes on: nothing else is done
+
+
+def preempted_view(task: Instance, kept: dict | None) -> ItemView:  # noqa: F811
+    suspended = item_job(task, suspended=True)
+    (view,) = reconcile.observe([item_of(task)], [suspended], {}, item_state,
+                                {"job-uid-0": kept})
+    return view
+
+
+def test_a_preempted_job_is_replaced_with_the_kept_patch(task) -> None:  # noqa: F811
+    patch = m.patch_configmap(evaluation("demo"), item_of(task), "--- a/x\n+++ b/x\n")
+    view = preempted_view(task, patch)
+    assert view.state is not None and view.state.phase == Phase.QUEUED
+    server = ApiServer()
+    try:
+        events = act(server, task, Tracked("uid-1", "demo"), Decision(preempted=[view]))
+    finally:
+        server.stop()
+    (job_made,) = server.created("jobs")
+    assert job_made["metadata"]["labels"][LABEL_ATTEMPT] == "1"
+    assert job_made["metadata"]["labels"][KUEUE_QUEUE_NAME] == QUEUE
+    assert job_made["spec"]["suspend"] is True
+    assert not m.job_asks_agent(job_made)  # the agent is not asked twice
+    sources = next(v for v in job_made["spec"]["template"]["spec"]["volumes"]
+                   if v["name"] == "task")["projected"]["sources"]
+    assert {"configMap": {"name": patch["metadata"]["name"],
+                          "items": [{"key": "patch.diff", "path": "patch.diff"}]}} in sources
+    assert [c[1].split("/")[-1] for c in server.calls if c[0] == "DELETE"] == [
+        view.jobs[0]["metadata"]["name"]]
+    assert not [c for c in server.calls if c[0] == "GET"]  # no log read: the patch was kept
+    ((reason, message),) = events
+    assert reason == "Preempted" and "attempt 2" in message and "reusing" in message
+
+
+def test_a_job_preempted_before_the_agent_answered_asks_it_again(task) -> None:  # noqa: F811
+    view = preempted_view(task, None)
+    server = ApiServer()
+    try:
+        events = act(server, task, Tracked("uid-1", "demo"), Decision(preempted=[view]))
+    finally:
+        server.stop()
+    (job_made,) = server.created("jobs")
+    assert job_made["metadata"]["labels"][LABEL_ATTEMPT] == "1" and m.job_asks_agent(job_made)
+    ((reason, message),) = events
+    assert reason == "Preempted" and "answer never arrived" in message
+
+
+def test_a_restarted_operator_knows_the_answers_kept_before(task) -> None:  # noqa: F811
+    """Its memory gone, the kept patches say which queued Jobs got their answer: one of
+    them preempted after the restart is still not run again as it is."""
+    patch = m.patch_configmap(evaluation("demo"), item_of(task), "--- a/x\n+++ b/x\n")
+    asking = item_job(task, suspended=True)
+    retried = item_job(task, suspended=True, kept=patch)  # reuses a patch: asks nothing
+    retried["metadata"]["uid"] = "job-uid-1"
+    other = item_job(task, suspended=True)
+    other["metadata"] |= {"uid": "job-uid-2", "labels": {
+        **other["metadata"]["labels"], LABEL_ITEM: "f" * 32}}
+    assert reconcile.restored_answers([asking, retried, other], [patch]) == {
+        "job-uid-0": patch}
+    server = ApiServer(configmaps=[patch])
+    tracked = Tracked("uid-1", "demo")
+    try:
+        for _ in range(2):  # listed once
+            asyncio.run(restore_answers(server.kube(), evaluation("demo", queueName=QUEUE),
+                                        tracked, [asking]))
+    finally:
+        server.stop()
+    (listed,) = [path for method, path, _ in server.calls if method == "GET"]
+    assert "labelSelector=" in listed and "kept-patch" in listed
+    assert tracked.answers == {"job-uid-0": patch}
+    (view,) = reconcile.observe([item_of(task)], [asking], {}, item_state, tracked.answers)
+    assert reconcile.preempted(view) and view.kept_patch == patch
