@@ -44,6 +44,12 @@ build() {
   key=$( { go version 2>/dev/null || echo "no go"; echo "$MODULE@$VERSION"; } | sha256sum | cut -c1-12)
   CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/proctor-kueue/$VERSION-$key
   [ -e "$CACHE/complete" ] && return 0
+  # One build at a time (the test command starts one in the background; a test's `up`
+  # may come while it runs): the second waits for the first, then finds it complete.
+  mkdir -p "$(dirname "$CACHE")"
+  exec 9>"$CACHE.lock"
+  flock 9
+  [ -e "$CACHE/complete" ] && return 0
   command -v go >/dev/null || die "Go is needed to build $MODULE@$VERSION"
   say "building $MODULE@$VERSION into $CACHE (several minutes on 2 cores the first time) ..."
   rm -rf "$CACHE"; mkdir -p "$CACHE"

@@ -32,6 +32,10 @@ else
   else
     echo "test.sh: scripts/cluster.sh up failed (above): the real-cluster tests will try again"
   fi
+  # Kueue's manager takes minutes to build the first time: in the background, while the
+  # tests before tests/test_cluster_kueue.py run (its `scripts/kueue.sh up` waits for it,
+  # and says why if it failed).
+  bash scripts/kueue.sh build >/dev/null 2>&1 &
 fi
 df -h . | awk 'NR == 2 {print "test.sh: " $4 " free on the disk of the checkout (" $5 " used)"}'
 # PROCTOR_TEST_DEADLINE (epoch seconds; CI sets it): interrupt pytest then, as Ctrl-C does,

@@ -63,6 +63,11 @@ def cluster(cluster_kubeconfig: Path) -> Iterator[Cluster]:
     c.rollout(SYSTEM, f"{RELEASE}-proctor")
     c.kubectl("delete", "evaluations", "--all", "-n", NS, "--cascade=foreground", "--wait=true")
     yield c
+    # Kueue's Job webhook sees every Job of the cluster: it goes with this module.
+    c.kubectl("delete", "namespace", NS, "--wait=true", check=False)
+    for kind, name in (("clusterqueue", CLUSTER_QUEUE), ("resourceflavor", FLAVOR)):
+        c.kubectl("delete", kind, name, "--ignore-not-found", check=False)
+    sh("bash", "scripts/kueue.sh", "down", timeout=300, KUBECONFIG=c.kubeconfig)
 
 
 def millicores(quantity: str) -> int:
