@@ -63,7 +63,10 @@ def cluster(cluster_kubeconfig: Path) -> Iterator[Cluster]:
     c.rollout(SYSTEM, f"{RELEASE}-proctor")
     c.kubectl("delete", "evaluations", "--all", "-n", NS, "--cascade=foreground", "--wait=true")
     yield c
-    # Kueue's Job webhook sees every Job of the cluster: it goes with this module.
+    # Kueue's Job webhook sees every Job of the cluster: it goes with this module, and so
+    # does this release (its operator would go on probing an agent whose namespace went).
+    sh(c.helm_bin, "uninstall", RELEASE, "--namespace", SYSTEM, "--kubeconfig", c.kubeconfig,
+       "--wait", check=False)
     c.kubectl("delete", "namespace", NS, "--wait=true", check=False)
     for kind, name in (("clusterqueue", CLUSTER_QUEUE), ("resourceflavor", FLAVOR)):
         c.kubectl("delete", kind, name, "--ignore-not-found", check=False)
@@ -95,7 +98,7 @@ def evaluation() -> dict[str, Any]:
     return {"apiVersion": "proctor.dev/v1alpha1", "kind": "Evaluation",
             "metadata": {"name": "queued", "namespace": NS},
             "spec": {"agentRef": {"name": "queued-agent"},
-                     "dataset": {"name": "proctor-demo"}, "queueName": QUEUE,
+                     "dataset": {"name": "proctor-demo", "maxRows": -1}, "queueName": QUEUE,
                      "maxConcurrentRows": 10, "runner": {"resources": RESOURCES}}}
 
 
