@@ -293,8 +293,8 @@ def execute_item(ctx: RunContext, item: WorkItem, work: WorkDir,
                  kept_patch: str | None = None, attempts: int = 1) -> RunResult:
     """One item from patch to grade, in the row's sandbox: the solve step (`solve_step`,
     or the given patch), the test step (the sandbox's `run_test_step`) and the grade step
-    (`grade_step`), the same functions a Kubernetes Job's containers run through
-    `proctor runner solve|test|grade`."""
+    (`grade_step`): the same ones a Kubernetes Job's containers run (`proctor runner
+    solve|grade`, and run.sh in the task's image)."""
     started, start = _now(), time.perf_counter()
     instance = ctx.instances[item.instance_id]
     write_task(work, instance, item)
