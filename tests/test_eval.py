@@ -20,6 +20,7 @@ from proctor.cli.eval_options import EvalOptions, agent_manifest, evaluation_man
 from proctor.cli.main import build_parser, main
 from proctor.core.exits import ExitCode
 from proctor.core.model import ErrorKind, Instance, Outcome, RunResult
+from proctor.core.report_json import report_json
 from proctor.core.spec import AgentUnderTest, Evaluation
 from proctor.datasets import demo
 from proctor.formats.harness_logs import (
@@ -31,7 +32,6 @@ from proctor.formats.harness_logs import (
 )
 from proctor.formats.manifest import parse_resource
 from proctor.formats.predictions import load_predictions
-from proctor.formats.report_json import report_json
 from proctor.runner.grade import grade_work_dir
 from test_docker_sandbox import client  # noqa: F401 - the Docker fixture
 from test_engine_agents import closed_port

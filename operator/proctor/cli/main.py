@@ -350,14 +350,14 @@ def _build_table(results: Sequence) -> list[str]:
 
 def cmd_runner_test(args: argparse.Namespace) -> int:
     from proctor.runner.workdir import WorkDir, write_test_step
-    from proctor.sandboxes import process
+    from proctor.sandboxes.choose import PROCESS
 
     work = WorkDir(Path(args.work_dir))
     instance = work.instance()
     write_test_step(work, instance, args.time_limit, test_without_patch=args.without_patch)
     if args.script_only:
         return 0
-    run = process.run_test_step(work, instance, args.time_limit)
+    run = PROCESS.run_test_step(work, instance, args.time_limit)
     if run.error:
         print(f"test step broke: {run.error}", file=sys.stderr)
     print(f"apply: {(work.read('apply_method') or '-').strip()}; "
@@ -420,10 +420,9 @@ def cmd_runner_solve(args: argparse.Namespace) -> int:
 
 
 def cmd_runner_grade(args: argparse.Namespace) -> int:
-    from proctor.formats.report_json import report_json
     from proctor.runner.artifacts import artifacts_line
-    from proctor.runner.grade import compact_result, grade_work_dir
-    from proctor.runner.workdir import WorkDir, write_json
+    from proctor.runner.grade import compact_result, grade_step
+    from proctor.runner.workdir import WorkDir
 
     work = WorkDir(Path(args.work_dir))
     if args.test_dir and not args.test_log:
@@ -434,9 +433,7 @@ def cmd_runner_grade(args: argparse.Namespace) -> int:
         why = collect(work, Path(args.test_dir), Path(args.test_log))
         if why:
             (work / "sandbox_error").write_text(why + "\n")
-    result = grade_work_dir(work, legacy_log=args.legacy_log)
-    write_json(work / "result.json", result.model_dump(mode="json"))
-    write_json(work / "report.json", report_json(result, work.read("test_output.txt")))
+    result = grade_step(work, legacy_log=args.legacy_log)
     if args.termination_log:
         Path(args.termination_log).write_text(json.dumps(compact_result(result)))
     print(result.model_dump_json())

@@ -4,6 +4,8 @@
 * `spec`: the Evaluation and AgentUnderTest resources;
 * `plan`: the work items of an evaluation; `patches`: checks of a patch's text;
 * `grading`: the outcome tree; `metrics`: the leaderboard figures; `report`: report.md;
+* `report_json`: swebench's per-instance report; `result_files`: an item's graded files
+  (result.json, report.json), named and made in that one module;
 * `images`: a task's image name; `exits`: what an exit status means, and the errors
   that carry one; `labels`: the keys of the labels and annotations Proctor sets.
 

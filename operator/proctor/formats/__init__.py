@@ -3,6 +3,5 @@
 * `manifest`: Evaluation and AgentUnderTest YAML, checked against the CRDs (`crds/`)
   as the API server would check them;
 * `predictions`: swebench's predictions files (`-p preds.jsonl`);
-* `report_json`: swebench's per-instance report.json;
 * `harness_logs`: swebench's run folder (`logs/run_evaluation/...`) and run report.
 """

@@ -31,15 +31,16 @@ from pathlib import Path
 from typing import Any
 
 from proctor.core.model import ErrorKind, Instance, RunResult, WorkItem
+from proctor.core.report_json import report_json
+from proctor.core.result_files import REPORT_FILE
 from proctor.core.spec import Evaluation
 from proctor.datasets import Selection
 from proctor.formats.predictions import patch_for
-from proctor.formats.report_json import report_json
 from proctor.prepare import plan_items
 from proctor.results import ResultsFolder
 
 LOG_DIR = Path("logs") / "run_evaluation"
-REPORT = "report.json"
+REPORT = REPORT_FILE
 TEST_OUTPUT = "test_output.txt"
 INSTANCE_LOG = "run_instance.log"
 RESULTS_DIR = Path("logs") / "proctor"

@@ -24,6 +24,7 @@ from proctor import __version__
 from proctor.core.exits import BadInput, NotRun
 from proctor.core.labels import COMPONENT
 from proctor.core.model import RESULT_SCHEMA_VERSION, RunResult, WorkItem
+from proctor.core.result_files import RESULT_FILE
 from proctor.core.spec import Evaluation
 from proctor.formats import agentbeats
 from proctor.formats.manifest import parse_kind
@@ -74,9 +75,9 @@ def kept_files(configmaps: Iterable[Mapping[str, Any]], fetch: Fetch | None
     for stored, files in zip(records, fetch(records) if records and fetch else [],
                              strict=True):
         try:
-            kept.append((RunResult.model_validate_json(files["result.json"]), files))
+            kept.append((RunResult.model_validate_json(files[RESULT_FILE]), files))
         except (KeyError, ValueError):
-            raise PullError(f"item {stored.get('item')}: its stored result.json is "
+            raise PullError(f"item {stored.get('item')}: its stored {RESULT_FILE} is "
                             f"missing or unreadable") from None
     return sorted(kept, key=lambda rf: (rf[0].instance_id, rf[0].variant_id, rf[0].repeat))
 

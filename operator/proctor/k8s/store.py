@@ -28,8 +28,8 @@ from proctor.core.labels import (
     LABEL_UPLOAD,
 )
 from proctor.core.model import RESULT_SCHEMA_VERSION, RunResult
+from proctor.core.result_files import RESULT_FILE, result_files
 from proctor.core.spec import Evaluation
-from proctor.formats.report_json import report_json
 from proctor.k8s import manifests as m
 from proctor.k8s.names import configmap_name, label_value
 from proctor.runner.artifacts import unpack
@@ -41,7 +41,7 @@ RECORD_KIND = "record"
 """The name's kind of a record made for an item moved from a full ConfigMap: a name apart
 from the full one's, so the record exists before the full one is deleted."""
 UPLOAD_FAILED = "failed"
-RESULT_KEY = "result.json"
+RESULT_KEY = RESULT_FILE
 RECORD_KEY = "record.json"
 
 
@@ -84,15 +84,8 @@ def item_files(result: RunResult, artifacts: Mapping[str, str] | None) -> dict[s
     files = {name.removesuffix(".gz"): unpack(packed)
              for name, packed in (artifacts or {}).items()}
     log = files.get("test_output.txt")  # swebench classifies infra failures from it
-    files["result.json"] = json_bytes(result.model_dump(mode="json"))
-    files["report.json"] = json_bytes(
-        report_json(result, log.decode(errors="replace") if log else None))
+    files.update(result_files(result, log.decode(errors="replace") if log else None))
     return files
-
-
-def json_bytes(data: object) -> bytes:
-    """JSON as `write_json` writes a file."""
-    return (json.dumps(data, indent=1) + "\n").encode()
 
 
 def result_labels(evaluation: Evaluation) -> dict[str, str]:

@@ -37,14 +37,13 @@ from proctor.core.exits import (
     NotRun,
     is_disk_full,
 )
-from proctor.core.model import ErrorKind, Instance, Outcome, RunResult, Summary, Timings, WorkItem
+from proctor.core.model import ErrorKind, Instance, Outcome, RunResult, Summary, WorkItem
 from proctor.core.patches import check_patch
 from proctor.core.plan import Variant
 from proctor.core.provenance import AgentCardProvenance, card_provenance
 from proctor.core.spec import AgentUnderTest, Evaluation
 from proctor.formats import agentbeats
 from proctor.formats.predictions import Predictions, load_predictions, patch_for
-from proctor.formats.report_json import report_json
 from proctor.local import provenance
 from proctor.local.agent_watch import DEFAULT_WAIT_S, AgentWatch
 from proctor.local.budget import BudgetGuard, combined
@@ -59,9 +58,9 @@ from proctor.prepare import (
     prompt_variants,
 )
 from proctor.results import FOLDER_ADVICE, ResultsFolder, write_outputs
-from proctor.runner.grade import grade_work_dir
+from proctor.runner.grade import ItemClock, grade_step
 from proctor.runner.solve import AgentTarget, read_solve, solve_error, solve_step, write_prompt
-from proctor.runner.workdir import WorkDir, write_json, write_patch, write_task, write_test_step
+from proctor.runner.workdir import WorkDir, write_patch, write_task, write_test_step
 from proctor.sandboxes.choose import Sandbox, Sandboxes, SandboxOptions, assign
 from proctor.variants import write_variants
 
@@ -292,8 +291,11 @@ def _watch(ctx: RunContext, result: SolveResult) -> None:
 
 def execute_item(ctx: RunContext, item: WorkItem, work: WorkDir,
                  kept_patch: str | None = None, attempts: int = 1) -> RunResult:
-    """One item from patch to grade, in the row's sandbox."""
-    started, clock = _now(), time.perf_counter()
+    """One item from patch to grade, in the row's sandbox: the solve step (`solve_step`,
+    or the given patch), the test step (the sandbox's `run_test_step`) and the grade step
+    (`grade_step`): the same ones a Kubernetes Job's containers run (`proctor runner
+    solve|grade`, and run.sh in the task's image)."""
+    started, start = _now(), time.perf_counter()
     instance = ctx.instances[item.instance_id]
     write_task(work, instance, item)
     solve_seconds = _obtain_patch(ctx, instance, work, ctx.problem_text(item), kept_patch)
@@ -303,19 +305,11 @@ def execute_item(ctx: RunContext, item: WorkItem, work: WorkDir,
     agent_failed = solve_error(read_solve(work)) is not None
     run = None if agent_failed else ctx.sandbox_of(instance).run_test_step(
         work, instance, limit, ctx.stop)
-    graded_at = time.perf_counter()
-    result = grade_work_dir(work, include_hints=ctx.evaluation.spec.dataset.include_hints,
-                            predictions=ctx.source, attempts=attempts,
-                            network_isolated=run.network_isolated if run else None)
-    done = time.perf_counter()
-    result.timings = Timings(solve_seconds=solve_seconds,
-                             test_seconds=run.seconds if run else None,
-                             eval_seconds=result.timings.eval_seconds,
-                             grade_seconds=done - graded_at,
-                             total_seconds=done - clock, started_at=started, finished_at=_now())
-    write_json(work / "result.json", result.model_dump(mode="json"))
-    write_json(work / "report.json", report_json(result, work.read("test_output.txt")))
-    return result
+    clock = ItemClock(started_at=started, start=start, solve_seconds=solve_seconds,
+                      test_seconds=run.seconds if run else None)
+    return grade_step(work, clock, include_hints=ctx.evaluation.spec.dataset.include_hints,
+                      predictions=ctx.source, attempts=attempts,
+                      network_isolated=run.network_isolated if run else None)
 
 
 def run_items(ctx: RunContext, folder: ResultsFolder, items: Sequence[WorkItem | Todo],

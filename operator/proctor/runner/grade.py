@@ -17,7 +17,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from proctor import __version__
 from proctor.core.grading import decide_outcome
@@ -33,7 +35,7 @@ from proctor.core.model import (
     Timings,
 )
 from proctor.runner.solve import read_solve, solve_confidence, solve_error, solve_usage
-from proctor.runner.workdir import WorkDir
+from proctor.runner.workdir import WorkDir, write_result
 
 NO_PATCH = "no patch"
 NOT_APPLIED = "none"
@@ -176,6 +178,37 @@ def _patch_info(work: WorkDir) -> PatchInfo:
     applied = method not in ("", NOT_APPLIED, NO_PATCH)
     return PatchInfo(present=True, sha256=check.sha256, size_bytes=check.size_bytes,
                      applied=applied, apply_method=method if applied else None)
+
+
+@dataclass(frozen=True)
+class ItemClock:
+    """When an item started and what its earlier steps took, for its result's timings
+    (the engine measures them; a Job's steps run in separate containers and leave them
+    unset)."""
+
+    started_at: str
+    start: float
+    """time.perf_counter() when the item started."""
+    solve_seconds: float | None = None
+    test_seconds: float | None = None
+
+
+def grade_step(work: WorkDir, clock: ItemClock | None = None, legacy_log: bool = False,
+               **fields: object) -> RunResult:
+    """The grade step, the one the engine calls and `proctor runner grade` runs in a Job:
+    grade the work folder (`grade_work_dir`) and keep the result in it (`write_result`)."""
+    graded_at = time.perf_counter()
+    result = grade_work_dir(work, legacy_log, **fields)
+    if clock is not None:
+        done = time.perf_counter()
+        result.timings = Timings(solve_seconds=clock.solve_seconds,
+                                 test_seconds=clock.test_seconds,
+                                 eval_seconds=result.timings.eval_seconds,
+                                 grade_seconds=done - graded_at,
+                                 total_seconds=done - clock.start, started_at=clock.started_at,
+                                 finished_at=datetime.now(UTC).isoformat(timespec="milliseconds"))
+    write_result(work, result)
+    return result
 
 
 def grade_work_dir(work: WorkDir, legacy_log: bool = False, **fields: object) -> RunResult:

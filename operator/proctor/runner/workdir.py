@@ -40,8 +40,9 @@ from importlib import resources
 from pathlib import Path
 
 from proctor.core.integrity import Screened, guard_eval_script, protected_paths, screen_patch
-from proctor.core.model import Instance, WorkItem
+from proctor.core.model import Instance, RunResult, WorkItem
 from proctor.core.patches import PatchCheck, check_patch
+from proctor.core.result_files import RESULT_FILE, result_files
 
 RUN_SCRIPT = resources.files("proctor.runner").joinpath("run.sh").read_text()
 # What run.sh reads, and what it writes, in the work folder. A sandbox that runs it from a
@@ -136,7 +137,7 @@ def write_test_step(work: WorkDir, instance: Instance, time_limit: int,
     else:
         marker.unlink(missing_ok=True)
     for stale in ("apply.log", "apply_method", "test_output.txt", "eval_exit", "eval_clock",
-                  "timed_out", "sandbox_error", "infra_error", "result.json"):
+                  "timed_out", "sandbox_error", "infra_error", RESULT_FILE):
         (work / stale).unlink(missing_ok=True)
 
 
@@ -151,11 +152,23 @@ def bring_back(inner: Path, work: WorkDir) -> None:
             (work / name).write_bytes(source.read_bytes())
 
 
+def write_result(work: WorkDir, result: RunResult) -> None:
+    """Keep the graded result in the work folder: result.json and report.json, as
+    `proctor.core.result_files` makes them (the object store gets the same bytes)."""
+    for name, data in result_files(result, work.read("test_output.txt")).items():
+        write_bytes(work / name, data)
+
+
 def write_json(path: Path, data: object) -> None:
     """Write JSON atomically: a reader never sees half a file."""
+    write_bytes(path, (json.dumps(data, indent=1) + "\n").encode())
+
+
+def write_bytes(path: Path, data: bytes) -> None:
+    """Write a file atomically: a reader never sees half a file."""
     tmp = path.with_suffix(path.suffix + ".tmp")
     try:
-        tmp.write_text(json.dumps(data, indent=1) + "\n")
+        tmp.write_bytes(data)
         tmp.replace(path)
     except OSError:
         tmp.unlink(missing_ok=True)  # a full disk must not leave half a file behind

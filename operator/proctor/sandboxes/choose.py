@@ -66,15 +66,30 @@ def refusal(instance: Instance, image: str, mode: SandboxMode, daemon_problem: s
 
 
 class Sandbox(Protocol):
-    """What the engine asks of a sandbox (the process one and the Docker one)."""
+    """What the engine asks of a sandbox (the process one, the Docker one, any other).
+
+    tests/test_sandbox_conformance.py holds the contract every sandbox must pass: the
+    same graded outcome for the same task, a patch that does not apply and a timeout
+    reported as such, only regular files brought back, nothing of one item left for the
+    next, and nothing left running once stopped."""
 
     def run_test_step(self, work: WorkDir, instance: Instance, time_limit: int,
-                      stop: threading.Event | None = None) -> SandboxRun: ...
+                      stop: threading.Event | None = None) -> SandboxRun:
+        """Run the work folder's run.sh against the task's repository; only the test
+        step's outputs and its log come back to `work`. Once `stop` is set (and
+        `stop_all` called), raise `Interrupted` and leave nothing running."""
+        ...
 
-    def checkout(self, instance: Instance, dest: Path) -> None: ...
+    def checkout(self, instance: Instance, dest: Path) -> None:
+        """The task's repository at its base commit, in `dest` (for an agent's files)."""
+        ...
+
+    def stop_all(self) -> None:
+        """Ctrl-C: stop every test step in flight and start no new one."""
+        ...
 
 
-class _Process:
+class ProcessSandbox:
     """The process sandbox (module functions) as a Sandbox."""
 
     def run_test_step(self, work: WorkDir, instance: Instance, time_limit: int,
@@ -84,8 +99,12 @@ class _Process:
     def checkout(self, instance: Instance, dest: Path) -> None:
         process.checkout(instance, dest)
 
+    def stop_all(self) -> None:
+        """Nothing to do: each of its test steps watches its `stop` event and kills its
+        own processes."""
 
-_PROCESS = _Process()
+
+PROCESS = ProcessSandbox()
 
 
 @dataclass
@@ -131,5 +150,5 @@ def assign(options: SandboxOptions, evaluation: Evaluation, instances: Sequence[
         else:
             # `choose` picks docker only where there is a daemon (docker is not None)
             chosen.by_instance[instance.instance_id] = (
-                docker if pick == "docker" and docker is not None else _PROCESS)
+                docker if pick == "docker" and docker is not None else PROCESS)
     return chosen, refused

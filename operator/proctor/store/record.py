@@ -15,11 +15,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from proctor.core.model import ErrorKind, Outcome, PassFail, PatchInfo, RunResult
+from proctor.core.result_files import REPORT_FILE, RESULT_FILE
 from proctor.store.location import S3Location, item_location
 
 RECORD_VERSION = 1
 ARTEFACTS = ("patch.diff", "test_output.txt", "apply.log", "transcript.json.gz",
-             "result.json", "report.json")
+             RESULT_FILE, REPORT_FILE)
 """An item's files that the store keeps and the record points at."""
 MESSAGE_CHARS = 300
 """Of the error message: enough for status and a person's first look; the whole one is in
