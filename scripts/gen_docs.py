@@ -91,7 +91,10 @@ def crds_reference(crds: Path = ROOT / "crds") -> str:
             "Generated from `crds/` by `scripts/gen_docs.py`; do not edit by hand "
             "(`tests/test_docs.py` fails when it is stale). On a cluster, `kubectl explain "
             "evaluation.spec` shows the same descriptions. A rule is a CEL validation, named "
-            "by the message `kubectl apply` gives when it fails.\n\n")
+            "by the message `kubectl apply` gives when it fails. The CRDs are the one source "
+            "of these schemas: the Python models of the specs (`proctor.core.spec`) are "
+            "checked against them field by field (`tests/test_spec_matches_crds.py`), not "
+            "generated.\n\n")
     return head + "\n".join(crd_section(yaml.safe_load((crds / name).read_text()))
                              for name in CRDS)
 

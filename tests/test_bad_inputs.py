@@ -272,7 +272,7 @@ class _Cluster:
     def __init__(self, results: list[dict]):
         self.results = results
 
-    def get_custom(self, plural: str, namespace: str, name: str) -> dict:
+    def get_evaluation(self, namespace: str, name: str) -> dict:
         return json.loads(json.dumps({
             "apiVersion": "proctor.dev/v1alpha1", "kind": "Evaluation",
             "metadata": {"name": name, "namespace": namespace},

@@ -5,8 +5,9 @@ another helm binary). Without helm the tests fail, saying how to get it; they ne
 
 What is checked, offline: `helm lint --strict`; `helm template` with the default values and
 with every toggle on; every rendered object against the Kubernetes 1.29 and 1.35 OpenAPI
-schemas (strict); the RBAC rules against the calls the operator makes (proctor/k8s/api.py,
-read with ast) and those kopf makes for the handlers it registers; the Deployment's
+schemas (strict); the RBAC rules against the rights k8s/api.py's methods declare (each
+method's calls are checked against its declaration in tests/test_k8s_rbac.py) and those kopf
+needs for the handlers it registers (read from the decorators' source); the Deployment's
 arguments through proctor's own argument parser; the chart's CRDs against crds/; a comment
 above every key of values.yaml; the dashboard's metric names against proctor's exporter.
 """
@@ -31,6 +32,7 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from k8s_tools import ToolMissing, tool_binary
+from proctor.k8s.api import Kube, Leases, Rule, needed
 from tracked import SYMLINK, fresh_clone, tracked_files
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -360,21 +362,7 @@ def test_the_operator_runs_unprivileged_on_a_read_only_root(
 
 # --- RBAC: exactly the operator's calls ---------------------------------------------------------
 
-CLIENT_CALLS: dict[str, tuple[str, str, str]] = {
-    # A method of the official client that k8s/api.py calls: (API group, resource, verb).
-    # `{plural}` is the custom resource the operator passes (read from its code).
-    "get_namespaced_custom_object": ("proctor.dev", "{plural}", "get"),
-    "patch_namespaced_custom_object_status": ("proctor.dev", "{plural}/status", "patch"),
-    "read_namespaced_job": ("batch", "jobs", "get"),
-    "read_namespaced_pod_log": ("", "pods/log", "get"),
-    "list_namespaced_config_map": ("", "configmaps", "list"),
-    "read_namespaced_config_map": ("", "configmaps", "get"),
-    "read_namespaced_secret": ("", "secrets", "get"),
-    "read_namespaced_lease": ("coordination.k8s.io", "leases", "get"),
-    "create_namespaced_lease": ("coordination.k8s.io", "leases", "create"),
-    "replace_namespaced_lease": ("coordination.k8s.io", "leases", "update"),
-}
-KOPF_ALWAYS = {("", "events", "create")}
+KOPF_ALWAYS: set[Rule] = {("", "events", "create")}
 """kopf posts events (handler progress, kopf.warn) with POST; it never patches them."""
 KOPF_ADOPT = {("proctor.dev", "evaluations/finalizers", "update")}
 """kopf.adopt sets blockOwnerDeletion on the Evaluation's children, which clusters with the
@@ -385,87 +373,11 @@ KOPF_CLUSTER = {("apiextensions.k8s.io", "customresourcedefinitions", "list"),
 """kopf's resource observer watches CRDs, to notice resources installed later."""
 KOPF_NAMESPACES = {("", "namespaces", "list"), ("", "namespaces", "watch")}
 """With chosen namespaces (not clusterwide), kopf lists and watches namespaces."""
-Rule = tuple[str, str, str]
-
-
-def _client_calls_in_api(cls: str = "Kube") -> dict[str, set[str]]:
-    """Method of k8s/api.py's class `cls` (Kube: the evaluations' namespaces; Leases: the
-    operator's own) -> the official client's methods it calls (self.core/batch/....X)."""
-    tree = ast.parse((PACKAGE / "k8s" / "api.py").read_text())
-    (kube,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls]
-    calls: dict[str, set[str]] = {}
-    for method in (n for n in kube.body if isinstance(n, ast.FunctionDef)):
-        for node in ast.walk(method):
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) and \
-                    node.value.attr in ("core", "batch", "custom", "coordination"):
-                calls.setdefault(method.name, set()).add(node.attr)
-    return calls
 
 
 def lease_rules() -> set[Rule]:
     """The rights of the leader election (class Leases), in the release's namespace."""
-    return {CLIENT_CALLS[call] for calls in _client_calls_in_api("Leases").values()
-            for call in calls}
-
-
-VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
-
-
-def _raw_writes_in_api() -> set[Rule]:
-    """The rules of the writes k8s/api.py sends itself: self._send("POST", f"/apis/...")."""
-    rules: set[Rule] = set()
-    for node in ast.walk(ast.parse((PACKAGE / "k8s" / "api.py").read_text())):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "_send" and isinstance(node.func.value, ast.Name)):
-            continue
-        method, path = node.args[:2]
-        assert isinstance(method, ast.Constant) and isinstance(path, ast.JoinedStr), \
-            "k8s/api.py: give _send a literal method and an f-string path"
-        template = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in path.values)
-        parts = template.strip("/").split("/")
-        group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
-        assert rest[:2] == ["namespaces", "{}"], f"not a namespaced path: {template}"
-        resource = "/".join([rest[2], *rest[4:]])  # the name (rest[3]) left out
-        rules.add((group, resource, VERBS[method.value]))
-        if any(k.arg == "apply" for k in node.keywords):
-            # A server-side apply of an object that is not there yet creates it, and the
-            # API server asks for create as well as patch then.
-            rules.add((group, resource, "create"))
-    return rules
-
-
-def _plurals_passed(source: str, kube_method: str) -> set[str]:
-    """The custom resources (string literals) that ``source`` passes to Kube.<kube_method>."""
-    plurals: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
-        if not isinstance(node, ast.Call):
-            continue
-        parts = [node.func, *node.args]
-        if not any(isinstance(p, ast.Attribute) and p.attr == kube_method for p in parts):
-            continue
-        literals = [a.value for a in node.args if isinstance(a, ast.Constant)
-                    and isinstance(a.value, str)]
-        assert literals, f"the operator calls {kube_method} with no literal resource name"
-        plurals.add(literals[0])
-    return plurals
-
-
-def _api_rules() -> set[Rule]:
-    rules = _raw_writes_in_api()
-    for kube_method, client_methods in _client_calls_in_api().items():
-        for client_method in client_methods:
-            assert client_method in CLIENT_CALLS, (
-                f"k8s/api.py calls {client_method}: add it to CLIENT_CALLS with its group, "
-                f"resource and verb, and grant it in charts/proctor/templates/rbac.yaml")
-            group, resource, verb = CLIENT_CALLS[client_method]
-            if kube_method.startswith("watch_"):
-                verb = "watch"  # a Kube.watch_* method calls the list method with watch=True
-            if "{plural}" not in resource:
-                rules.add((group, resource, verb))
-                continue
-            for plural in _plurals_passed(_operator_source(), kube_method):
-                rules.add((group, resource.format(plural=plural), verb))
-    return rules
+    return needed(Leases)
 
 
 # kopf's decorators, by what each needs of the resource it names: handlers that watch
@@ -509,8 +421,9 @@ def _kopf_rules() -> set[Rule]:
 
 
 def needed_rules() -> set[Rule]:
-    """Every namespaced right the operator needs."""
-    return _api_rules() | _kopf_rules()
+    """Every namespaced right the operator needs: what Kube's methods declare (their calls
+    are checked against the declarations in tests/test_k8s_rbac.py) and what kopf needs."""
+    return needed(Kube) | _kopf_rules()
 
 
 def granted(role: Mapping[str, Any]) -> set[Rule]:
@@ -528,16 +441,9 @@ def test_the_needed_rules_are_read_from_the_code() -> None:
             ("", "pods/log", "get")} <= needed
     # No finalizer (the operator keeps nothing outside the cluster), so no patch of it.
     assert ("proctor.dev", "evaluations", "patch") not in needed
-    client_methods = set().union(*_client_calls_in_api().values())
-    assert {"read_namespaced_job", "read_namespaced_pod_log"} <= client_methods
-    assert _raw_writes_in_api() == {("batch", "jobs", "create"), ("batch", "jobs", "delete"),
-                                    ("", "configmaps", "create"),
-                                    ("", "configmaps", "delete"),  # a result moved to a store
-                                    ("apps", "deployments", "patch"), ("", "services", "patch"),
-                                    ("apps", "deployments", "create"),
-                                    ("", "services", "create"),
-                                    ("networking.k8s.io", "networkpolicies", "patch"),
-                                    ("networking.k8s.io", "networkpolicies", "create")}
+    assert {("batch", "jobs", "get"), ("", "configmaps", "delete"),
+            ("apps", "deployments", "patch"), ("apps", "deployments", "create"),
+            ("networking.k8s.io", "networkpolicies", "create")} <= needed
 
 
 def test_the_lease_role_grants_exactly_what_the_election_calls(

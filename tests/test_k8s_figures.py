@@ -16,7 +16,7 @@ from proctor.analysis.reliability import agent_figures
 from proctor.core.model import ErrorKind, Outcome, RunResult, WorkItem
 from proctor.formats.manifest import openapi_schema, parse_resource
 from proctor.k8s.act import Tracked
-from proctor.k8s.figures import TOP_TASKS, reliability
+from proctor.k8s.figures import ESTIMATES, FIGURES, TOP_TASKS, reliability
 from proctor.k8s.reconcile import ItemView, build_status
 
 
@@ -135,3 +135,9 @@ def test_figures_are_computed_again_only_when_the_results_change() -> None:
     assert tracked.reliability(list(reversed(found))) is first  # the same results: kept
     more = [*found, *results(21, repeats=2)[-2:]]
     assert tracked.reliability(more).tasks == 21
+
+
+def test_every_estimate_of_the_status_is_read_from_analyzes_figures() -> None:
+    # A new figure is a field of Reliability (its name, help and type) and an entry of
+    # FIGURES (what it needs, its estimator and interval): neither without the other.
+    assert list(FIGURES) == list(ESTIMATES)

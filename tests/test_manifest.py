@@ -566,46 +566,7 @@ def _nested_model(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-def _model_tree(model: type[BaseModel]) -> dict[str, Any]:
-    return {
-        field.alias or name: (lambda nested: _model_tree(nested) if nested else None)(
-            _nested_model(field.annotation)
-        )
-        for name, field in model.model_fields.items()
-    }
-
-
-def _schema_tree(schema: Mapping[str, Any]) -> dict[str, Any]:
-    tree: dict[str, Any] = {}
-    for name, prop in schema.get("properties", {}).items():
-        node = prop.get("items", prop)
-        tree[name] = _schema_tree(node) if "properties" in node else None
-    return tree
-
-
-@pytest.mark.parametrize("kind", sorted(KINDS))
-def test_models_have_exactly_the_crd_fields(kind: str) -> None:
-    assert _model_tree(SPEC_MODELS[kind]) == _schema_tree(spec_schema(kind))
-
-
-def _literal_enums(model: type[BaseModel], path: str) -> Iterator[tuple[str, list[Any]]]:
-    for name, field in model.model_fields.items():
-        here = f"{path}.{field.alias or name}"
-        if typing.get_origin(field.annotation) is typing.Literal:
-            yield here, list(typing.get_args(field.annotation))
-        nested = _nested_model(field.annotation)
-        if nested is not None:
-            yield from _literal_enums(nested, here)
-
-
-@pytest.mark.parametrize("kind", sorted(KINDS))
-def test_model_literals_are_the_crd_enums(kind: str) -> None:
-    crd_enums = {
-        path: node["enum"]
-        for path, node in schema_nodes(spec_schema(kind), "spec")
-        if "enum" in node
-    }
-    assert dict(_literal_enums(SPEC_MODELS[kind], "spec")) == crd_enums
+# Fields, types, enums, defaults, required-ness and bounds: tests/test_spec_matches_crds.py.
 
 
 @pytest.mark.parametrize(

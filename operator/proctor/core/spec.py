@@ -1,9 +1,16 @@
 """Typed, frozen views of the Evaluation and AgentUnderTest custom resources.
 
-The CRDs under ``crds/`` are the source of truth: field names and defaults here are copies,
-and tests check that both match the CRD schemas. Build these models through
-``proctor.formats.manifest`` so that a spec is defaulted and validated exactly as the apiserver
-would; the defaults here exist so code and tests can build a spec by hand.
+The CRDs under ``crds/`` are the one source of each schema; these models are checked
+against them, not generated from them. tests/test_spec_matches_crds.py walks both, field
+by field: the same fields by camelCase name, types, enums (Literals), defaults, required
+fields, and the bounds a model states (the models state none: the CRD's bounds, patterns
+and CEL rules are checked on every manifest by ``proctor.formats.manifest`` before a model
+is built, as the apiserver checks them on a cluster). Checked rather than generated because
+the models carry what a CRD cannot say (docstrings written for Python readers, validators
+such as ``Cidr``, helpers such as ``AgentAuth.header_for``), and a generator would put a
+build step between a CRD change and the code that reads it. Build these models through
+``proctor.formats.manifest`` so that a spec is defaulted and validated exactly as the
+apiserver would; the defaults here exist so code and tests can build a spec by hand.
 """
 
 from __future__ import annotations

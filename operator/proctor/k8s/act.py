@@ -418,7 +418,7 @@ async def restore_answers(kube: Kube, evaluation: Evaluation, tracked: Tracked,
 async def still_there(kube: Kube, namespace: str, tracked: Tracked) -> bool:
     """Whether the Evaluation is there as it was, asked of the API server: the index
     may lag behind the garbage collector deleting its Jobs, which look like free slots."""
-    meta = (await asyncio.to_thread(kube.get_custom, "evaluations", namespace, tracked.name)
+    meta = (await asyncio.to_thread(kube.get_evaluation, namespace, tracked.name)
             or {}).get("metadata", {})
     return meta.get("uid") == tracked.uid and not meta.get("deletionTimestamp")
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, TypeVar
 
 import orjson
 from kubernetes import client, config
@@ -23,6 +23,30 @@ from proctor.k8s.manifests import selector
 
 GROUP, VERSION = "proctor.dev", "v1alpha1"
 Obj = dict[str, Any]
+Plural = Literal["evaluations", "agentundertests"]
+"""The custom resources whose status the operator writes."""
+
+Rule = tuple[str, str, str]
+"""One RBAC right: (API group, resource, verb)."""
+NEEDS: dict[str, tuple[Rule, ...]] = {}
+"""The rights each method below needs (``Kube.create`` -> its rules), declared by @needs."""
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def needs(*rules: Rule) -> Callable[[_Method], _Method]:
+    """Declare the rights a method's API calls need. The chart grants what Kube's and Leases'
+    methods declare, and a test runs each method against a recording HTTP server: a call
+    its declaration lacks fails it (tests/test_k8s_rbac.py, tests/test_chart.py)."""
+    def declare(method: _Method) -> _Method:
+        NEEDS[method.__qualname__] = rules
+        return method
+    return declare
+
+
+def needed(cls: type) -> set[Rule]:
+    """Every right the methods of ``cls`` (Kube, Leases) declare."""
+    return {rule for name, rules in NEEDS.items() if name.split(".")[0] == cls.__name__
+            for rule in rules}
 
 
 class NameTaken(Exception):
@@ -70,23 +94,27 @@ class Kube:
         self.batch = client.BatchV1Api(self.client)
         self.custom = client.CustomObjectsApi(self.client)
 
-    def get_custom(self, plural: str, namespace: str, name: str) -> Obj | None:
+    @needs((GROUP, "evaluations", "get"))
+    def get_evaluation(self, namespace: str, name: str) -> Obj | None:
         try:
             return _json(self.custom.get_namespaced_custom_object(
-                GROUP, VERSION, namespace, plural, name, _preload_content=False))
+                GROUP, VERSION, namespace, "evaluations", name, _preload_content=False))
         except ApiException as exc:
             if exc.status == 404:
                 return None
             raise
 
-    def patch_status(self, plural: str, namespace: str, name: str, status: Obj) -> None:
+    @needs((GROUP, "evaluations/status", "patch"), (GROUP, "agentundertests/status", "patch"))
+    def patch_status(self, plural: Plural, namespace: str, name: str, status: Obj) -> None:
         self.custom.patch_namespaced_custom_object_status(
             GROUP, VERSION, namespace, plural, name, {"status": status})
 
+    @needs(("", "configmaps", "list"))
     def list_configmaps(self, namespace: str, labels: Mapping[str, str]) -> Obj:
         return _json(self.core.list_namespaced_config_map(
             namespace, label_selector=selector(labels), _preload_content=False))
 
+    @needs(("", "secrets", "get"))
     def secret_value(self, namespace: str, name: str, key: str) -> str:
         """One key of a Secret, decoded: an agent's token (spec.auth), for its card fetch.
         A get by name only: the chart grants no list or watch of Secrets. Raises
@@ -107,6 +135,7 @@ class Kube:
             raise SecretUnreadable(f"Secret {namespace}/{name} key {key!r} is not "
                                    f"UTF-8 text") from None
 
+    @needs(("", "pods/log", "get"))
     def pod_log(self, namespace: str, pod: str, container: str) -> str:
         try:
             return self.core.read_namespaced_pod_log(pod, namespace, container=container)
@@ -118,8 +147,7 @@ class Kube:
     def _send(self, method: str, path: str, body: Obj, *, apply: bool = False) -> bytes:
         """One write with a plain JSON body; the answer's bytes. The client's typed methods
         turn a body into the client's models and back (pydantic), the larger part of the
-        operator's CPU per write; the server checks the object anyway. (The chart's RBAC
-        test reads the method and the path of each call: keep both literal.) ``apply``:
+        operator's CPU per write; the server checks the object anyway. ``apply``:
         a server-side apply by the field manager ``proctor`` (it creates the object, or
         changes what differs, taking over fields others set)."""
         content = "application/apply-patch+yaml" if apply else "application/json"
@@ -136,6 +164,12 @@ class Kube:
             raise ApiException.from_response(http_resp=response, body=text, data=None)
         return data
 
+    # A server-side apply of an object not there yet creates it: the API server asks for
+    # create as well as patch then.
+    @needs(("apps", "deployments", "patch"), ("apps", "deployments", "create"),
+           ("", "services", "patch"), ("", "services", "create"),
+           ("networking.k8s.io", "networkpolicies", "patch"),
+           ("networking.k8s.io", "networkpolicies", "create"))
     def apply(self, obj: Obj) -> Obj:
         """Create or update a service agent's Deployment or Service, or an Evaluation's
         NetworkPolicy (server-side apply); the object as the API server answers, its status
@@ -157,6 +191,8 @@ class Kube:
         answer: Obj = orjson.loads(data)
         return answer
 
+    @needs(("", "configmaps", "create"), ("batch", "jobs", "create"),
+           ("", "configmaps", "get"), ("batch", "jobs", "get"))  # get: _check_same on a 409
     def create(self, obj: Obj) -> bool:
         """Create a ConfigMap or Job; False if it was already there (409)."""
         namespace = obj["metadata"]["namespace"]
@@ -190,6 +226,7 @@ class Kube:
             raise NameTaken(f"Job {meta['name']} exists for item {theirs}, not "
                             f"{meta['labels'][LABEL_ITEM]}")
 
+    @needs(("", "configmaps", "get"))
     def read_configmap(self, namespace: str, name: str) -> Obj | None:
         """A ConfigMap whole (a kept result's logs: the index keeps none); None if gone."""
         try:
@@ -200,6 +237,7 @@ class Kube:
                 return None
             raise
 
+    @needs(("", "configmaps", "delete"))
     def delete_configmap(self, namespace: str, name: str) -> None:
         """Delete a result ConfigMap moved to the store (its record kept); gone already
         is as good."""
@@ -210,6 +248,7 @@ class Kube:
             if exc.status != 404:
                 raise
 
+    @needs(("batch", "jobs", "delete"))
     def delete_job(self, namespace: str, name: str) -> None:
         try:
             self._send("DELETE", f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}",
@@ -232,12 +271,13 @@ def describe(failure: BaseException) -> str:
 
 class Leases:
     """The Lease of `proctor operator --leader-election` (coordination.k8s.io/v1), in the
-    operator's own namespace. (The chart's RBAC test reads these calls: get, create, update.)"""
+    operator's own namespace (the chart's Role there grants what these methods declare)."""
 
     def __init__(self, namespace: str, name: str, api_client: client.ApiClient | None = None):
         self.namespace, self.name = namespace, name
         self.coordination = client.CoordinationV1Api(api_client or client.ApiClient())
 
+    @needs(("coordination.k8s.io", "leases", "get"))
     def read(self) -> Obj | None:
         try:
             return _json(self.coordination.read_namespaced_lease(
@@ -247,6 +287,8 @@ class Leases:
                 return None
             raise
 
+    @needs(("coordination.k8s.io", "leases", "create"),
+           ("coordination.k8s.io", "leases", "update"))
     def write(self, action: str, body: Obj) -> bool:
         """Create or update (replace, with the resourceVersion read) the Lease; False when
         another candidate wrote first (409)."""
@@ -266,8 +308,8 @@ class Leases:
 
 
 # --- the CRD hook's calls (`proctor crds apply`) ----------------------------------------------
-# Outside Kube on purpose: the operator never makes them, and its RBAC (tests/test_chart.py
-# reads Kube's calls) must not grant them; the hook's own ClusterRole does.
+# Outside Kube on purpose: the operator never makes them, and its RBAC (what Kube's methods
+# declare) must not grant them; the hook's own ClusterRole does.
 
 
 def read_crd(api_client: client.ApiClient, name: str) -> Obj | None:

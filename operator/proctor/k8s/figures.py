@@ -7,23 +7,24 @@ seed and resamples, so the status and `proctor analyze` of the pulled results ag
 Bounded whatever the number of tasks: a fixed set of figures, each with its 95% interval,
 and at most TOP_TASKS tasks (the most prompt-sensitive). A figure the run cannot give is
 absent, never 0: C_out, pass@k and pass^k need 2 repeats or more; S_prompt (both readings)
-and R_prompt need prompt variants. `Reliability` is the one source of the names: the
-status keys (camelCase), and the metric names and help texts (`metric_name`, the field
-descriptions).
+and R_prompt need prompt variants. Each figure is declared in one place, this module:
+its name and help as a field of `Reliability` (the status keys, camelCase, and the metric
+names and help texts: `metric_name`, the field descriptions), what it needs, its estimator
+and its interval in `FIGURES`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any, get_args
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, NamedTuple, get_args
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from proctor.analysis.load import score_rows
-from proctor.analysis.reliability import agent_figures, scores_array
+from proctor.analysis.reliability import AgentFigures, agent_figures, scores_array
 from proctor.core.model import Outcome, RunResult
 
 TOP_TASKS = 5
@@ -91,6 +92,29 @@ ESTIMATES = tuple(name for name, info in Reliability.model_fields.items()
 COUNTS = ("tasks", "variants", "repeats")
 
 
+class Figure(NamedTuple):
+    """How one of Reliability's estimates is read from `proctor analyze`'s figures."""
+
+    needs: Literal["variants", "repeats"]
+    """What the run must have for the figure: prompt variants, or 2 repeats or more."""
+    interval: str
+    """Its interval's key in AgentFigures.intervals; ``{k}`` stands for the repeats."""
+    estimator: Callable[[AgentFigures], float | None]
+    """Its value in `proctor analyze`'s figures of the agent."""
+
+
+FIGURES: dict[str, Figure] = {
+    # Each field of Reliability that is an Estimate (a test holds the two to each other):
+    # its name, help and type are the field's, the rest is here.
+    "s_prompt": Figure("variants", "S_prompt", lambda f: f.S_prompt),
+    "s_prompt_per_run": Figure("variants", "S_prompt_per_run", lambda f: f.S_prompt_per_run),
+    "r_prompt": Figure("variants", "R_prompt", lambda f: f.R_prompt),
+    "c_out": Figure("repeats", "C_out", lambda f: f.C_out),
+    "pass_at_k": Figure("repeats", "pass@{k}", lambda f: f.pass_at_k.get(f.repeats)),
+    "pass_hat_k": Figure("repeats", "pass^{k}", lambda f: f.pass_hat_k.get(f.repeats)),
+}
+
+
 def metric_name(field: str) -> str:
     """`s_prompt` -> `proctor_reliability_s_prompt`; `variance` (of a sensitive task) ->
     `proctor_reliability_task_variance`."""
@@ -124,23 +148,15 @@ def reliability(agent: str, results: Sequence[RunResult]) -> Reliability | None:
         return None
     errors = sum(r.outcome == Outcome.ERROR for r in results)
     fig, per = agent_figures(agent, scores, errors=errors)
-    k = fig.repeats
-    has_variants = fig.variants > 1
-    values = {"s_prompt": fig.S_prompt if has_variants else None,
-              "s_prompt_per_run": fig.S_prompt_per_run if has_variants else None,
-              "r_prompt": fig.R_prompt if has_variants else None,
-              "c_out": fig.C_out if k >= 2 else None,
-              "pass_at_k": fig.pass_at_k.get(k) if k >= 2 else None,
-              "pass_hat_k": fig.pass_hat_k.get(k) if k >= 2 else None}
-    interval_of = {"s_prompt": "S_prompt", "s_prompt_per_run": "S_prompt_per_run",
-                   "r_prompt": "R_prompt", "c_out": "C_out", "pass_at_k": f"pass@{k}",
-                   "pass_hat_k": f"pass^{k}"}
+    k, has_variants = fig.repeats, fig.variants > 1
+    shown = {"variants": has_variants, "repeats": k >= 2}
     scored = int(np.sum(~np.isnan(scores).all(axis=(1, 2))))
     return Reliability(tasks=scored, variants=fig.variants, repeats=k,
                        most_sensitive_tasks=_most_sensitive(per, tasks) if has_variants
                        else [],
-                       **{name: _estimate(value, fig.intervals.get(interval_of[name]))
-                          for name, value in values.items()})
+                       **{name: _estimate(figure.estimator(fig),
+                                          fig.intervals.get(figure.interval.format(k=k)))
+                          for name, figure in FIGURES.items() if shown[figure.needs]})
 
 
 def status_of(figures: Reliability) -> dict[str, Any]:

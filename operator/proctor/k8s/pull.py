@@ -144,7 +144,7 @@ def pull(kube: Kube, namespace: str, name: str, out: Path, s3_endpoint: str | No
     """Pull one Evaluation's results into `out`; the number of results. Records' files
     come from the store at `s3_endpoint`, else the Evaluation's spec.results.store
     endpoint, else AWS_ENDPOINT_URL (else AWS S3)."""
-    body = kube.get_custom("evaluations", namespace, name)
+    body = kube.get_evaluation(namespace, name)
     if body is None:
         raise PullError(f"Evaluation {name!r} not found in namespace {namespace}")
     evaluation = parse_kind(body, Evaluation)
