@@ -125,8 +125,8 @@ up() {
   kubectl -n kueue-system rollout status deployment/kueue-controller-manager --timeout=300s >&2
   # Ready means the manager runs; its webhooks answer once it has made their certificate
   # and the API server trusts it: a dry-run create through the webhook says when.
-  local i
-  for i in $(seq 120); do
+  local _
+  for _ in $(seq 120); do
     if kubectl create --dry-run=server -f - >/dev/null 2>&1 <<'YAML'
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: ResourceFlavor
