@@ -9,6 +9,8 @@
 #   scripts/cluster.sh import ARCHIVE...  load images (`docker save` or OCI archives; - for
 #                              stdin) into the node's containerd: nothing can be pulled here
 #   scripts/cluster.sh images  list the images the node's containerd holds, one name a line
+#   scripts/cluster.sh archive BINARY NAME USER OUT  write an image of that one binary
+#                              (its entrypoint, run as USER) for `import` (scripts/kueue.sh)
 #
 # No registry ships the servers' binaries and no image can be pulled here, but the Go
 # module proxy serves k8s.io/kubernetes and etcd: scripts/cluster/go.mod pins them and
@@ -945,5 +947,6 @@ case "${1:-}" in
   status) status ;;
   import) shift; import_images "$@" ;;
   images) list_images ;;
-  *) echo "usage: $0 up|down|status|import ARCHIVE...|images" >&2; exit 2 ;;
+  archive) [ $# -eq 5 ] || die "usage: $0 archive BINARY NAME USER OUT"; shift; image_archive "$@" ;;
+  *) echo "usage: $0 up|down|status|import ARCHIVE...|images|archive BINARY NAME USER OUT" >&2; exit 2 ;;
 esac

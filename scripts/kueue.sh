@@ -64,29 +64,11 @@ build() {
         sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
   [ -d "$src/config/default" ] || die "the module $MODULE@$VERSION has no config/default"
   cp -r "$src/config" "$CACHE/config"; chmod -R u+w "$CACHE/config"
-  image_archive "$CACHE/bin/manager" "$CACHE/image.tar"
+  # The image of that one binary, /manager as Kueue's manifests run it, as 65532 (they
+  # require a non-root user).
+  bash "$ROOT/scripts/cluster.sh" archive "$CACHE/bin/manager" "$IMAGE" 65532 "$CACHE/image.tar"
   touch "$CACHE/complete"
   say "built in ${SECONDS}s"
-}
-
-# image_archive BINARY OUT: a `docker save` archive of an image holding only BINARY, as
-# /manager, run as 65532 (Kueue's manifests require a non-root user).
-image_archive() {
-  local dir layer config sha
-  dir=$(mktemp -d)
-  mkdir -p "$dir/rootfs" "$dir/image"
-  cp "$1" "$dir/rootfs/manager"
-  tar --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$dir/rootfs" -cf "$dir/layer.tar" manager
-  layer=$(sha256sum "$dir/layer.tar" | cut -d' ' -f1)
-  config="{\"architecture\":\"amd64\",\"os\":\"linux\",\"config\":{\"Entrypoint\":[\"/manager\"],\"User\":\"65532\"},\"rootfs\":{\"type\":\"layers\",\"diff_ids\":[\"sha256:$layer\"]}}"
-  sha=$(printf '%s' "$config" | sha256sum | cut -d' ' -f1)
-  mkdir -p "$dir/image/$layer"
-  mv "$dir/layer.tar" "$dir/image/$layer/layer.tar"
-  printf '%s' "$config" >"$dir/image/$sha.json"
-  printf '[{"Config":"%s.json","RepoTags":["%s"],"Layers":["%s/layer.tar"]}]' \
-    "$sha" "$IMAGE" "$layer" >"$dir/image/manifest.json"
-  tar --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$dir/image" -cf "$2" .
-  rm -rf "$dir"
 }
 
 # Kueue's kustomization with the four changes above, as one stream of documents.
