@@ -141,33 +141,45 @@ def evaluation(ns: str, name: str, agent: str, rows: int, max_rows: int = -1) ->
                      "maxConcurrentRows": rows, "runner": {"resources": SMALL}}}
 
 
+def build_and_import(image: str) -> None:
+    """The runner image (from this tree) and the demo's task images, imported into the node."""
+    if sh("docker", "image", "inspect", BASE, check=False).returncode != 0:
+        sh("bash", "runner-image/offline-base.sh", BASE, timeout=1800)
+    sh("docker", "build", "-q", "--network", "host", "--build-arg", f"BASE={BASE}",
+       "-f", "runner-image/Dockerfile", "-t", image, ".", timeout=1800)
+    sh(str(Path(sys.executable).parent / "proctor"), "images", "build-demo", timeout=1800)
+    sh("bash", "-c", f"docker save {image} {' '.join(demo_tasks())} "
+                     f"| bash scripts/cluster.sh import -", timeout=1800)
+
+
+def install_release(c: Cluster, release: str, system: str, namespaces: list[str],
+                    image: str) -> None:
+    """crds/ applied, then the chart as `release` in `system`, watching `namespaces`, running
+    `image` (never pulled), its operator restarted onto that image and available."""
+    c.kubectl("apply", "--server-side", "--force-conflicts", "-f", "crds/")
+    repository, tag = image.rsplit(":", 1)
+    sh(c.helm_bin, "upgrade", "--install", release, "charts/proctor", "--namespace", system,
+       "--create-namespace", "--kubeconfig", c.kubeconfig, "--wait", "--timeout", "5m",
+       "--skip-crds",  # applied above, from crds/
+       "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
+       "--set", "image.pullPolicy=Never", "--set", "operator.reconcileSeconds=2",
+       "--set", f"operator.watchNamespaces={{{','.join(namespaces)}}}",
+       "--set", "jobs.ttlSecondsAfterFinished=1800")
+    # The image was imported again under the same tag: restart the operator so it runs it.
+    c.kubectl("-n", system, "rollout", "restart", f"deployment/{release}-proctor")
+    c.rollout(system, f"{release}-proctor")
+
+
 @pytest.fixture(scope="module")
 def cluster(cluster_kubeconfig: Path) -> Iterator[Cluster]:
     """The session's cluster (tests/real_cluster.py) with this release installed, its images
     imported."""
     c = Cluster(str(cluster_kubeconfig))
-    if sh("docker", "image", "inspect", BASE, check=False).returncode != 0:
-        sh("bash", "runner-image/offline-base.sh", BASE, timeout=1800)
-    sh("docker", "build", "-q", "--network", "host", "--build-arg", f"BASE={BASE}",
-       "-f", "runner-image/Dockerfile", "-t", IMAGE, ".", timeout=1800)
-    sh(str(Path(sys.executable).parent / "proctor"), "images", "build-demo", timeout=1800)
-    sh("bash", "-c", f"docker save {IMAGE} {' '.join(demo_tasks())} "
-                     f"| bash scripts/cluster.sh import -", timeout=1800)
-    c.kubectl("apply", "--server-side", "--force-conflicts", "-f", "crds/")
+    build_and_import(IMAGE)
     c.apply(namespace(DEMO, **{"pod-security.kubernetes.io/enforce": "baseline",
                                "pod-security.kubernetes.io/warn": "restricted"}),
             namespace(SLOTS, **{"pod-security.kubernetes.io/enforce": "baseline"}))
-    repository, tag = IMAGE.rsplit(":", 1)
-    sh(c.helm_bin, "upgrade", "--install", RELEASE, "charts/proctor", "--namespace", SYSTEM,
-       "--create-namespace", "--kubeconfig", c.kubeconfig, "--wait", "--timeout", "5m",
-       "--skip-crds",  # applied above, from crds/
-       "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
-       "--set", "image.pullPolicy=Never", "--set", "operator.reconcileSeconds=2",
-       "--set", f"operator.watchNamespaces={{{DEMO},{SLOTS}}}",
-       "--set", "jobs.ttlSecondsAfterFinished=1800")
-    # The image was imported again under the same tag: restart the operator so it runs it.
-    c.kubectl("-n", SYSTEM, "rollout", "restart", f"deployment/{RELEASE}-proctor")
-    c.rollout(SYSTEM, f"{RELEASE}-proctor")
+    install_release(c, RELEASE, SYSTEM, [DEMO, SLOTS], IMAGE)
     for ns in (DEMO, SLOTS):  # foreground: their ConfigMaps too, before the same names return
         c.kubectl("delete", "evaluations", "--all", "-n", ns, "--cascade=foreground",
                   "--wait=true")

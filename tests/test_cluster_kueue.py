@@ -23,13 +23,18 @@ from typing import Any
 import pytest
 import yaml
 
-from proctor.sandboxes.demo_images import demo_tasks
-from test_cluster_admission import Cluster, namespace, sh, wait
+from test_cluster_admission import (
+    Cluster,
+    build_and_import,
+    install_release,
+    namespace,
+    sh,
+    wait,
+)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 RELEASE, SYSTEM, NS = "part-kueue", "part-kueue-system", "part-kueue-demo"
 IMAGE = os.environ.get("PROCTOR_TEST_RUNNER_IMAGE", "proctor-runner:cluster-kueue")
-BASE = os.environ.get("PROCTOR_RUNNER_BASE", "proctor/runner-base:bookworm")
 KUEUE = "kueue.x-k8s.io/v1beta2"
 FLAVOR, CLUSTER_QUEUE, QUEUE = "part-kueue-flavor", "part-kueue-cq", "proctor-queue"
 RESOURCES = {"requests": {"cpu": "450m", "memory": "128Mi"}, "limits": {"memory": "1Gi"}}
@@ -43,24 +48,9 @@ def cluster(cluster_kubeconfig: Path) -> Iterator[Cluster]:
     """The session's cluster with Kueue, this release installed, its images imported."""
     c = Cluster(str(cluster_kubeconfig))
     sh("bash", "scripts/kueue.sh", "up", timeout=900, KUBECONFIG=c.kubeconfig)
-    if sh("docker", "image", "inspect", BASE, check=False).returncode != 0:
-        sh("bash", "runner-image/offline-base.sh", BASE, timeout=1800)
-    sh("docker", "build", "-q", "--network", "host", "--build-arg", f"BASE={BASE}",
-       "-f", "runner-image/Dockerfile", "-t", IMAGE, ".", timeout=1800)
-    sh(str(Path(sys.executable).parent / "proctor"), "images", "build-demo", timeout=1800)
-    sh("bash", "-c", f"docker save {IMAGE} {' '.join(demo_tasks())} "
-                     f"| bash scripts/cluster.sh import -", timeout=1800)
-    c.kubectl("apply", "--server-side", "--force-conflicts", "-f", "crds/")
+    build_and_import(IMAGE)
     c.apply(namespace(NS, **{"pod-security.kubernetes.io/enforce": "baseline"}))
-    repository, tag = IMAGE.rsplit(":", 1)
-    sh(c.helm_bin, "upgrade", "--install", RELEASE, "charts/proctor", "--namespace", SYSTEM,
-       "--create-namespace", "--kubeconfig", c.kubeconfig, "--wait", "--timeout", "5m",
-       "--skip-crds", "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
-       "--set", "image.pullPolicy=Never", "--set", "operator.reconcileSeconds=2",
-       "--set", f"operator.watchNamespaces={{{NS}}}",
-       "--set", "jobs.ttlSecondsAfterFinished=1800")
-    c.kubectl("-n", SYSTEM, "rollout", "restart", f"deployment/{RELEASE}-proctor")
-    c.rollout(SYSTEM, f"{RELEASE}-proctor")
+    install_release(c, RELEASE, SYSTEM, [NS], IMAGE)
     c.kubectl("delete", "evaluations", "--all", "-n", NS, "--cascade=foreground", "--wait=true")
     yield c
     # Kueue's Job webhook sees every Job of the cluster: it goes with this module, and so
