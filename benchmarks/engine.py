@@ -3,20 +3,39 @@
 * overhead per item, in-process: wall time minus the eval script's own time minus
   the agent's time (target: median under 150 ms);
 * the wall time of `proctor demo` (four reference agents x every demo task);
-* the speed-up from maxConcurrentRows 1 to 2 (oracle agent).
+* the speed-up from maxConcurrentRows 1 to 2 (oracle agent);
+* the time to stop in flight: `proctor run` as a process with items in flight (requests
+  to an agent on loopback that never answers; an eval script that sleeps), sent SIGINT
+  as a terminal's Ctrl-C would: seconds from the signal to its exit (130).
 
-    python benchmarks/engine.py
+    python benchmarks/engine.py          # all of them
+    python benchmarks/engine.py stop     # only the time to stop in flight
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
+import signal
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from proctor.agents.server import start_reference_agent
+from proctor.agents.kinds import Tasks, solver_for
+from proctor.agents.server import (
+    SolverExecutor,
+    agent_card,
+    build_app,
+    start_in_thread,
+    start_reference_agent,
+)
 from proctor.cli.demo import demo_manifests, run_demo
+from proctor.datasets import demo
 from proctor.local.engine import run_evaluation
 from proctor.results import ResultsFolder
 
@@ -33,7 +52,112 @@ def timed_run(kind: str, out: Path, rows: int) -> tuple[float, list[float]]:
     return wall, overheads
 
 
+class Silent(SolverExecutor):
+    """An agent that takes every task and never answers; counts the tasks it was sent."""
+
+    def __init__(self) -> None:
+        super().__init__(solver_for("oracle", Tasks.load()))
+        self.asked = 0
+
+    async def execute(self, context, event_queue) -> None:
+        self.asked += 1
+        await asyncio.sleep(3600)
+
+
+def _until(check: Callable[[], bool], what: str, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"waited {timeout:g} s for {what}")
+        time.sleep(0.02)
+
+
+def _stop_time(manifest: str, root: Path, ready: Callable[[], bool]) -> float:
+    """Seconds from SIGINT to the exit of a `proctor run` with items in flight."""
+    (root / "ev.yaml").write_text(manifest)
+    proc = subprocess.Popen([sys.executable, "-m", "proctor.cli.main", "run", "-q", "-f",
+                             str(root / "ev.yaml"), "--output-dir", str(root / "out")],
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        _until(lambda: ready() or proc.poll() is not None, "items in flight")
+        time.sleep(0.3)  # each item well inside its wait, not at its start
+        sent = time.perf_counter()
+        os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole group
+        code = proc.wait(timeout=60)
+        seconds = time.perf_counter() - sent
+    finally:
+        proc.kill()
+    if code != 130:
+        raise SystemExit(f"the run exited {code}, not 130: {proc.stderr.read()[-500:]}")
+    return seconds
+
+
+def _sleeping_row(path: Path) -> Path:
+    """The first demo task with an eval script that sleeps (a long test step)."""
+    row = dict(demo.load_rows()[0])
+    row["eval_script"] = row["eval_script"].replace('cd "$TESTBED"\n',
+                                                    'cd "$TESTBED"\nsleep 293\n', 1)
+    path.write_text(json.dumps(row) + "\n")
+    return path
+
+
+def _sleeping(marker: str) -> bool:
+    """Whether a process running `marker` is alive."""
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and marker.encode() in (entry / "cmdline").read_bytes() \
+                    .replace(b"\0", b" "):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def stop_figures(root: Path, rounds: int = 3) -> None:
+    """The time to stop in flight, for each kind of wait, median of `rounds`."""
+    agent = Silent()
+    with start_in_thread(lambda url: build_app(agent, agent_card("oracle", url))) as server:
+        waits = []
+        for n in range(rounds):
+            asked = agent.asked
+            manifest = f"""apiVersion: proctor.dev/v1alpha1
+kind: Evaluation
+metadata: {{name: stop-agent}}
+spec:
+  agentRef: {{name: silent}}
+  dataset: {{name: proctor-demo, maxRows: 3}}
+  maxConcurrentRows: 2
+---
+apiVersion: proctor.dev/v1alpha1
+kind: AgentUnderTest
+metadata: {{name: silent}}
+spec: {{endpoint: "{server.url}", requestTimeoutSeconds: 1800}}
+"""
+            (root / f"a{n}").mkdir()
+            waits.append(_stop_time(manifest, root / f"a{n}",
+                                    lambda asked=asked: agent.asked >= asked + 2))
+    rows = _sleeping_row(root / "rows.jsonl")
+    scripts = []
+    for n in range(rounds):
+        manifest = f"""apiVersion: proctor.dev/v1alpha1
+kind: Evaluation
+metadata: {{name: stop-test}}
+spec:
+  dataset: {{name: "{rows}"}}
+  predictions: {{source: gold}}
+"""
+        (root / f"t{n}").mkdir()
+        scripts.append(_stop_time(manifest, root / f"t{n}", lambda: _sleeping("sleep 293")))
+    print(f"time to stop in flight (SIGINT to exit 130, median of {rounds}): "
+          f"2 agent requests {1000 * statistics.median(waits):.0f} ms, "
+          f"1 test step {1000 * statistics.median(scripts):.0f} ms")
+
+
 def main() -> None:
+    if sys.argv[1:] == ["stop"]:
+        with tempfile.TemporaryDirectory() as tmp:
+            stop_figures(Path(tmp))
+        return
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         timed_run("oracle", root / "warm-up", 2)  # first clones and imports are not per item
@@ -48,6 +172,8 @@ def main() -> None:
         run_demo(root / "demo", progress=False)
         print(f"proctor demo (4 agents x 10 tasks): {time.perf_counter() - started:.1f} s "
               f"(target: under 120 s on 2 cores)")
+        (root / "stop").mkdir()
+        stop_figures(root / "stop")
 
 
 if __name__ == "__main__":
