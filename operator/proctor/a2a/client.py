@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import threading
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -74,7 +73,6 @@ from proctor.a2a.extract import (
     metadata_of,
 )
 from proctor.a2a.message import TaskMessage
-from proctor.core.exits import Interrupted
 from proctor.core.model import ErrorKind, Usage
 
 log = logging.getLogger(__name__)
@@ -511,28 +509,9 @@ def _agent_error_text(endpoint: str, exc: Exception) -> str:
     return f"protocol error from the agent at {endpoint}: {type(exc).__name__}: {text}"
 
 
-STOP_POLL_S = 0.2
-
-
 def solve_sync(endpoint: str, message: TaskMessage | Message, *, timeout_s: float,
-               auth_header: tuple[str, str] | None = None, streaming: bool = True,
-               stop: threading.Event | None = None) -> SolveResult:
-    """`solve()` for callers without an event loop (worker threads, the CLI).
-
-    When `stop` is set (the run was interrupted) the request is abandoned within
-    STOP_POLL_S and `Interrupted` is raised: there is no answer to keep.
-    """
-    async def solve_or_stop() -> SolveResult:
-        task = asyncio.ensure_future(solve(endpoint, message, timeout_s=timeout_s,
-                                           auth_header=auth_header, streaming=streaming))
-        while stop is not None and not task.done():
-            await asyncio.wait({task}, timeout=STOP_POLL_S)
-            if stop.is_set() and not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-                raise Interrupted(f"the request to the agent at {endpoint} was abandoned")
-        return await task
-
-    return asyncio.run(solve_or_stop())
-
+               auth_header: tuple[str, str] | None = None, streaming: bool = True
+               ) -> SolveResult:
+    """`solve()` for a caller without an event loop (a script, a thread of its own)."""
+    return asyncio.run(solve(endpoint, message, timeout_s=timeout_s, auth_header=auth_header,
+                             streaming=streaming))

@@ -2,7 +2,7 @@
 
 * After FAILURES_IN_A_ROW consecutive transport failures (no connection, a reset, no
   reply within the request timeout) the agent is sent no new task.
-* One worker then probes its card for up to `--agent-wait` seconds; the others wait.
+* One item then probes its card for up to `--agent-wait` seconds; the others wait.
   If the card comes back, the run goes on; if not, the run stops (exit 3) with one line
   naming the endpoint.
 * The items whose request failed that way are stored as `agent` errors (retried with
@@ -11,16 +11,17 @@
   sent), so one outage stores at most FAILURES_IN_A_ROW errors.
 
 `decide` and `after_reply` are the rule, pure; `AgentWatch` is the thin shell the
-engine's worker threads share.
+items of one run share, on its event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -74,55 +75,68 @@ class AgentGone(NotRun):
 
 
 class AgentWatch:
-    """The rule, shared by the worker threads of one run."""
+    """The rule, shared by the items of one run (on its event loop). `probe(timeout)`
+    says whether the card answers (a coroutine or a plain function)."""
 
     def __init__(self, endpoint: str, wait_s: float, stop: threading.Event,
-                 probe: Callable[[float], bool] | None = None,
+                 probe: Callable[[float], bool | Awaitable[bool]] | None = None,
                  auth_header: tuple[str, str] | None = None):
         self.endpoint, self.wait_s, self.stop = endpoint, wait_s, stop
-        self.probe = probe or (lambda timeout: card_answers(endpoint, timeout, auth_header))
+        self.probe = probe or (lambda timeout: card_serves(endpoint, timeout, auth_header))
         self.health = Health()
-        self._cond = threading.Condition()
+        self._probed: asyncio.Event | None = None
+        """Set when the probe under way ends: what the items that wait for it await."""
 
     def admit(self) -> None:
+        """`admitted` for a caller without an event loop."""
+        asyncio.run(self.admitted())
+
+    async def admitted(self) -> None:
         """Return when a task may be sent; raise AgentGone when the agent is gone."""
-        with self._cond:
-            while (decision := decide(self.health)) == "wait":
-                self._cond.wait(0.2)
-                if self.stop.is_set():
-                    raise Interrupted("the run is stopping")
-            if decision == "send":
-                return
-            if decision == "stop":
-                raise AgentGone(self._gone_line())
-            self.health = replace(self.health, probing=True)
-        back = self._wait_for_card()
-        with self._cond:
-            self.health = Health() if back else replace(self.health, probing=False, gone=True)
-            self._cond.notify_all()
+        while (decision := decide(self.health)) == "wait" and self._probed is not None:
+            await self._probed.wait()
+        if decision == "send":
+            return
+        if decision == "stop":
+            raise AgentGone(self._gone_line())
+        self.health = replace(self.health, probing=True)
+        probed = self._probed = asyncio.Event()
+        back = None
+        try:
+            back = await self._wait_for_card()
+        finally:  # stopped mid-probe (Interrupted, cancelled): not probing any more
+            self.health = (Health() if back else
+                           replace(self.health, probing=False, gone=back is False))
+            probed.set()
         if not back:
             raise AgentGone(self._gone_line())
 
     def report(self, transport_failure: bool, error: str = "") -> bool:
         """Record how a request ended; False: do not store its item (never answered)."""
-        with self._cond:
-            self.health, keep = after_reply(self.health, transport_failure, error)
-            return keep
+        self.health, keep = after_reply(self.health, transport_failure, error)
+        return keep
 
-    def _wait_for_card(self) -> bool:
+    async def _answers(self, timeout: float) -> bool:
+        answer = self.probe(timeout)
+        return bool(await answer) if inspect.isawaitable(answer) else bool(answer)
+
+    async def _wait_for_card(self) -> bool:
         print(f"proctor: the agent at {self.endpoint} failed {FAILURES_IN_A_ROW} requests in "
               f"a row ({self.health.last_error[:200]}); no new task is sent while its card "
               f"is probed for up to {self.wait_s:g} s", file=sys.stderr)
         deadline = time.monotonic() + self.wait_s
+        # The engine cancels a stopping run's probe; `stop` ends a caller's without a loop.
         while not self.stop.is_set():
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
-            if self.probe(min(PROBE_TIMEOUT_S, max(0.1, left))):
+            if await self._answers(min(PROBE_TIMEOUT_S, max(0.1, left))):
                 print(f"proctor: the agent at {self.endpoint} answers again; going on",
                       file=sys.stderr)
                 return True
-            self.stop.wait(min(PROBE_INTERVAL_S, max(0.0, deadline - time.monotonic())))
+            if self.stop.is_set():
+                break
+            await asyncio.sleep(min(PROBE_INTERVAL_S, max(0.0, deadline - time.monotonic())))
         raise Interrupted("the run is stopping")
 
     def _gone_line(self) -> str:
@@ -132,11 +146,17 @@ class AgentWatch:
                 f"--retry-errors")
 
 
-def card_answers(endpoint: str, timeout_s: float,
-                 auth_header: tuple[str, str] | None = None) -> bool:
+async def card_serves(endpoint: str, timeout_s: float,
+                      auth_header: tuple[str, str] | None = None) -> bool:
     """Whether the agent serves its card now."""
     try:
-        asyncio.run(fetch_card(endpoint, timeout_s=timeout_s, auth_header=auth_header))
+        await fetch_card(endpoint, timeout_s=timeout_s, auth_header=auth_header)
     except AgentProblem:
         return False
     return True
+
+
+def card_answers(endpoint: str, timeout_s: float,
+                 auth_header: tuple[str, str] | None = None) -> bool:
+    """`card_serves` for a caller without an event loop."""
+    return asyncio.run(card_serves(endpoint, timeout_s, auth_header))

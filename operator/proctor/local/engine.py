@@ -5,23 +5,27 @@ work folder, run the test step in its sandbox (Docker or a process, see
 `sandboxes/choose.py`), grade -> results.jsonl,
 then summary.json and report.md. The steps are the ones a Kubernetes Job runs
 (`proctor runner ...`); only the way they are started differs.
+
+One event loop per run: each item is a task of one task group, rows and the agent's
+slots are semaphores, the agent is awaited on the loop, and blocking work (the test
+step, a checkout, grading) runs in threads only at the edges. Whatever ends a run early
+(Ctrl-C, a full disk, the dead-agent rule) cancels that group (`scope.RunScope`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import shutil
-import signal
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -32,7 +36,6 @@ from proctor.core import exits
 from proctor.core.exits import (
     BudgetSpent,
     DiskFull,
-    ExitCode,
     Interrupted,
     NotRun,
     is_disk_full,
@@ -49,6 +52,7 @@ from proctor.local.agent_watch import DEFAULT_WAIT_S, AgentWatch
 from proctor.local.budget import BudgetGuard, combined
 from proctor.local.progress import progress_for
 from proctor.local.resume import Todo, resume_message, resume_plan
+from proctor.local.scope import RunScope
 from proctor.prepare import (
     Refusal,
     agent_label,
@@ -59,7 +63,7 @@ from proctor.prepare import (
 )
 from proctor.results import FOLDER_ADVICE, ResultsFolder, write_outputs
 from proctor.runner.grade import ItemClock, grade_step
-from proctor.runner.solve import AgentTarget, read_solve, solve_error, solve_step, write_prompt
+from proctor.runner.solve import AgentTarget, read_solve, solve_error, solve_item, write_prompt
 from proctor.runner.workdir import WorkDir, write_patch, write_task, write_test_step
 from proctor.sandboxes.choose import Sandbox, Sandboxes, SandboxOptions, assign
 from proctor.variants import write_variants
@@ -88,10 +92,11 @@ class RunContext:
     instances: dict[str, Instance]
     predictions: Predictions | None = None
     agent: AgentTarget | None = None
-    agent_slots: threading.Semaphore | None = None
-    """The agent's maxConcurrentTasks, across everything this process runs."""
+    agent_slots: asyncio.Semaphore | None = None
+    """The agent's maxConcurrentTasks, across the run (one event loop)."""
     stop: threading.Event = field(default_factory=threading.Event)
-    """Set when the run is stopping (Ctrl-C, a full disk): in-flight work ends at once."""
+    """Set when the run is stopping (Ctrl-C, a full disk): the threads at the edges (a
+    test step) end at once."""
     watch: AgentWatch | None = None
     """The dead-agent rule (`agent_watch`), when an agent is asked."""
     budget: BudgetGuard | None = None
@@ -193,7 +198,7 @@ def prepare(evaluation: Evaluation, agents: Sequence[AgentUnderTest] = (),
     agent, slots = None, None
     if spec.predictions.source == "agent":
         agent = agent_target(evaluation, agents, agent_token)
-        slots = threading.Semaphore(agent.max_concurrent_tasks)
+        slots = asyncio.Semaphore(agent.max_concurrent_tasks)
     selection = selection or load_selection(evaluation)
     # The cheap check of the input first: a bad predictions file is told before Docker is
     # asked anything (or a host's orphaned containers removed).
@@ -220,32 +225,32 @@ def _variants_progress(done: int, total: int, instance_id: str, what: str) -> No
         print(f"variants {done}/{total}: {instance_id} {what}", file=sys.stderr)
 
 
-def _card(ctx: RunContext) -> AgentCardProvenance:
+async def _card(ctx: RunContext) -> AgentCardProvenance:
     """The agent's card as it answers now (raises AgentProblem when it does not)."""
     assert ctx.agent is not None
-    card = asyncio.run(fetch_card(ctx.agent.endpoint, auth_header=ctx.agent.auth_header))
+    card = await fetch_card(ctx.agent.endpoint, auth_header=ctx.agent.auth_header)
     return card_provenance(card, ctx.agent.endpoint)
 
 
-def preflight(ctx: RunContext) -> AgentCardProvenance | None:
+async def preflight(ctx: RunContext) -> AgentCardProvenance | None:
     """Before the first item: can the agent be reached at all? If not, nothing runs.
     Its card, as it answered, is the run's record of which agent it was."""
     if ctx.agent is None:
         return None
     try:
-        return _card(ctx)
+        return await _card(ctx)
     except AgentProblem as exc:
         raise AgentUnreachable(f"{exc}; nothing was run (start the agent, or correct "
                                f"its AgentUnderTest's endpoint)") from None
 
 
-def card_if_up(ctx: RunContext) -> AgentCardProvenance | None:
+async def card_if_up(ctx: RunContext) -> AgentCardProvenance | None:
     """The agent's card when nothing is left to ask it (a finished run resumed): recorded
     if it answers, and why not if it does not, which stops nothing."""
     if ctx.agent is None:
         return None
     try:
-        return _card(ctx)
+        return await _card(ctx)
     except AgentProblem as exc:
         return AgentCardProvenance(url=ctx.agent.endpoint, error=str(exc))
 
@@ -255,8 +260,8 @@ class NotAnswered(Exception):
     agent was already declared down, or the budget was spent before it was sent."""
 
 
-def _obtain_patch(ctx: RunContext, instance: Instance, work: WorkDir, problem_text: str,
-                  kept_patch: str | None = None) -> float | None:
+async def _obtain_patch(ctx: RunContext, scope: RunScope, instance: Instance, work: WorkDir,
+                        problem_text: str, kept_patch: str | None = None) -> float | None:
     """Write the item's patch into its work folder; the agent's time when one was asked."""
     if ctx.agent is None:
         write_patch(work, patch_for(ctx.source, instance,
@@ -266,20 +271,22 @@ def _obtain_patch(ctx: RunContext, instance: Instance, work: WorkDir, problem_te
         write_patch(work, kept_patch)
         return None
     write_prompt(work, problem_text)
-    with contextlib.ExitStack() as stack:
+    async with contextlib.AsyncExitStack() as stack:
         repo_dir = None
         if ctx.shares_filesystem:
-            tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="proctor-agent-")))
-            ctx.sandbox_of(instance).checkout(instance, tmp / "repo")
+            tmp = Path(await scope.at_edge(tempfile.mkdtemp, "", "proctor-agent-"))
+            # removed in a thread too: a checkout can be large
+            stack.push_async_callback(scope.at_edge, shutil.rmtree, tmp, True)
+            await scope.at_edge(ctx.sandbox_of(instance).checkout, instance, tmp / "repo")
             repo_dir = str(tmp / "repo")
         if ctx.agent_slots:
-            stack.enter_context(ctx.agent_slots)
+            await stack.enter_async_context(ctx.agent_slots)
         if ctx.budget and not ctx.budget.may_send():  # past the budget: no new task
             raise NotAnswered(ctx.budget.reason or "the budget is spent")
         if ctx.watch:  # an agent that stopped answering is sent no new task
-            ctx.watch.admit()
-        result = solve_step(work, ctx.agent, ctx.evaluation.spec.dataset.include_hints,
-                            repo_dir, stop=ctx.stop)
+            await ctx.watch.admitted()
+        result = await solve_item(work, ctx.agent, ctx.evaluation.spec.dataset.include_hints,
+                                  repo_dir)
         _watch(ctx, result)
         return result.latency_s
 
@@ -289,113 +296,88 @@ def _watch(ctx: RunContext, result: SolveResult) -> None:
         raise NotAnswered(result.error or "the agent did not answer")
 
 
-def execute_item(ctx: RunContext, item: WorkItem, work: WorkDir,
-                 kept_patch: str | None = None, attempts: int = 1) -> RunResult:
-    """One item from patch to grade, in the row's sandbox: the solve step (`solve_step`,
+async def execute_item(ctx: RunContext, scope: RunScope, item: WorkItem, work: WorkDir,
+                       kept_patch: str | None = None, attempts: int = 1) -> RunResult:
+    """One item from patch to grade, in the row's sandbox: the solve step (`solve_item`,
     or the given patch), the test step (the sandbox's `run_test_step`) and the grade step
     (`grade_step`): the same ones a Kubernetes Job's containers run (`proctor runner
     solve|grade`, and run.sh in the task's image)."""
     started, start = _now(), time.perf_counter()
     instance = ctx.instances[item.instance_id]
     write_task(work, instance, item)
-    solve_seconds = _obtain_patch(ctx, instance, work, ctx.problem_text(item), kept_patch)
+    solve_seconds = await _obtain_patch(ctx, scope, instance, work, ctx.problem_text(item),
+                                        kept_patch)
     limit = ctx.evaluation.spec.timeouts.test_seconds
     write_test_step(work, instance, limit, test_without_patch=ctx.source == "empty")
     # When the agent failed there is nothing to test: the item is an agent error.
     agent_failed = solve_error(read_solve(work)) is not None
-    run = None if agent_failed else ctx.sandbox_of(instance).run_test_step(
-        work, instance, limit, ctx.stop)
+    run = None if agent_failed else await scope.at_edge(
+        ctx.sandbox_of(instance).run_test_step, work, instance, limit, ctx.stop)
     clock = ItemClock(started_at=started, start=start, solve_seconds=solve_seconds,
                       test_seconds=run.seconds if run else None)
-    return grade_step(work, clock, include_hints=ctx.evaluation.spec.dataset.include_hints,
-                      predictions=ctx.source, attempts=attempts,
-                      network_isolated=run.network_isolated if run else None)
+    return await scope.at_edge(partial(
+        grade_step, work, clock, include_hints=ctx.evaluation.spec.dataset.include_hints,
+        predictions=ctx.source, attempts=attempts,
+        network_isolated=run.network_isolated if run else None))
 
 
-def run_items(ctx: RunContext, folder: ResultsFolder, items: Sequence[WorkItem | Todo],
-              workers: int, progress: bool,
-              on_result: Callable[[RunResult], None] | None = None,
-              desc: str | None = None) -> None:
+async def run_items(ctx: RunContext, scope: RunScope, folder: ResultsFolder,
+                    items: Sequence[WorkItem | Todo], workers: int, progress: bool,
+                    on_result: Callable[[RunResult], None] | None = None,
+                    desc: str | None = None) -> None:
     """Run the items, `workers` at a time, appending each result as it finishes.
 
-    On Ctrl-C or a full disk, in-flight items are stopped at once (their test processes
-    killed, their agent requests abandoned) and nothing of them is kept; then the
-    exception goes on. A second Ctrl-C meanwhile exits the process at once.
+    Each item is a task of one task group. When the run ends early (`scope.end`: Ctrl-C,
+    a full disk, the agent gone) the group is cancelled: in-flight items are stopped at
+    once (their test processes killed, their agent requests abandoned) and nothing of
+    them is kept, what finished is; then the reason is raised.
     """
     todo = [t if isinstance(t, Todo) else Todo(t) for t in items]
     bar = progress_for(len(todo), progress, desc, sys.stderr)
-    pool = ThreadPoolExecutor(max_workers=max(1, workers))
-    futures: dict[Future[RunResult | None], Todo] = {}
-    recorded: set[Future[RunResult | None]] = set()
+    rows = asyncio.Semaphore(max(1, workers))
 
-    def record(future: Future[RunResult | None]) -> None:
-        recorded.add(future)
-        result = future.result()
+    def record(todo: Todo, result: RunResult | None) -> None:
         if result is None:  # not answered, not stored: it runs again on the next run
             bar.update()
             return
         folder.append(result)
-        bar.set_postfix_str(f"{futures[future].item.instance_id}: {result.outcome.value}")
+        bar.set_postfix_str(f"{todo.item.instance_id}: {result.outcome.value}")
         bar.update()
         if on_result:
             on_result(result)
 
-    try:
-        with bar:
-            futures = {pool.submit(_execute_safely, ctx, t, folder.work_dir(t.item)): t
-                       for t in todo}
-            for future in as_completed(futures):
-                record(future)
-    except BaseException as exc:
-        _stop_in_flight(ctx, pool, exc, sum(f.running() for f in futures))
-        # What finished while stopping is kept; what was stopped raised Interrupted.
-        for future in futures:
-            if future not in recorded and future.done() and not future.cancelled() \
-                    and future.exception() is None:
-                with contextlib.suppress(OSError):
-                    record(future)
-        raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+    async def one(todo: Todo) -> None:
+        ended: BaseException | None = None
+        async with rows:
+            scope.running += 1
+            try:
+                result = await _execute_safely(ctx, scope, todo, folder.work_dir(todo.item))
+            except (Interrupted, NotRun) as exc:  # the run ends (the item is not its cause)
+                ended = exc
+            finally:
+                scope.running -= 1
+        try:
+            if ended is None:
+                record(todo, result)
+        except Exception as exc:  # results.jsonl cannot be written (a full disk)
+            ended = exc
+        if ended is not None:
+            scope.end(ended)
+
+    with bar:
+        async with asyncio.TaskGroup() as group:
+            for t in todo:
+                group.create_task(one(t))
 
 
-def _stop_in_flight(ctx: RunContext, pool: ThreadPoolExecutor, why: BaseException,
-                    running: int) -> None:
-    """Stop every item in flight, start no other, and wait for the workers (which then
-    take well under a second); a second Ctrl-C meanwhile exits at once."""
-    ctx.stop.set()
-    if ctx.sandboxes:  # the containers of items in flight are killed and removed
-        ctx.sandboxes.stop_all()
-    what = f"{running} item{'s' if running != 1 else ''} in flight"
-    if isinstance(why, KeyboardInterrupt):
-        print(f"proctor: interrupted: stopping {what} (test processes killed, agent requests "
-              f"abandoned); Ctrl-C again quits at once", file=sys.stderr)
-    elif isinstance(why, DiskFull) or is_disk_full(why):
-        print(f"proctor: the disk is full: stopping {what}", file=sys.stderr)
-    on_main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGINT, _quit_now) if on_main else None
-    try:
-        pool.shutdown(wait=True, cancel_futures=True)
-    finally:
-        if on_main:
-            signal.signal(signal.SIGINT, previous or signal.default_int_handler)
-
-
-def _quit_now(signum: int, frame: object) -> None:
-    print("proctor: interrupted again: quitting now; finished items are kept",
-          file=sys.stderr)
-    os._exit(ExitCode.INTERRUPTED)
-
-
-def _execute_safely(ctx: RunContext, todo: Todo, work: WorkDir) -> RunResult | None:
+async def _execute_safely(ctx: RunContext, scope: RunScope, todo: Todo,
+                          work: WorkDir) -> RunResult | None:
     """An unexpected failure of one item becomes its error result, not the run's end;
     a full disk stops the run instead (it says nothing about the item). None: the item
     is not stored (`NotAnswered`)."""
     item = todo.item
-    if ctx.stop.is_set():
-        raise Interrupted("the run is stopping")
     try:
-        result = execute_item(ctx, item, work, todo.kept_patch, todo.attempts)
+        result = await execute_item(ctx, scope, item, work, todo.kept_patch, todo.attempts)
     except NotAnswered:
         return None
     except (Interrupted, NotRun):
@@ -451,7 +433,8 @@ def run_evaluation(evaluation: Evaluation, output_dir: Path, progress: bool = Tr
     """Run (or resume, or extend) an evaluation into `output_dir`; returns its summary.
     `selection`: its rows, when the caller has loaded them already. `agent_wait_s`: how
     long an agent that stopped answering is waited for (`agent_watch`). `on_result` is
-    called (on a worker thread) with each item's result as it is recorded. `inputs`:
+    called (on the run's event loop, in this thread) with each item's result as it is
+    recorded. `inputs`:
     more of what the folder's results depend on (a predictions file's content, say), so
     that a run with others is refused with `advice`, as one with another spec is.
     `agent_token`: the agent's token when its spec.auth asks for one (never written down)."""
@@ -476,13 +459,11 @@ def run_evaluation(evaluation: Evaluation, output_dir: Path, progress: bool = Tr
         plan = resume_plan(items, previous,
                            lambda item, r: _kept_patch(ctx, folder.work_dir(item), r),
                            retry_errors)
-        card = (preflight(ctx) if any(t.kept_patch is None for t in plan.todo)
-                else card_if_up(ctx))
         line = resume_message(plan, len(items), asks_agent=ctx.agent is not None)
         if line:
             print(line, file=sys.stderr)
 
-        def outputs(stopped_by: str | None = None) -> Summary:
+        def outputs(card: AgentCardProvenance | None, stopped_by: str | None = None) -> Summary:
             origin = provenance.gather(evaluation, dataset, ctx.sandboxes,
                                        selection.instances, card)
             summary = write_outputs(folder, evaluation, ctx.instances, len(items),
@@ -491,17 +472,43 @@ def run_evaluation(evaluation: Evaluation, output_dir: Path, progress: bool = Tr
             agentbeats.write_results(folder.root, summary, evaluation, ctx.participant_id)
             return summary
 
+        async def steps(scope: RunScope) -> Summary:
+            card = await (preflight(ctx) if any(t.kept_patch is None for t in plan.todo)
+                          else card_if_up(ctx))
+            try:
+                await run_items(ctx, scope, folder, plan.todo,
+                                evaluation.spec.max_concurrent_rows, progress,
+                                on_result=on_result, desc=ctx.label)
+            except BaseException:
+                # Stopped: the (partial) figures of what finished, if the disk lets us.
+                with contextlib.suppress(OSError):
+                    outputs(card)
+                raise
+            if ctx.budget and ctx.budget.refused:
+                summary = outputs(card, stopped_by=f"budget: {ctx.budget.reason}")
+                raise BudgetSpent(f"stopped: {ctx.budget.reason}; {ctx.budget.refused} items "
+                                  f"were not sent; {summary.items} finished items are kept "
+                                  f"(raise the budget and run again to go on)")
+            return outputs(card)
+
+        return asyncio.run(_on_its_loop(ctx, evaluation.spec.max_concurrent_rows, steps))
+
+
+async def _on_its_loop(ctx: RunContext, workers: int,
+                       steps: Callable[[RunScope], Awaitable[Summary]]) -> Summary:
+    """The run's steps on its one event loop, in one cancellation scope: what ends the
+    run early (`RunScope.end`) is raised once every item has stopped."""
+    # Threads at the edges: one per row in flight, and one for the sandboxes' stop_all.
+    asyncio.get_running_loop().set_default_executor(
+        ThreadPoolExecutor(max_workers=max(1, workers) + 2, thread_name_prefix="proctor-edge"))
+    scope = RunScope(ctx.stop, ctx.sandboxes)
+    task = asyncio.current_task()
+    assert task is not None
+    with scope.owning(task):
         try:
-            run_items(ctx, folder, plan.todo, evaluation.spec.max_concurrent_rows, progress,
-                      on_result=on_result, desc=ctx.label)
-        except BaseException:
-            # Stopped: the (partial) figures of what finished, if the disk lets us.
-            with contextlib.suppress(OSError):
-                outputs()
-            raise
-        if ctx.budget and ctx.budget.refused:
-            summary = outputs(stopped_by=f"budget: {ctx.budget.reason}")
-            raise BudgetSpent(f"stopped: {ctx.budget.reason}; {ctx.budget.refused} items were "
-                              f"not sent; {summary.items} finished items are kept (raise the "
-                              f"budget and run again to go on)")
-        return outputs()
+            return await steps(scope)
+        except asyncio.CancelledError:
+            if scope.why is None:  # cancelled from outside the run
+                raise
+        await scope.stopped()
+        raise scope.why

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -50,7 +49,7 @@ CARD_RETRY_SECONDS = 1.0
 CARD_FETCH_SECONDS = 5.0
 
 
-def wait_for_card(agent: AgentTarget, deadline_s: float) -> str | None:
+async def wait_for_card(agent: AgentTarget, deadline_s: float) -> str | None:
     """Fetch the agent's card until it answers or `deadline_s` has passed: None when it
     answered, else why not, naming the agent's address."""
     from proctor.a2a.client import AgentProblem, fetch_card
@@ -59,41 +58,40 @@ def wait_for_card(agent: AgentTarget, deadline_s: float) -> str | None:
     while True:
         left = end - time.monotonic()
         try:
-            asyncio.run(fetch_card(agent.endpoint, max(0.5, min(CARD_FETCH_SECONDS, left)),
-                                   auth_header=agent.auth_header))
+            await fetch_card(agent.endpoint, max(0.5, min(CARD_FETCH_SECONDS, left)),
+                             auth_header=agent.auth_header)
             return None
         except AgentProblem as exc:
             left = end - time.monotonic()
             if left <= 0:
                 return (f"the sidecar agent at {agent.endpoint} did not serve its card "
                         f"within {deadline_s:g} s of its start: {exc}")
-        time.sleep(min(CARD_RETRY_SECONDS, left))
+        await asyncio.sleep(min(CARD_RETRY_SECONDS, left))
 
 
 def write_prompt(work: WorkDir, problem_text: str) -> None:
     (work / "prompt.txt").write_text(problem_text)
 
 
-def solve_step(work: WorkDir, agent: AgentTarget, include_hints: bool,
-               repo_dir: str | None = None, stop: threading.Event | None = None
-               ) -> SolveResult:
-    """Send the item to the agent and keep its patch in the work folder."""
+async def solve_item(work: WorkDir, agent: AgentTarget, include_hints: bool,
+                     repo_dir: str | None = None) -> SolveResult:
+    """The solve step: send the item to the agent and keep its patch in the work folder.
+    Cancelled (the run is stopping), the request is abandoned and nothing is written."""
     # Imported here: the grade step reads solve.json without loading the A2A client.
-    from proctor.a2a.client import SolveResult, solve_sync
+    from proctor.a2a.client import SolveResult, solve
     from proctor.a2a.message import build_message
 
     instance, item = work.instance(), work.item()
     problem = work.read("prompt.txt")
     message = build_message(instance, instance.problem_statement if problem is None else problem,
                             item.variant_id, include_hints, repo_dir, agent.task_data)
-    not_ready = wait_for_card(agent, agent.card_wait_s) if agent.card_wait_s else None
+    not_ready = await wait_for_card(agent, agent.card_wait_s) if agent.card_wait_s else None
     if not_ready:  # the agent's to fix (its image, its start): an agent error, not sent
         result = SolveResult(error_kind=ErrorKind.AGENT, error=not_ready,
                              summary=f"agent error: {not_ready}")
     else:
-        result = solve_sync(agent.endpoint, message, timeout_s=agent.timeout_s,
-                            auth_header=agent.auth_header, streaming=agent.streaming,
-                            stop=stop)
+        result = await solve(agent.endpoint, message, timeout_s=agent.timeout_s,
+                             auth_header=agent.auth_header, streaming=agent.streaming)
     write_patch(work, result.patch)
     if result.transcript is not None:
         write_transcript(work, result.transcript)
@@ -103,6 +101,13 @@ def solve_step(work: WorkDir, agent: AgentTarget, include_hints: bool,
     record["usage"] = result.usage.model_dump() if result.usage else None
     write_json(work / "solve.json", record)
     return result
+
+
+def solve_step(work: WorkDir, agent: AgentTarget, include_hints: bool,
+               repo_dir: str | None = None) -> SolveResult:
+    """`solve_item` for a caller without an event loop (`proctor runner solve` in a Job's
+    container); the embedded engine awaits `solve_item` on its run's loop."""
+    return asyncio.run(solve_item(work, agent, include_hints, repo_dir))
 
 
 TASK_FILES = ("instance.json", "item.json", "prompt.txt")
