@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from proctor.core.exits import DiskFull, ExitCode, is_disk_full
 
@@ -127,7 +127,21 @@ class RunScope:
             yield
         finally:
             loop.remove_signal_handler(signal.SIGINT)
-            signal.signal(signal.SIGINT, previous)
+            # The repeat of a Ctrl-C may come after a run that stopped at once.
+            signal.signal(signal.SIGINT, previous if self._interrupted_at is None
+                          else self._repeat_or(previous))
+
+    def _repeat_or(self, previous: Any) -> Callable[[int, Any], None]:
+        """A SIGINT handler that ignores the repeat of the run's Ctrl-C and is `previous`
+        otherwise."""
+        first = self._interrupted_at
+
+        def handler(signum: int, frame: Any) -> None:
+            if same_keypress(first, time.monotonic()) or previous == signal.SIG_IGN:
+                return
+            (previous if callable(previous) else signal.default_int_handler)(signum, frame)
+
+        return handler
 
     def _on_sigint(self) -> None:
         now = time.monotonic()
