@@ -9,7 +9,6 @@ saying which cap ended it. `over_budget` is the rule (pure); `BudgetGuard` the s
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable
 
 from proctor.core.model import Usage
@@ -50,7 +49,7 @@ def over_budget(budget: BudgetSpec | None, spent: Usage) -> str | None:
 
 
 class BudgetGuard:
-    """The budget of one run, shared by its worker threads."""
+    """The budget of one run, shared by its items (on the run's one event loop: no lock)."""
 
     def __init__(self, budget: BudgetSpec | None, spent: Usage | None = None):
         self.budget = budget
@@ -58,14 +57,11 @@ class BudgetGuard:
         self.reason: str | None = over_budget(budget, self.spent)
         self.refused = 0
         """Tasks not sent because the budget was spent."""
-        self._lock = threading.Lock()
 
     def may_send(self) -> bool:
-        with self._lock:
-            self.refused += self.reason is not None
-            return self.reason is None
+        self.refused += self.reason is not None
+        return self.reason is None
 
     def record(self, usage: Usage | None) -> None:
-        with self._lock:
-            self.spent = add(self.spent, usage)
-            self.reason = self.reason or over_budget(self.budget, self.spent)
+        self.spent = add(self.spent, usage)
+        self.reason = self.reason or over_budget(self.budget, self.spent)
