@@ -2,6 +2,8 @@
 the demo's 10 items in a LocalQueue whose ClusterQueue has CPU for exactly 2 of their pods.
 Proctor creates every Job suspended (maxConcurrentRows 10), Kueue never runs more than 2
 at once, the status shows the others queued, and the Evaluation ends Succeeded with 10 done.
+Then a preemption: an item's Job evicted by Kueue after its agent answered runs again with
+the kept patch, and the agent (on this host, counting its requests) is asked once.
 
 It runs where the other real-cluster tests run (tests/real_cluster.py: skipped, saying why,
 where no cluster can start; a failure then with PROCTOR_REQUIRE_CLUSTER=1). Kueue v0.17.0's
@@ -14,7 +16,9 @@ own tag (PROCTOR_TEST_RUNNER_IMAGE, default proctor-runner:cluster-kueue).
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +27,11 @@ from typing import Any
 import pytest
 import yaml
 
+from proctor.agents.answers import Answer, TaskRequest
+from proctor.agents.kinds import Tasks, solver_for
+from proctor.agents.server import SolverExecutor, agent_card, build_app, start_in_thread
+from proctor.datasets import demo
+from real_cluster_fixtures import RealCluster
 from test_cluster_admission import (
     Cluster,
     build_and_import,
@@ -32,6 +41,7 @@ from test_cluster_admission import (
     wait,
 )
 
+pytest_plugins = ["real_cluster_fixtures"]
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 RELEASE, SYSTEM, NS = "part-kueue", "part-kueue-system", "part-kueue-demo"
 IMAGE = os.environ.get("PROCTOR_TEST_RUNNER_IMAGE", "proctor-runner:cluster-kueue")
@@ -168,3 +178,93 @@ def test_kueue_admits_no_more_jobs_than_its_quota_and_the_status_shows_the_queue
     status = cluster.get("evaluation", "queued", "-n", NS)["status"]
     assert status["items"]["done"] == status["items"]["total"] == 10
     assert status["items"]["queued"] == 0 and status["errorKinds"] == {}
+
+
+SLOW_IMPORT_S = 40
+"""How long the slow patch's module takes to import: the test step's window for the
+preemption (the operator keeps the patch when the solve step ends, before the tests)."""
+
+
+def slow_gold_patch(row: dict[str, Any], tmp: Path) -> str:
+    """The row's gold patch, and a module of it that sleeps when imported: a correct answer
+    whose test step takes long enough to be preempted in the middle of it. Made with git."""
+    repo = tmp / "repo"
+    bundle = demo.bundle_path(row["repo"])
+    assert bundle is not None
+    def git(*args: str, stdin: str | None = None) -> str:
+        return subprocess.run(["git", "-c", "advice.detachedHead=false", *args], cwd=repo,
+                              input=stdin, check=True, capture_output=True, text=True).stdout
+    subprocess.run(["git", "clone", "-q", str(bundle), str(repo)], check=True)
+    git("checkout", "-q", row["base_commit"])
+    git("apply", "-", stdin=row["patch"])
+    module = repo / git("diff", "--name-only").split()[0]
+    module.write_text(f"import time\ntime.sleep({SLOW_IMPORT_S})\n{module.read_text()}")
+    return git("diff")
+
+
+class SlowAgent:
+    """An agent on this host that answers the demo tasks with `slow_gold_patch`, and keeps
+    the instance id of every task it is sent."""
+
+    def __init__(self, host: str, tmp: Path):
+        tasks = Tasks.load()
+        gold = solver_for("oracle", tasks)
+        self.asked: list[str] = []
+
+        def slow(request: TaskRequest) -> Answer:
+            row = tasks.find(request)
+            assert row is not None
+            self.asked.append(str(row["instance_id"]))
+            patch = slow_gold_patch(dict(row), tmp / f"answer-{len(self.asked)}")
+            return Answer(patch=patch, text=gold(request).text)
+        self.server = start_in_thread(lambda url: build_app(SolverExecutor(slow),
+                                                            agent_card("oracle", url)), host)
+
+
+def stop_policy(c: Cluster, policy: str) -> None:
+    """Stop the ClusterQueue and evict what it admitted (HoldAndDrain), or let it run again
+    (None): the eviction is how Kueue preempts a Job."""
+    c.kubectl("patch", "clusterqueue", CLUSTER_QUEUE, "--type=merge", "-p",
+              json.dumps({"spec": {"stopPolicy": policy}}))
+
+
+def test_a_job_preempted_after_its_agent_answered_runs_again_with_the_kept_patch(
+        cluster: Cluster, real_cluster: RealCluster, tmp_path: Path) -> None:
+    per_job = one_job_request(tmp_path)
+    cluster.apply(*queues(per_job))
+    agent = SlowAgent(real_cluster.node_ip, tmp_path)
+    try:
+        cluster.apply({"apiVersion": "proctor.dev/v1alpha1", "kind": "AgentUnderTest",
+                       "metadata": {"name": "slow-agent", "namespace": NS},
+                       "spec": {"endpoint": agent.server.url, "requestTimeoutSeconds": 300}})
+        spec = evaluation()["spec"] | {"agentRef": {"name": "slow-agent"},
+                                       "dataset": {"name": "proctor-demo", "maxRows": 1}}
+        cluster.apply({"apiVersion": "proctor.dev/v1alpha1", "kind": "Evaluation",
+                       "metadata": {"name": "preempted", "namespace": NS}, "spec": spec})
+        kept = "proctor.dev/evaluation=preempted,app.kubernetes.io/component=kept-patch"
+        wait("the agent's patch kept", lambda: cluster.get(
+            "configmaps", "-n", NS, "-l", kept)["items"], 600, 0.5)
+        jobs = cluster.get("jobs", "-n", NS, "-l", "proctor.dev/evaluation=preempted")["items"]
+        assert [admitted(j) for j in jobs] == [True]  # in its test step, now
+        stop_policy(cluster, "HoldAndDrain")
+        try:
+            preempted = wait("a Preempted event", lambda: [
+                e for e in cluster.get("events", "-n", NS)["items"]
+                if e["reason"] == "Preempted"
+                and e["involvedObject"].get("name") == "preempted"], 300, 0.5)
+        finally:
+            stop_policy(cluster, "None")
+        wait("preempted Succeeded", lambda: cluster.condition(
+            NS, "preempted", "Succeeded").get("status") == "True", 600, 1)
+        results = cluster.get("configmaps", "-n", NS, "-l", "proctor.dev/evaluation=preempted,"
+                              "app.kubernetes.io/component=result")["items"]
+        print(f"Preempted: {preempted[0]['message']}; agent asked {agent.asked}")
+        assert "reusing the agent's patch" in preempted[0]["message"]
+        assert agent.asked == ["proctor-demo__datekit-1"]  # once, not again after
+        status = cluster.get("evaluation", "preempted", "-n", NS)["status"]
+        assert status["items"]["done"] == 1 and status["errorKinds"] == {}, status
+        assert len(results) == 1
+    finally:
+        cluster.kubectl("delete", "evaluation", "preempted", "-n", NS, "--wait=true",
+                        check=False)
+        agent.server.stop()
