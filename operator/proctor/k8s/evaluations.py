@@ -45,6 +45,7 @@ from proctor.k8s import (
     netpol,
     prepull,
     reconcile,
+    slot_check,
     store,
     variants_job,
 )
@@ -72,6 +73,7 @@ log = logging.getLogger("proctor.controller")
 RESYNC_SECONDS = 10.0  # PROCTOR_RECONCILE_SECONDS's default (`controller.env_settings`)
 STATUS_SECONDS = 1.0  # the least time between two status writes of one Evaluation
 RETRY_SECONDS = 1.0  # a pass that failed (a write refused, say) is made again this later
+WORKLOAD_SECONDS = 2.0  # a queued Job's Workload read again (`Decision.watch_workloads`)
 
 
 def store_state(evaluation: Evaluation, tracked: Tracked, environ: Mapping[str, str],
@@ -201,6 +203,9 @@ class Controller:
             return  # no item starts before its images are pulled
         if manifests.queue_name(evaluation, self.job_defaults):
             await restore_answers(self.kube, evaluation, tracked, self.indexes.all("jobs", key))
+            # Read each pass (no watch: Kueue may be installed after the operator starts).
+            tracked.slot_checks = slot_check.checks_by_job(
+                await asyncio.to_thread(self.kube.list_workloads, key[0]))
         rows = evaluation.spec.max_concurrent_rows if refusal is None else 0
         views = self._observe(key, tracked, items, rows)
         waiting = self.agents.waiting(agent)
@@ -213,7 +218,9 @@ class Controller:
             decision = self._decide(evaluation, views, tracked, agent, waiting)
         if refusal is not None:
             decision.start, decision.retry, decision.ask_again = [], [], []
-            decision.preempted = []
+            decision.preempted, decision.grant = [], []
+        if decision.watch_workloads:
+            self.queue.add_after(key, WORKLOAD_SECONDS)
         for other in agent_slots.hold(self.tracked, key, agent, decision.agent_tasks):
             self.queue.add(other)  # slots given back: the agent's other Evaluations take them
         if (decision.start or decision.retry or decision.ask_again or decision.preempted) \
@@ -334,7 +341,8 @@ class Controller:
             return item_state(job, own, [e for name in names
                                          for e in self.indexes.all("warnings", (key[0], name))])
         chosen = items if rows is None else reconcile.in_play(items, jobs, kept.keys(), rows)
-        views = reconcile.observe(chosen, jobs, kept, state_of, tracked.answers)
+        views = reconcile.observe(chosen, jobs, kept, state_of, tracked.answers,
+                                  tracked.slot_checks)
         # Remember the queued Jobs seen asking the agent: once Kueue preempts one, its pod
         # (what showed it) is deleted. Forgotten with their Jobs.
         for view in views:
