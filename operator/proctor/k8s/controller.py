@@ -59,8 +59,7 @@ import kopf
 
 from proctor.core.exits import BadInput
 from proctor.core.labels import COMPONENT, LABEL_EVALUATION, MANAGED_BY
-from proctor.k8s import backlog, manifests, netpol, slot_check, store
-from proctor.k8s.act import now_text
+from proctor.k8s import backlog, manifests, netpol, store
 from proctor.k8s.api import AdmissionChecks, Kube, Leases, load_config, owner_uid
 from proctor.k8s.election import Election, run_elected
 from proctor.k8s.evaluations import RESYNC_SECONDS, Controller
@@ -140,18 +139,8 @@ async def _startup(settings: kopf.OperatorSettings, **kwargs: Any) -> None:
         runner_image=os.environ.get("PROCTOR_RUNNER_IMAGE") or None,
         allow_local=os.environ.get("PROCTOR_ALLOW_LOCAL_ENDPOINTS", "") in ("1", "true"),
         job_defaults=defaults, boundary=netpol.Boundary.from_env(os.environ),
-        resync_s=resync_s)
-    if os.environ.get("PROCTOR_AGENT_SLOTS_CHECK", "") in ("1", "true"):
-        await asyncio.to_thread(mark_check_active)
-
-
-def mark_check_active() -> None:
-    """Say the agent-slots AdmissionCheck's controller runs: Kueue admits nothing through a
-    ClusterQueue that lists an inactive check. Its absence is only a warning (Kueue, or the
-    check, may be installed later: the next start marks it)."""
-    if not AdmissionChecks().apply_status(slot_check.active(now_text())):
-        log.warning("AdmissionCheck %s is not there (is Kueue installed?): Jobs of a "
-                    "ClusterQueue that lists it are not admitted", slot_check.CHECK)
+        resync_s=resync_s, slots_check=AdmissionChecks() if os.environ.get(
+            "PROCTOR_AGENT_SLOTS_CHECK", "") in ("1", "true") else None)
 
 
 EVENT_HANDLERS = ("_evaluation_event", "_agent_event", "_child_event")

@@ -59,7 +59,7 @@ from proctor.k8s.act import (
     write_status,
 )
 from proctor.k8s.agent_probes import Agents
-from proctor.k8s.api import Kube, describe, owner_uid
+from proctor.k8s.api import AdmissionChecks, Kube, describe, owner_uid
 from proctor.k8s.backlog import Kept
 from proctor.k8s.evaluation_inputs import Inputs
 from proctor.k8s.exporter import Metrics
@@ -106,8 +106,10 @@ class Controller:
                  indexes: Mapping[str, Any], runner_image: str | None, allow_local: bool,
                  job_defaults: manifests.JobDefaults = manifests.NO_JOB_DEFAULTS,
                  boundary: netpol.Boundary = netpol.NO_BOUNDARY,
-                 resync_s: float = RESYNC_SECONDS):
+                 resync_s: float = RESYNC_SECONDS, slots_check: AdmissionChecks | None = None):
+        """``slots_check``: run the agent-slots AdmissionCheck (`slot_check`) through it."""
         self.kube, self.metrics, self.settings = kube, metrics, settings
+        self.slots_check, self.slots_check_active = slots_check, False
         self.indexes = Indexes(indexes)
         self.runner_image, self.allow_local = runner_image, allow_local
         self.job_defaults, self.boundary, self.resync_s = job_defaults, boundary, resync_s
@@ -127,12 +129,29 @@ class Controller:
 
     async def _resync_forever(self) -> None:
         while True:
+            if self.slots_check is not None and not self.slots_check_active:
+                self.slots_check_active = await self._mark_check_active(self.slots_check)
             await asyncio.sleep(self.resync_s)
             evaluations = self.indexes.keys("evaluations")
             for key in evaluations:
                 self.queue.add(key)
             for key in set(self.tracked) - set(evaluations):
                 await self.forget(key)
+
+    async def _mark_check_active(self, checks: AdmissionChecks) -> bool:
+        """Say the agent-slots AdmissionCheck's controller runs (Kueue admits nothing through
+        a ClusterQueue that lists an inactive check); until it is there (the chart makes it
+        after the operator's Deployment, or Kueue comes later), again on each resync."""
+        try:
+            if await asyncio.to_thread(checks.apply_status, slot_check.active(now_text())):
+                log.info("Marked AdmissionCheck %s Active", slot_check.CHECK)
+                return True
+            log.warning("AdmissionCheck %s is not there yet (is Kueue installed?)",
+                        slot_check.CHECK)
+        except Exception as exc:  # refused, say: told, and tried again on the next resync
+            log.error("Marking AdmissionCheck %s Active failed: %s", slot_check.CHECK,
+                      describe(exc))
+        return False
 
     def stop(self) -> None:
         self.queue.stop()
