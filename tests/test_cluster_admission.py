@@ -153,9 +153,10 @@ def build_and_import(image: str) -> None:
 
 
 def install_release(c: Cluster, release: str, system: str, namespaces: list[str],
-                    image: str) -> None:
+                    image: str, *values: str) -> None:
     """crds/ applied, then the chart as `release` in `system`, watching `namespaces`, running
-    `image` (never pulled), its operator restarted onto that image and available."""
+    `image` (never pulled), its operator restarted onto that image and available; `values`:
+    more of the chart's values (`key=value`)."""
     c.kubectl("apply", "--server-side", "--force-conflicts", "-f", "crds/")
     repository, tag = image.rsplit(":", 1)
     sh(c.helm_bin, "upgrade", "--install", release, "charts/proctor", "--namespace", system,
@@ -164,7 +165,8 @@ def install_release(c: Cluster, release: str, system: str, namespaces: list[str]
        "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
        "--set", "image.pullPolicy=Never", "--set", "operator.reconcileSeconds=2",
        "--set", f"operator.watchNamespaces={{{','.join(namespaces)}}}",
-       "--set", "jobs.ttlSecondsAfterFinished=1800")
+       "--set", "jobs.ttlSecondsAfterFinished=1800",
+       *(arg for value in values for arg in ("--set", value)))
     # The image was imported again under the same tag: restart the operator so it runs it.
     c.kubectl("-n", system, "rollout", "restart", f"deployment/{release}-proctor")
     c.rollout(system, f"{release}-proctor")

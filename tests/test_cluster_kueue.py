@@ -3,7 +3,9 @@ the demo's 10 items in a LocalQueue whose ClusterQueue has CPU for exactly 2 of 
 Proctor creates every Job suspended (maxConcurrentRows 10), Kueue never runs more than 2
 at once, the status shows the others queued, and the Evaluation ends Succeeded with 10 done.
 Then a preemption: an item's Job evicted by Kueue after its agent answered runs again with
-the kept patch, and the agent (on this host, counting its requests) is asked once.
+the kept patch, and the agent (on this host, counting its requests) is asked once. Last, the
+agent-slots AdmissionCheck (the chart's jobs.agentSlotsCheck): a queue that lists it holds
+more Jobs than the agent has slots, and never more than its one slot's worth asks it.
 
 It runs where the other real-cluster tests run (tests/real_cluster.py: skipped, saying why,
 where no cluster can start; a failure then with PROCTOR_REQUIRE_CLUSTER=1). Kueue v0.17.0's
@@ -31,6 +33,7 @@ from proctor.agents.answers import Answer, TaskRequest
 from proctor.agents.kinds import Tasks, solver_for
 from proctor.agents.server import SolverExecutor, agent_card, build_app, start_in_thread
 from proctor.datasets import demo
+from proctor.k8s import slot_check
 from real_cluster_fixtures import RealCluster
 from test_cluster_admission import (
     Cluster,
@@ -60,7 +63,7 @@ def cluster(cluster_kubeconfig: Path) -> Iterator[Cluster]:
     sh("bash", "scripts/kueue.sh", "up", timeout=900, KUBECONFIG=c.kubeconfig)
     build_and_import(IMAGE)
     c.apply(namespace(NS, **{"pod-security.kubernetes.io/enforce": "baseline"}))
-    install_release(c, RELEASE, SYSTEM, [NS], IMAGE)
+    install_release(c, RELEASE, SYSTEM, [NS], IMAGE, "jobs.agentSlotsCheck=true")
     c.kubectl("delete", "evaluations", "--all", "-n", NS, "--cascade=foreground", "--wait=true")
     yield c
     # Kueue's Job webhook sees every Job of the cluster: it goes with this module, and so
@@ -68,7 +71,8 @@ def cluster(cluster_kubeconfig: Path) -> Iterator[Cluster]:
     sh(c.helm_bin, "uninstall", RELEASE, "--namespace", SYSTEM, "--kubeconfig", c.kubeconfig,
        "--wait", check=False)
     c.kubectl("delete", "namespace", NS, "--wait=true", check=False)
-    for kind, name in (("clusterqueue", CLUSTER_QUEUE), ("resourceflavor", FLAVOR)):
+    for kind, name in (("clusterqueue", CLUSTER_QUEUE), ("clusterqueue", SLOTS_QUEUE),
+                       ("resourceflavor", FLAVOR)):
         c.kubectl("delete", kind, name, "--ignore-not-found", check=False)
     sh("bash", "scripts/kueue.sh", "down", timeout=300, KUBECONFIG=c.kubeconfig)
 
@@ -115,6 +119,10 @@ def one_job_request(tmp_path: Path) -> int:
     assert job["spec"]["suspend"] is True
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == QUEUE
     return pod_cpu_request(job["spec"]["template"]["spec"])
+
+
+SLOTS_QUEUE = "part-kueue-slots-cq"
+"""A ClusterQueue that lists the agent-slots check, and its LocalQueue's name."""
 
 
 def queues(per_job: int) -> list[dict[str, Any]]:
@@ -268,3 +276,71 @@ def test_a_job_preempted_after_its_agent_answered_runs_again_with_the_kept_patch
         cluster.kubectl("delete", "evaluation", "preempted", "-n", NS, "--wait=true",
                         check=False)
         agent.server.stop()
+
+
+def slots_queues(per_job: int) -> list[dict[str, Any]]:
+    """`queues`' ClusterQueue again under SLOTS_QUEUE, listing the agent-slots check, and a
+    LocalQueue of the same name: quota for FITS pods, whatever the agent's slots."""
+    flavor, cluster_queue, _ = queues(per_job)
+    cluster_queue = {**cluster_queue, "metadata": {"name": SLOTS_QUEUE},
+                     "spec": {**cluster_queue["spec"], "admissionChecksStrategy": {
+                         "admissionChecks": [{"name": slot_check.CHECK}]}}}
+    return [flavor, cluster_queue,
+            {"apiVersion": KUEUE, "kind": "LocalQueue",
+             "metadata": {"name": SLOTS_QUEUE, "namespace": NS},
+             "spec": {"clusterQueue": SLOTS_QUEUE}}]
+
+
+def asking(pod: dict[str, Any]) -> bool:
+    """Whether an item's pod may be asking the agent: admitted (it exists) and its solve
+    step not ended."""
+    if pod.get("metadata", {}).get("deletionTimestamp"):
+        return False
+    solve = next((s for s in (pod.get("status") or {}).get("initContainerStatuses") or []
+                  if s["name"] == "solve"), None)
+    return solve is None or "terminated" not in solve.get("state", {})
+
+
+def test_with_the_agent_slots_check_a_job_takes_its_agents_slot_at_admission(
+        cluster: Cluster, tmp_path: Path) -> None:
+    per_job = one_job_request(tmp_path)
+    cluster.apply(*slots_queues(per_job))
+    check = wait("the check Active", lambda: [
+        c for c in (cluster.get("admissioncheck", slot_check.CHECK).get("status") or {}).get(
+            "conditions") or [] if c["type"] == "Active" and c["status"] == "True"], 120, 1)
+    assert check
+    manifest = sh("bash", "scripts/demo-agent.sh", NS, IMAGE, "9009", "Never", "1",
+                  "one-slot-agent").stdout
+    cluster.apply(*yaml.safe_load_all(manifest))
+    cluster.rollout(NS, "demo-agent")
+    spec = evaluation()["spec"] | {"agentRef": {"name": "one-slot-agent"},
+                                   "queueName": SLOTS_QUEUE, "maxConcurrentRows": 6,
+                                   "dataset": {"name": "proctor-demo", "maxRows": 6}}
+    cluster.apply({"apiVersion": "proctor.dev/v1alpha1", "kind": "Evaluation",
+                   "metadata": {"name": "slotted", "namespace": NS}, "spec": spec})
+    most_asking = most_jobs = most_ready = 0
+
+    def sample() -> bool:
+        nonlocal most_asking, most_jobs, most_ready
+        selector = "proctor.dev/evaluation=slotted"
+        jobs = cluster.get("jobs", "-n", NS, "-l", selector)["items"]
+        live = [j for j in jobs if admitted(j) or j["spec"].get("suspend")]
+        most_jobs = max(most_jobs, len(live))
+        pods = cluster.get("pods", "-n", NS, "-l", selector)["items"]
+        most_asking = max(most_asking, sum(asking(p) for p in pods))
+        assert most_asking <= 1, [(p["metadata"]["name"], p.get("status")) for p in pods]
+        loads = cluster.get("workloads", "-n", NS)["items"]
+        most_ready = max(most_ready, sum(
+            c["state"] == "Ready" for w in loads
+            for c in (w.get("status") or {}).get("admissionChecks") or []
+            if c["name"] == slot_check.CHECK))
+        return cluster.condition(NS, "slotted", "Succeeded").get("status") == "True"
+    try:
+        wait("slotted Succeeded", sample, 900, 0.5)
+    finally:
+        print(f"Jobs at once: {most_jobs}; pods asking the agent at once: {most_asking}; "
+              f"Workloads the operator marked Ready: {most_ready}")
+    assert most_jobs > 1  # the queue held more Jobs than the agent's one slot
+    assert most_asking == 1 and most_ready >= 1
+    status = cluster.get("evaluation", "slotted", "-n", NS)["status"]
+    assert status["items"]["done"] == 6 and status["errorKinds"] == {}, status

@@ -27,13 +27,14 @@ from proctor.core.model import Instance, Outcome, RunResult, WorkItem
 from proctor.core.plan import Variant
 from proctor.core.spec import AgentUnderTest, Evaluation
 from proctor.datasets import Selection
-from proctor.k8s import backlog, figures, manifests, reconcile, store
+from proctor.k8s import backlog, figures, manifests, reconcile, slot_check, store
 from proctor.k8s.api import Kube
 from proctor.k8s.expectations import Expectations
 from proctor.k8s.exporter import Metrics
 from proctor.k8s.figures import Reliability
 from proctor.k8s.prepull import ANNOTATION_IMAGE, PullState
 from proctor.k8s.reconcile import Decision, ItemView
+from proctor.k8s.slot_check import SlotCheck
 from proctor.k8s.variants_job import VariantsState
 from proctor.prepare import plan_items
 from proctor.runner.artifacts import parse_grade_log
@@ -90,6 +91,8 @@ class Tracked:
     # from each, {} when its solve log held none, None while not read (`reconcile.observe`)
     answers: dict[str, Obj | None] = field(default_factory=dict)
     answers_restored: bool = False  # the kept patches listed once (`restore_answers`)
+    # The agent-slots check on each queued Job's Workload, by Job uid (`slot_check`)
+    slot_checks: dict[str, SlotCheck] = field(default_factory=dict)
 
     def uploaded(self, error: str | None) -> None:
         """Note an upload's end: ``error`` why it failed, or None."""
@@ -160,6 +163,7 @@ class Pass:
         work += [self._ask_again(view) for view in decision.ask_again]
         work += [self._preempted(view) for view in decision.preempted]
         work += [self._keep_patch(view) for view in decision.keep_patch]
+        work += [self._grant(view) for view in decision.grant]
         work += [self.create_job(item) for item in decision.start]
         done = await asyncio.gather(*work, return_exceptions=True)
         return [failure for failure in done if isinstance(failure, BaseException)]
@@ -326,6 +330,17 @@ class Pass:
         preempt the Job, and the Job controller then deletes its pod, and the log with it."""
         if await self._kept_patch(view) is not None:
             log.info("Kept the agent's patch item=%s attempt=%d", view.item.key, view.attempt)
+
+    async def _grant(self, view: ItemView) -> None:
+        """Mark the agent-slots check Ready on the queued Job's Workload: Kueue admits it."""
+        assert view.slot_check is not None
+        asks = view.latest is not None and manifests.job_asks_agent(view.latest)
+        message = ("the agent has a task slot for it" if asks
+                   else "it reuses a kept patch: it asks the agent nothing")
+        await asyncio.to_thread(self.kube.apply_workload_status, slot_check.check_state(
+            view.slot_check.workload, self.evaluation.namespace, slot_check.READY, message,
+            now_text()))
+        log.info("Admitted item=%s attempt=%d: %s", view.item.key, view.attempt, message)
 
     async def _retry(self, view: ItemView, stops: list[Mapping[str, Any]]) -> None:
         """The next attempt, with the patch the failed one got: the agent is never asked
