@@ -192,16 +192,6 @@ def test_resuming_a_task_the_agent_does_not_know_is_an_agent_error_naming_it(sta
     assert agent.calls == 0  # nothing was sent
 
 
-@pytest.mark.parametrize("args", [["--resume-task", ""], ["--resume-task", "t1",
-                                                          "--patch-file", ""]])
-def test_resume_task_without_an_agent_to_ask_is_bad_input(tmp_path, capsys, args):
-    work = ["runner", "solve", "--work-dir", str(tmp_path / "w"), "--task-dir",
-            str(task_dir(tmp_path))]
-    assert main([*work, *args]) == 2
-    err = capsys.readouterr().err
-    assert "--resume-task" in err and "Traceback" not in err
-
-
 def test_task_id_from_log_reads_the_last_task_line_only():
     summary = "solve: agent task (streaming); task abc; state completed; 3 events"
     assert task_id_from_log(summary) is None  # an agent named "task"
