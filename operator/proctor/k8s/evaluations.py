@@ -334,7 +334,8 @@ class Controller:
             return item_state(job, own, [e for name in names
                                          for e in self.indexes.all("warnings", (key[0], name))])
         chosen = items if rows is None else reconcile.in_play(items, jobs, kept.keys(), rows)
-        views = reconcile.observe(chosen, jobs, kept, state_of, tracked.answers)
+        views = reconcile.observe(chosen, jobs, kept, state_of, tracked.answers,
+                                  tracked.task_ids)
         # Remember the queued Jobs seen asking the agent: once Kueue preempts one, its pod
         # (what showed it) is deleted. Forgotten with their Jobs.
         for view in views:
@@ -344,6 +345,8 @@ class Controller:
             uids = {job["metadata"].get("uid") for job in jobs}
             for uid in set(tracked.answers) - uids:
                 del tracked.answers[uid]
+            for uid in set(tracked.task_ids) - uids:
+                del tracked.task_ids[uid]
         return views
 
     async def _publish(self, key: Key, p: Pass, selection: datasets.Selection,
