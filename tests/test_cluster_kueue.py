@@ -6,6 +6,8 @@ Then a preemption: an item's Job evicted by Kueue after its agent answered runs 
 the kept patch, and the agent (on this host, counting its requests) is asked once. Last, the
 agent-slots AdmissionCheck (the chart's jobs.agentSlotsCheck): a queue that lists it holds
 more Jobs than the agent has slots, and never more than its one slot's worth asks it.
+the kept patch, and the agent (on this host, counting its requests) is asked once; and one
+evicted while the agent works follows the agent's task by its id, and the agent is asked once.
 
 It runs where the other real-cluster tests run (tests/real_cluster.py: skipped, saying why,
 where no cluster can start; a failure then with PROCTOR_REQUIRE_CLUSTER=1). Kueue v0.17.0's
@@ -22,6 +24,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -211,10 +214,11 @@ def slow_gold_patch(row: dict[str, Any], tmp: Path) -> str:
 
 
 class SlowAgent:
-    """An agent on this host that answers the demo tasks with `slow_gold_patch`, and keeps
-    the instance id of every task it is sent."""
+    """An agent on this host that answers the demo tasks with `slow_gold_patch` (or, with
+    ``think_s``, with the gold patch after thinking that long), and keeps the instance id of
+    every task it is sent."""
 
-    def __init__(self, host: str, tmp: Path):
+    def __init__(self, host: str, tmp: Path, think_s: float = 0):
         tasks = Tasks.load()
         gold = solver_for("oracle", tasks)
         self.asked: list[str] = []
@@ -223,6 +227,9 @@ class SlowAgent:
             row = tasks.find(request)
             assert row is not None
             self.asked.append(str(row["instance_id"]))
+            if think_s:
+                time.sleep(think_s)
+                return gold(request)
             patch = slow_gold_patch(dict(row), tmp / f"answer-{len(self.asked)}")
             return Answer(patch=patch, text=gold(request).text)
         self.server = start_in_thread(lambda url: build_app(SolverExecutor(slow),
@@ -344,3 +351,41 @@ def test_with_the_agent_slots_check_a_job_takes_its_agents_slot_at_admission(
     assert most_asking == 1 and most_ready >= 1
     status = cluster.get("evaluation", "slotted", "-n", NS)["status"]
     assert status["items"]["done"] == 6 and status["errorKinds"] == {}, status
+def test_a_job_preempted_while_the_agent_works_follows_its_task(
+        cluster: Cluster, real_cluster: RealCluster, tmp_path: Path) -> None:
+    cluster.apply(*queues(one_job_request(tmp_path)))
+    agent = SlowAgent(real_cluster.node_ip, tmp_path, think_s=45)
+    try:
+        cluster.apply({"apiVersion": "proctor.dev/v1alpha1", "kind": "AgentUnderTest",
+                       "metadata": {"name": "thinking-agent", "namespace": NS},
+                       "spec": {"endpoint": agent.server.url, "requestTimeoutSeconds": 300}})
+        spec = evaluation()["spec"] | {"agentRef": {"name": "thinking-agent"},
+                                       "dataset": {"name": "proctor-demo", "maxRows": 1}}
+        cluster.apply({"apiVersion": "proctor.dev/v1alpha1", "kind": "Evaluation",
+                       "metadata": {"name": "mid-solve", "namespace": NS}, "spec": spec})
+        # The operator says it noted the agent's task (read from the waiting solve step's log).
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 5))
+        wait("the agent's task noted", lambda: "Noted the agent's task item=proctor-demo__"
+             "datekit-1" in cluster.kubectl("logs", "-n", SYSTEM, f"deployment/{RELEASE}-proctor",
+                                            f"--since-time={since}").stdout, 300, 1)
+        assert agent.asked == ["proctor-demo__datekit-1"]  # and it has not answered yet
+        stop_policy(cluster, "HoldAndDrain")
+        try:
+            preempted = wait("a Preempted event", lambda: [
+                e for e in cluster.get("events", "-n", NS)["items"]
+                if e["reason"] == "Preempted"
+                and e["involvedObject"].get("name") == "mid-solve"], 300, 0.5)
+        finally:
+            stop_policy(cluster, "None")
+        wait("mid-solve Succeeded", lambda: cluster.condition(
+            NS, "mid-solve", "Succeeded").get("status") == "True", 600, 1)
+        print(f"Preempted: {preempted[0]['message']}; agent asked {agent.asked}")
+        assert "following the agent's task" in preempted[0]["message"]
+        assert agent.asked == ["proctor-demo__datekit-1"]  # once: the task was followed
+        status = cluster.get("evaluation", "mid-solve", "-n", NS)["status"]
+        assert status["items"]["done"] == 1 and status["errorKinds"] == {}, status
+        assert status["outcomes"].get("resolved") == 1, status
+    finally:
+        cluster.kubectl("delete", "evaluation", "mid-solve", "-n", NS, "--wait=true",
+                        check=False)
+        agent.server.stop()

@@ -1,4 +1,5 @@
-"""Each API method of k8s/api.py (Kube, Leases, AdmissionChecks) makes exactly the calls it declares (@needs).
+"""Each API method of k8s/api.py (Kube, Leases, AdmissionChecks) makes exactly the calls it
+declares (@needs).
 
 Every method is run, through the official client's own request path, against a loopback
 HTTP server that records each request and turns it into the RBAC right the API server would

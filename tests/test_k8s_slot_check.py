@@ -40,7 +40,7 @@ def views_of(jobs: list[dict], workloads: list[dict], pods: list[dict] = ()) -> 
 
     by_job = PodsByJob(list(pods))
     return reconcile.observe(ITEMS, jobs, {}, lambda j: item_state(j, by_job.of(j)), {},
-                             checks_by_job(workloads))
+                             checks=checks_by_job(workloads))
 
 
 def test_a_workloads_check_is_read_by_its_jobs_uid() -> None:

@@ -361,7 +361,7 @@ class Controller:
                                          for e in self.indexes.all("warnings", (key[0], name))])
         chosen = items if rows is None else reconcile.in_play(items, jobs, kept.keys(), rows)
         views = reconcile.observe(chosen, jobs, kept, state_of, tracked.answers,
-                                  tracked.slot_checks)
+                                  tracked.task_ids, tracked.slot_checks)
         # Remember the queued Jobs seen asking the agent: once Kueue preempts one, its pod
         # (what showed it) is deleted. Forgotten with their Jobs.
         for view in views:
@@ -371,6 +371,8 @@ class Controller:
             uids = {job["metadata"].get("uid") for job in jobs}
             for uid in set(tracked.answers) - uids:
                 del tracked.answers[uid]
+            for uid in set(tracked.task_ids) - uids:
+                del tracked.task_ids[uid]
         return views
 
     async def _publish(self, key: Key, p: Pass, selection: datasets.Selection,

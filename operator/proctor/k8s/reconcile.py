@@ -124,6 +124,10 @@ class ItemView:
     slot_check: SlotCheck | None = None
     """The agent-slots AdmissionCheck on the latest attempt's Workload (`slot_check`);
     None: no Workload seen for it (yet)."""
+    agent_task: str | None = None
+    """The id of the agent's task the latest attempt sent, read from its solve step's log
+    while it waits (`awaiting_task`): what its next attempt follows if it is preempted
+    before the answer (None: not read yet)."""
 
     @property
     def latest(self) -> Obj | None:
@@ -150,6 +154,9 @@ class Decision:
     keep_patch: list[ItemView] = field(default_factory=list)
     """Attempts in a Kueue queue whose solve step just ended with the agent's answer: keep
     the patch at once (Kueue may preempt the Job, and its pod's log goes with it)."""
+    read_task: list[ItemView] = field(default_factory=list)
+    """Attempts in a Kueue queue waiting for the agent: note the id of the task they sent
+    (`awaiting_task`), which their next attempt follows if Kueue preempts them."""
     preempted: list[ItemView] = field(default_factory=list)
     """Attempts Kueue suspended again after they asked the agent: delete, and start the
     next attempt with the kept patch (none kept: the answer never arrived, ask again)."""
@@ -185,11 +192,13 @@ def attempt_of(job: Obj) -> int:
 def observe(items: Sequence[WorkItem], jobs: Sequence[Obj], kept: Mapping[str, RunResult],
             state_of: Callable[[Obj], ItemState],
             answers: Mapping[str, Obj | None] | None = None,
+            agent_tasks: Mapping[str, str] | None = None,
             checks: Mapping[str, SlotCheck] | None = None) -> list[ItemView]:
     """Each planned item with its Jobs (oldest attempt first), its kept result, and the
     state of its latest Job: ``state_of(job)``, `item_state` of the Job with its own pods
     and events. ``answers``: by Job uid, the queued Jobs seen asking the agent, with the
     ConfigMap of the patch kept from each (None: none yet); see `seen_asking`.
+    ``agent_tasks``: by Job uid, the agent's task each sent (`awaiting_task`).
     ``checks``: by Job uid, the agent-slots check on its Workload (`slot_check`)."""
     by_item: dict[str, list[Obj]] = {}
     for job in sorted(jobs, key=attempt_of):
@@ -205,6 +214,7 @@ def observe(items: Sequence[WorkItem], jobs: Sequence[Obj], kept: Mapping[str, R
         if state is not None and uid and answers is not None:
             view.asked = uid in answers or seen_asking(view)
             view.kept_patch = answers.get(uid)
+            view.agent_task = (agent_tasks or {}).get(uid)
         views.append(view)
     return views
 
@@ -246,6 +256,17 @@ def answered(view: ItemView) -> bool:
     solve = _solve(state) if state is not None else None
     return (view.asked and view.kept_patch is None and solve is not None
             and solve.state == "terminated" and solve.exit_code == 0 and bool(state and state.pod))
+
+
+def awaiting_task(view: ItemView) -> bool:
+    """Whether the latest attempt is a queued Job whose solve step waits for the agent and
+    the id of the task it sent is not noted yet: its log names it as soon as the agent does
+    (`runner.solve.task_id_from_log`). A preemption then loses only the pod: the next
+    attempt follows that task rather than sending the item again."""
+    state = view.state
+    solve = _solve(state) if state is not None else None
+    return (view.asked and view.agent_task is None and view.kept_patch is None
+            and solve is not None and solve.state == "running" and bool(state and state.pod))
 
 
 def preempted(view: ItemView) -> bool:
@@ -403,6 +424,8 @@ def decide(evaluation: Evaluation, views: Sequence[ItemView], now: datetime,
             held += 1  # queued Jobs too: maxConcurrentRows caps what Proctor creates
             if answered(view):
                 decision.keep_patch.append(view)
+            elif awaiting_task(view):
+                decision.read_task.append(view)
             if state.reason == "FailedCreate" or state.retryable:  # refused, or not pulled
                 message = f"{view.item.key}: {state.reason}: {state.message}"
                 decision.degraded = (state.reason, message[:1000])
