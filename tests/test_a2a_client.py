@@ -9,6 +9,7 @@ is never sent twice.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 
 import httpx
@@ -25,7 +26,7 @@ from starlette.routing import Route
 
 from a2a03 import support
 from a2a03.scripted import PATCH, USAGE, CountingMiddleware, answer_parts, parse_script
-from proctor.a2a.client import SolveResult, pinned_url, solve, solve_sync
+from proctor.a2a.client import SolveResult, pinned_url, resume, solve, solve_sync
 from proctor.a2a.message import TaskMessage
 from proctor.agents.server import agent_card, build_app, start_in_thread
 from proctor.core.model import ErrorKind, Usage
@@ -212,6 +213,55 @@ def test_dropped_stream_is_followed_without_sending_again(agents, server, mode):
     assert_patch(result)
     assert "followed by polling" in result.summary
     assert agent.sends - before == 1
+
+
+@pytest.mark.parametrize("server", SERVERS)
+def test_the_task_id_is_told_once_as_the_agent_names_it(agents, server):
+    named: list[str] = []
+    result = ask(agents[server], "form=data", on_task_id=named.append)
+    assert_patch(result)
+    assert result.task_id and named == [result.task_id]
+
+
+def test_a_message_reply_names_no_task(agents):
+    named: list[str] = []
+    assert_patch(ask(agents["1.x-stream"], "where=message", on_task_id=named.append))
+    assert named == []
+
+
+@pytest.mark.parametrize("server", STREAMING)
+def test_a_task_whose_client_went_away_is_resumed_by_its_id_without_sending_again(agents,
+                                                                                  server):
+    """The client is gone (a preempted pod) once the agent named its task; the agent
+    finishes the task anyway, and `resume` gets the answer by the id alone."""
+    agent = agents[server]
+    before = agent.sends
+
+    async def leave_then_resume() -> tuple[list[str], SolveResult]:
+        named: list[str] = []
+        first = asyncio.ensure_future(solve(
+            agent.url, TaskMessage("Fix add().", {"script": "delay=2;usage=yes"}),
+            timeout_s=30, on_task_id=named.append))
+        async with asyncio.timeout(20):
+            while not named:
+                await asyncio.sleep(0.01)
+        first.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await first
+        return named, await resume(agent.url, named[0], timeout_s=30)
+
+    named, result = asyncio.run(leave_then_resume())
+    assert_patch(result)
+    assert result.task_id == named[0] and "resumed" in result.summary
+    assert result.usage == Usage(**USAGE)
+    assert agent.sends - before == 1
+
+
+@pytest.mark.parametrize("server", SERVERS)
+def test_resuming_a_task_the_agent_does_not_know_is_an_agent_error_naming_it(agents, server):
+    result = asyncio.run(resume(agents[server].url, "no-such-task", timeout_s=30))
+    assert result.error_kind == ErrorKind.AGENT and result.patch == ""
+    assert "does not know the task no-such-task" in (result.error or ""), result.error
 
 
 def library_default_timeout_s() -> float:

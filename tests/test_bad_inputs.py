@@ -206,6 +206,12 @@ CASES: dict[tuple[str, str], tuple[str, dict[str, str], tuple[str, ...]]] = {
     ("runner solve", "missing task folder"): ("runner solve --work-dir {d}/work --task-dir "
                                               "{d}/nothing --patch-file ''", {},
                                               ("nothing",)),
+    ("runner solve", "empty task id"): ("runner solve --work-dir {d}/work --endpoint "
+                                        "http://127.0.0.1:9/ --resume-task ''", {},
+                                        ("--resume-task", "empty")),
+    ("runner solve", "resume without agent"): ("runner solve --work-dir {d}/work "
+                                               "--resume-task t1 --patch-file ''", {},
+                                               ("--resume-task", "--endpoint")),
     ("runner test", "missing work folder"): ("runner test --work-dir {d}/nothing", {},
                                              ("nothing",)),
     ("runner grade", "missing work folder"): ("runner grade --work-dir {d}/nothing", {},

@@ -32,7 +32,8 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from k8s_tools import ToolMissing, tool_binary
-from proctor.k8s.api import Kube, Leases, Rule, needed
+from proctor.k8s import slot_check
+from proctor.k8s.api import AdmissionChecks, Kube, Leases, Rule, needed
 from tracked import SYMLINK, fresh_clone, tracked_files
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,6 +97,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
                "metrics": {"service": {"enabled": False},
                            "podMonitor": {"enabled": True, "labels": {"release": "prom"}}},
                "crds": {"upgrade": False}},
+    "slots-check": {"jobs": {"queueName": "evals", "agentSlotsCheck": True}},
 }
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 RELEASE, NAMESPACE = "proctor", "proctor-system"
@@ -167,6 +169,11 @@ def test_every_rendered_object_is_valid(rendered_all: dict[str, list[dict[str, A
             # test_pod_monitor_scrapes_...
             assert obj["kind"] in ("ServiceMonitor", "PodMonitor")
             continue
+        if obj["apiVersion"].startswith("kueue.x-k8s.io/"):
+            # Kueue's CRDs neither: the real API server, with Kueue's, takes it in
+            # tests/test_cluster_kueue.py.
+            assert obj["kind"] == "AdmissionCheck"
+            continue
         if obj["kind"].startswith("ValidatingAdmissionPolicy") and version == "1.29":
             continue  # its API is v1 from 1.30; the chart leaves it out before (checked below)
         assert kubernetes_validate.validate(obj, version, strict=True) == version
@@ -210,6 +217,23 @@ def test_each_scenario_renders_the_objects_it_should(
                                         *["Role", "RoleBinding"] * 2, "PodDisruptionBudget"])
     assert kinds("pinned") == sorted([*(k for k in kinds("defaults") if k != "Service"),
                                       "PodMonitor"])
+    assert kinds("slots-check") == sorted([*kinds("defaults"), "AdmissionCheck", "ClusterRole",
+                                           "ClusterRoleBinding"])
+
+
+def test_the_agent_slots_check_is_made_and_only_its_status_is_granted(
+        rendered: dict[str, list[dict[str, Any]]]) -> None:
+    objects = rendered["slots-check"]
+    check = only(objects, "AdmissionCheck")
+    assert (check["metadata"]["name"], check["spec"]["controllerName"]) == (
+        slot_check.CHECK, slot_check.CONTROLLER)
+    role = only(objects, "ClusterRole", f"{FULLNAME}-{NAMESPACE}-admissioncheck")
+    assert granted(role) == needed(AdmissionChecks)
+    assert [r["resourceNames"] for r in role["rules"]] == [[slot_check.CHECK]]
+    env = {e["name"]: e.get("value") for e in container(objects)["env"]}
+    assert env["PROCTOR_AGENT_SLOTS_CHECK"] == "true"
+    assert {e["name"]: e.get("value") for e in container(rendered["defaults"])["env"]}[
+        "PROCTOR_AGENT_SLOTS_CHECK"] == "false"
 
 
 # --- the operator's Deployment --------------------------------------------------------------

@@ -2,6 +2,12 @@
 the demo's 10 items in a LocalQueue whose ClusterQueue has CPU for exactly 2 of their pods.
 Proctor creates every Job suspended (maxConcurrentRows 10), Kueue never runs more than 2
 at once, the status shows the others queued, and the Evaluation ends Succeeded with 10 done.
+Then a preemption: an item's Job evicted by Kueue after its agent answered runs again with
+the kept patch, and the agent (on this host, counting its requests) is asked once. Last, the
+agent-slots AdmissionCheck (the chart's jobs.agentSlotsCheck): a queue that lists it holds
+more Jobs than the agent has slots, and never more than its one slot's worth asks it.
+the kept patch, and the agent (on this host, counting its requests) is asked once; and one
+evicted while the agent works follows the agent's task by its id, and the agent is asked once.
 
 It runs where the other real-cluster tests run (tests/real_cluster.py: skipped, saying why,
 where no cluster can start; a failure then with PROCTOR_REQUIRE_CLUSTER=1). Kueue v0.17.0's
@@ -14,8 +20,11 @@ own tag (PROCTOR_TEST_RUNNER_IMAGE, default proctor-runner:cluster-kueue).
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +32,12 @@ from typing import Any
 import pytest
 import yaml
 
+from proctor.agents.answers import Answer, TaskRequest
+from proctor.agents.kinds import Tasks, solver_for
+from proctor.agents.server import SolverExecutor, agent_card, build_app, start_in_thread
+from proctor.datasets import demo
+from proctor.k8s import slot_check
+from real_cluster_fixtures import RealCluster
 from test_cluster_admission import (
     Cluster,
     build_and_import,
@@ -32,6 +47,7 @@ from test_cluster_admission import (
     wait,
 )
 
+pytest_plugins = ["real_cluster_fixtures"]
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 RELEASE, SYSTEM, NS = "part-kueue", "part-kueue-system", "part-kueue-demo"
 IMAGE = os.environ.get("PROCTOR_TEST_RUNNER_IMAGE", "proctor-runner:cluster-kueue")
@@ -50,7 +66,7 @@ def cluster(cluster_kubeconfig: Path) -> Iterator[Cluster]:
     sh("bash", "scripts/kueue.sh", "up", timeout=900, KUBECONFIG=c.kubeconfig)
     build_and_import(IMAGE)
     c.apply(namespace(NS, **{"pod-security.kubernetes.io/enforce": "baseline"}))
-    install_release(c, RELEASE, SYSTEM, [NS], IMAGE)
+    install_release(c, RELEASE, SYSTEM, [NS], IMAGE, "jobs.agentSlotsCheck=true")
     c.kubectl("delete", "evaluations", "--all", "-n", NS, "--cascade=foreground", "--wait=true")
     yield c
     # Kueue's Job webhook sees every Job of the cluster: it goes with this module, and so
@@ -58,7 +74,8 @@ def cluster(cluster_kubeconfig: Path) -> Iterator[Cluster]:
     sh(c.helm_bin, "uninstall", RELEASE, "--namespace", SYSTEM, "--kubeconfig", c.kubeconfig,
        "--wait", check=False)
     c.kubectl("delete", "namespace", NS, "--wait=true", check=False)
-    for kind, name in (("clusterqueue", CLUSTER_QUEUE), ("resourceflavor", FLAVOR)):
+    for kind, name in (("clusterqueue", CLUSTER_QUEUE), ("clusterqueue", SLOTS_QUEUE),
+                       ("resourceflavor", FLAVOR)):
         c.kubectl("delete", kind, name, "--ignore-not-found", check=False)
     sh("bash", "scripts/kueue.sh", "down", timeout=300, KUBECONFIG=c.kubeconfig)
 
@@ -105,6 +122,10 @@ def one_job_request(tmp_path: Path) -> int:
     assert job["spec"]["suspend"] is True
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == QUEUE
     return pod_cpu_request(job["spec"]["template"]["spec"])
+
+
+SLOTS_QUEUE = "part-kueue-slots-cq"
+"""A ClusterQueue that lists the agent-slots check, and its LocalQueue's name."""
 
 
 def queues(per_job: int) -> list[dict[str, Any]]:
@@ -168,3 +189,203 @@ def test_kueue_admits_no_more_jobs_than_its_quota_and_the_status_shows_the_queue
     status = cluster.get("evaluation", "queued", "-n", NS)["status"]
     assert status["items"]["done"] == status["items"]["total"] == 10
     assert status["items"]["queued"] == 0 and status["errorKinds"] == {}
+
+
+SLOW_IMPORT_S = 40
+"""How long the slow patch's module takes to import: the test step's window for the
+preemption (the operator keeps the patch when the solve step ends, before the tests)."""
+
+
+def slow_gold_patch(row: dict[str, Any], tmp: Path) -> str:
+    """The row's gold patch, and a module of it that sleeps when imported: a correct answer
+    whose test step takes long enough to be preempted in the middle of it. Made with git."""
+    repo = tmp / "repo"
+    bundle = demo.bundle_path(row["repo"])
+    assert bundle is not None
+    def git(*args: str, stdin: str | None = None) -> str:
+        return subprocess.run(["git", "-c", "advice.detachedHead=false", *args], cwd=repo,
+                              input=stdin, check=True, capture_output=True, text=True).stdout
+    subprocess.run(["git", "clone", "-q", str(bundle), str(repo)], check=True)
+    git("checkout", "-q", row["base_commit"])
+    git("apply", "-", stdin=row["patch"])
+    module = repo / git("diff", "--name-only").split()[0]
+    module.write_text(f"import time\ntime.sleep({SLOW_IMPORT_S})\n{module.read_text()}")
+    return git("diff")
+
+
+class SlowAgent:
+    """An agent on this host that answers the demo tasks with `slow_gold_patch` (or, with
+    ``think_s``, with the gold patch after thinking that long), and keeps the instance id of
+    every task it is sent."""
+
+    def __init__(self, host: str, tmp: Path, think_s: float = 0):
+        tasks = Tasks.load()
+        gold = solver_for("oracle", tasks)
+        self.asked: list[str] = []
+
+        def slow(request: TaskRequest) -> Answer:
+            row = tasks.find(request)
+            assert row is not None
+            self.asked.append(str(row["instance_id"]))
+            if think_s:
+                time.sleep(think_s)
+                return gold(request)
+            patch = slow_gold_patch(dict(row), tmp / f"answer-{len(self.asked)}")
+            return Answer(patch=patch, text=gold(request).text)
+        self.server = start_in_thread(lambda url: build_app(SolverExecutor(slow),
+                                                            agent_card("oracle", url)), host)
+
+
+def stop_policy(c: Cluster, policy: str) -> None:
+    """Stop the ClusterQueue and evict what it admitted (HoldAndDrain), or let it run again
+    (None): the eviction is how Kueue preempts a Job."""
+    c.kubectl("patch", "clusterqueue", CLUSTER_QUEUE, "--type=merge", "-p",
+              json.dumps({"spec": {"stopPolicy": policy}}))
+
+
+def test_a_job_preempted_after_its_agent_answered_runs_again_with_the_kept_patch(
+        cluster: Cluster, real_cluster: RealCluster, tmp_path: Path) -> None:
+    per_job = one_job_request(tmp_path)
+    cluster.apply(*queues(per_job))
+    agent = SlowAgent(real_cluster.node_ip, tmp_path)
+    try:
+        cluster.apply({"apiVersion": "proctor.dev/v1alpha1", "kind": "AgentUnderTest",
+                       "metadata": {"name": "slow-agent", "namespace": NS},
+                       "spec": {"endpoint": agent.server.url, "requestTimeoutSeconds": 300}})
+        spec = evaluation()["spec"] | {"agentRef": {"name": "slow-agent"},
+                                       "dataset": {"name": "proctor-demo", "maxRows": 1}}
+        cluster.apply({"apiVersion": "proctor.dev/v1alpha1", "kind": "Evaluation",
+                       "metadata": {"name": "preempted", "namespace": NS}, "spec": spec})
+        kept = "proctor.dev/evaluation=preempted,app.kubernetes.io/component=kept-patch"
+        wait("the agent's patch kept", lambda: cluster.get(
+            "configmaps", "-n", NS, "-l", kept)["items"], 600, 0.5)
+        jobs = cluster.get("jobs", "-n", NS, "-l", "proctor.dev/evaluation=preempted")["items"]
+        assert [admitted(j) for j in jobs] == [True]  # in its test step, now
+        stop_policy(cluster, "HoldAndDrain")
+        try:
+            preempted = wait("a Preempted event", lambda: [
+                e for e in cluster.get("events", "-n", NS)["items"]
+                if e["reason"] == "Preempted"
+                and e["involvedObject"].get("name") == "preempted"], 300, 0.5)
+        finally:
+            stop_policy(cluster, "None")
+        wait("preempted Succeeded", lambda: cluster.condition(
+            NS, "preempted", "Succeeded").get("status") == "True", 600, 1)
+        results = cluster.get("configmaps", "-n", NS, "-l", "proctor.dev/evaluation=preempted,"
+                              "app.kubernetes.io/component=result")["items"]
+        print(f"Preempted: {preempted[0]['message']}; agent asked {agent.asked}")
+        assert "reusing the agent's patch" in preempted[0]["message"]
+        assert agent.asked == ["proctor-demo__datekit-1"]  # once, not again after
+        status = cluster.get("evaluation", "preempted", "-n", NS)["status"]
+        assert status["items"]["done"] == 1 and status["errorKinds"] == {}, status
+        assert len(results) == 1
+    finally:
+        cluster.kubectl("delete", "evaluation", "preempted", "-n", NS, "--wait=true",
+                        check=False)
+        agent.server.stop()
+
+
+def slots_queues(per_job: int) -> list[dict[str, Any]]:
+    """`queues`' ClusterQueue again under SLOTS_QUEUE, listing the agent-slots check, and a
+    LocalQueue of the same name: quota for FITS pods, whatever the agent's slots."""
+    flavor, cluster_queue, _ = queues(per_job)
+    cluster_queue = {**cluster_queue, "metadata": {"name": SLOTS_QUEUE},
+                     "spec": {**cluster_queue["spec"], "admissionChecksStrategy": {
+                         "admissionChecks": [{"name": slot_check.CHECK}]}}}
+    return [flavor, cluster_queue,
+            {"apiVersion": KUEUE, "kind": "LocalQueue",
+             "metadata": {"name": SLOTS_QUEUE, "namespace": NS},
+             "spec": {"clusterQueue": SLOTS_QUEUE}}]
+
+
+def asking(pod: dict[str, Any]) -> bool:
+    """Whether an item's pod may be asking the agent: admitted (it exists) and its solve
+    step not ended."""
+    if pod.get("metadata", {}).get("deletionTimestamp"):
+        return False
+    solve = next((s for s in (pod.get("status") or {}).get("initContainerStatuses") or []
+                  if s["name"] == "solve"), None)
+    return solve is None or "terminated" not in solve.get("state", {})
+
+
+def test_with_the_agent_slots_check_a_job_takes_its_agents_slot_at_admission(
+        cluster: Cluster, tmp_path: Path) -> None:
+    per_job = one_job_request(tmp_path)
+    cluster.apply(*slots_queues(per_job))
+    check = wait("the check Active", lambda: [
+        c for c in (cluster.get("admissioncheck", slot_check.CHECK).get("status") or {}).get(
+            "conditions") or [] if c["type"] == "Active" and c["status"] == "True"], 120, 1)
+    assert check
+    manifest = sh("bash", "scripts/demo-agent.sh", NS, IMAGE, "9009", "Never", "1",
+                  "one-slot-agent").stdout
+    cluster.apply(*yaml.safe_load_all(manifest))
+    cluster.rollout(NS, "demo-agent")
+    spec = evaluation()["spec"] | {"agentRef": {"name": "one-slot-agent"},
+                                   "queueName": SLOTS_QUEUE, "maxConcurrentRows": 6,
+                                   "dataset": {"name": "proctor-demo", "maxRows": 6}}
+    cluster.apply({"apiVersion": "proctor.dev/v1alpha1", "kind": "Evaluation",
+                   "metadata": {"name": "slotted", "namespace": NS}, "spec": spec})
+    most_asking = most_jobs = most_ready = 0
+
+    def sample() -> bool:
+        nonlocal most_asking, most_jobs, most_ready
+        selector = "proctor.dev/evaluation=slotted"
+        jobs = cluster.get("jobs", "-n", NS, "-l", selector)["items"]
+        live = [j for j in jobs if admitted(j) or j["spec"].get("suspend")]
+        most_jobs = max(most_jobs, len(live))
+        pods = cluster.get("pods", "-n", NS, "-l", selector)["items"]
+        most_asking = max(most_asking, sum(asking(p) for p in pods))
+        assert most_asking <= 1, [(p["metadata"]["name"], p.get("status")) for p in pods]
+        loads = cluster.get("workloads", "-n", NS)["items"]
+        most_ready = max(most_ready, sum(
+            c["state"] == "Ready" for w in loads
+            for c in (w.get("status") or {}).get("admissionChecks") or []
+            if c["name"] == slot_check.CHECK))
+        return cluster.condition(NS, "slotted", "Succeeded").get("status") == "True"
+    try:
+        wait("slotted Succeeded", sample, 900, 0.5)
+    finally:
+        print(f"Jobs at once: {most_jobs}; pods asking the agent at once: {most_asking}; "
+              f"Workloads the operator marked Ready: {most_ready}")
+    assert most_jobs > 1  # the queue held more Jobs than the agent's one slot
+    assert most_asking == 1 and most_ready >= 1
+    status = cluster.get("evaluation", "slotted", "-n", NS)["status"]
+    assert status["items"]["done"] == 6 and status["errorKinds"] == {}, status
+def test_a_job_preempted_while_the_agent_works_follows_its_task(
+        cluster: Cluster, real_cluster: RealCluster, tmp_path: Path) -> None:
+    cluster.apply(*queues(one_job_request(tmp_path)))
+    agent = SlowAgent(real_cluster.node_ip, tmp_path, think_s=45)
+    try:
+        cluster.apply({"apiVersion": "proctor.dev/v1alpha1", "kind": "AgentUnderTest",
+                       "metadata": {"name": "thinking-agent", "namespace": NS},
+                       "spec": {"endpoint": agent.server.url, "requestTimeoutSeconds": 300}})
+        spec = evaluation()["spec"] | {"agentRef": {"name": "thinking-agent"},
+                                       "dataset": {"name": "proctor-demo", "maxRows": 1}}
+        cluster.apply({"apiVersion": "proctor.dev/v1alpha1", "kind": "Evaluation",
+                       "metadata": {"name": "mid-solve", "namespace": NS}, "spec": spec})
+        # The operator says it noted the agent's task (read from the waiting solve step's log).
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 5))
+        wait("the agent's task noted", lambda: "Noted the agent's task item=proctor-demo__"
+             "datekit-1" in cluster.kubectl("logs", "-n", SYSTEM, f"deployment/{RELEASE}-proctor",
+                                            f"--since-time={since}").stdout, 300, 1)
+        assert agent.asked == ["proctor-demo__datekit-1"]  # and it has not answered yet
+        stop_policy(cluster, "HoldAndDrain")
+        try:
+            preempted = wait("a Preempted event", lambda: [
+                e for e in cluster.get("events", "-n", NS)["items"]
+                if e["reason"] == "Preempted"
+                and e["involvedObject"].get("name") == "mid-solve"], 300, 0.5)
+        finally:
+            stop_policy(cluster, "None")
+        wait("mid-solve Succeeded", lambda: cluster.condition(
+            NS, "mid-solve", "Succeeded").get("status") == "True", 600, 1)
+        print(f"Preempted: {preempted[0]['message']}; agent asked {agent.asked}")
+        assert "following the agent's task" in preempted[0]["message"]
+        assert agent.asked == ["proctor-demo__datekit-1"]  # once: the task was followed
+        status = cluster.get("evaluation", "mid-solve", "-n", NS)["status"]
+        assert status["items"]["done"] == 1 and status["errorKinds"] == {}, status
+        assert status["outcomes"].get("resolved") == 1, status
+    finally:
+        cluster.kubectl("delete", "evaluation", "mid-solve", "-n", NS, "--wait=true",
+                        check=False)
+        agent.server.stop()

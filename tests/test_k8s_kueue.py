@@ -30,7 +30,7 @@ from proctor.k8s.conditions import status_reason
 from proctor.k8s.exporter import Metrics
 from proctor.k8s.podstatus import Phase, PodsByJob, item_state
 from proctor.k8s.reconcile import Decision, ItemView, build_status, conditions_for, decide
-from proctor.runner.solve import PATCH_BEGIN, PATCH_END
+from proctor.runner.solve import PATCH_BEGIN, PATCH_END, task_line
 from test_k8s_manifests import (  # noqa: F401
     agent,
     evaluation,
@@ -183,6 +183,22 @@ def test_a_queued_jobs_solve_step_ending_keeps_the_patch_once() -> None:
     plain = job(ITEMS[0])
     (view, *_) = observe([plain], [solving(plain, ended=True)], answers)
     assert not view.asked and decide(agent_eval(), [view], NOW).keep_patch == []
+
+
+def test_a_queued_job_waiting_for_the_agent_has_its_task_noted_once() -> None:
+    admitted = kueue_job(0, suspended=False)
+    uid = admitted["metadata"]["uid"]
+    (view, *_) = observe([admitted], [solving(admitted, ended=False)], {})
+    assert view.asked and decide(agent_eval(), [view], NOW).read_task == [view]
+    # Noted: not read again. Ended: its patch is kept instead. Not queued: never read.
+    noted = reconcile.observe(ITEMS[:1], [admitted], {}, lambda j: item_state(
+        j, [solving(j, ended=False)]), {}, {uid: "task-1"})
+    assert noted[0].agent_task == "task-1" and decide(agent_eval(), noted, NOW).read_task == []
+    (ended, *_) = observe([admitted], [solving(admitted, ended=True)], {})
+    assert decide(agent_eval(), [ended], NOW).read_task == []
+    plain = job(ITEMS[0])
+    (view, *_) = observe([plain], [solving(plain, ended=False)], {})
+    assert decide(agent_eval(), [view], NOW).read_task == []
 
 
 def test_a_job_suspended_again_after_asking_the_agent_is_preempted() -> None:
@@ -375,3 +391,36 @@ def test_a_restarted_operator_knows_the_answers_kept_before(task) -> None:  # no
     assert tracked.answers == {"job-uid-0": patch}
     (view,) = reconcile.observe([item_of(task)], [asking], {}, item_state, tracked.answers)
     assert reconcile.preempted(view) and view.kept_patch == patch
+
+
+def test_the_agents_task_is_read_from_the_solve_log(task) -> None:  # noqa: F811
+    admitted = item_job(task, suspended=False)
+    tracked = Tracked("uid-1", "demo", answers={"job-uid-0": None})
+    (view,) = reconcile.observe([item_of(task)], [admitted], {},
+                                lambda j: item_state(j, [solving(j, ended=False)]),
+                                tracked.answers)
+    server = ApiServer(f"{task_line('t-42')}\nwaiting for the agent\n")
+    try:
+        assert act(server, task, tracked, Decision(read_task=[view])) == []
+    finally:
+        server.stop()
+    (log_call,) = [c for c in server.calls if c[0] == "GET"]
+    assert "container=solve" in log_call[1]
+    assert tracked.task_ids == {"job-uid-0": "t-42"} and server.created("jobs") == []
+
+
+def test_a_job_preempted_while_the_agent_works_follows_its_task(task) -> None:  # noqa: F811
+    suspended = item_job(task, suspended=True)
+    (view,) = reconcile.observe([item_of(task)], [suspended], {}, item_state,
+                                {"job-uid-0": None}, {"job-uid-0": "t-42"})
+    server = ApiServer()
+    try:
+        events = act(server, task, Tracked("uid-1", "demo"), Decision(preempted=[view]))
+    finally:
+        server.stop()
+    (job_made,) = server.created("jobs")
+    (solve,) = [c for c in job_made["spec"]["template"]["spec"]["initContainers"]
+                if c["name"] == "solve"]
+    assert "--resume-task=t-42" in solve["command"]  # the same task, not sent again
+    ((reason, message),) = events
+    assert reason == "Preempted" and "following the agent's task t-42" in message

@@ -1,4 +1,5 @@
-"""Each API method of k8s/api.py (Kube, Leases) makes exactly the calls it declares (@needs).
+"""Each API method of k8s/api.py (Kube, Leases, AdmissionChecks) makes exactly the calls it
+declares (@needs).
 
 Every method is run, through the official client's own request path, against a loopback
 HTTP server that records each request and turns it into the RBAC right the API server would
@@ -22,7 +23,8 @@ import pytest
 from kubernetes import client
 
 from proctor.core.labels import LABEL_ITEM
-from proctor.k8s.api import NEEDS, Kube, Leases, Rule, needed
+from proctor.k8s.api import NEEDS, AdmissionChecks, Kube, Leases, Rule, needed
+from proctor.k8s.slot_check import active, check_state
 
 NAMESPACE = "team-a"
 VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
@@ -42,8 +44,9 @@ def right(method: str, url: str, content_type: str) -> set[Rule]:
     else:
         verb = VERBS[method]
     rights = {(group, resource, verb)}
-    if content_type.startswith("application/apply-patch"):
-        rights.add((group, resource, "create"))  # an apply creates what is not there yet
+    if content_type.startswith("application/apply-patch") and "/" not in resource:
+        # An apply creates what is not there yet; one of a subresource (status) cannot.
+        rights.add((group, resource, "create"))
     return rights
 
 
@@ -120,6 +123,10 @@ RUNS: dict[str, list[tuple[Call, dict[str, int]]]] = {
                           (lambda k: k.patch_status("agentundertests", NAMESPACE, "x", {}),
                            {})],
     "Kube.list_configmaps": [(lambda k: k.list_configmaps(NAMESPACE, {"a": "b"}), {})],
+    "Kube.list_workloads": [(lambda k: k.list_workloads(NAMESPACE), {}),
+                            (lambda k: k.list_workloads(NAMESPACE), {"GET": 404})],
+    "Kube.apply_workload_status": [(lambda k: k.apply_workload_status(check_state(
+        "w", NAMESPACE, "Ready", "a slot", "2026-01-01T00:00:00Z")), {})],
     "Kube.secret_value": [(lambda k: k.secret_value(NAMESPACE, "s", "token"), {})],
     "Kube.pod_log": [(lambda k: k.pod_log(NAMESPACE, "p", "c"), {})],
     "Kube.apply": [(lambda k, kind=kind, version=version: k.apply(_obj(kind, version)), {})
@@ -135,20 +142,25 @@ RUNS: dict[str, list[tuple[Call, dict[str, int]]]] = {
     "Leases.read": [(lambda lease: lease.read(), {})],
     "Leases.write": [(lambda lease: lease.write("create", {}), {}),
                      (lambda lease: lease.write("update", {}), {})],
+    "AdmissionChecks.apply_status": [
+        (lambda checks: checks.apply_status(active("2026-01-01T00:00:00Z")), status)
+        for status in ({}, {"PATCH": 404})],  # 404: no such check (Kueue not installed)
 }
 
 
 def api_methods() -> set[str]:
-    """Every public method of Kube and Leases, as ``Class.method``."""
-    return {f"{cls.__name__}.{name}" for cls in (Kube, Leases)
+    """Every public method of Kube, Leases and AdmissionChecks, as ``Class.method``."""
+    return {f"{cls.__name__}.{name}" for cls in (Kube, Leases, AdmissionChecks)
             for name, _ in inspect.getmembers(cls, inspect.isfunction)
             if not name.startswith("_")}
 
 
 def made(server: Recorder, method: str) -> set[Rule]:
     """The rights the runs of ``method`` asked of the server."""
-    shell = (Kube(api_client(server)) if method.startswith("Kube.")
-             else Leases(NAMESPACE, "proctor", api_client(server)))
+    shell: object = (Kube(api_client(server)) if method.startswith("Kube.")
+                     else AdmissionChecks(api_client(server))
+                     if method.startswith("AdmissionChecks.")
+                     else Leases(NAMESPACE, "proctor", api_client(server)))
     for call, status in RUNS[method]:
         server.status = status
         call(shell)

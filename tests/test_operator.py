@@ -21,6 +21,7 @@ from __future__ import annotations
 import collections
 import itertools
 import json
+import logging
 import os
 import re
 import secrets
@@ -228,6 +229,11 @@ class Watch:
     def created(self) -> set[str]:
         """The uids of the objects created since the watch began."""
         return {obj.metadata.uid for kind, obj in self.events if kind == "ADDED"}
+
+    def owners(self) -> dict[str, str]:
+        """The uid of each object created since the watch began -> its owner's uid."""
+        return {obj.metadata.uid: ref.uid for kind, obj in self.events if kind == "ADDED"
+                for ref in obj.metadata.owner_references or []}
 
     def first(self, seen: Callable[[str, Any], bool]) -> dict[str, float]:
         """Object name -> when an event for which `seen(type, object)` first arrived."""
@@ -485,9 +491,9 @@ def test_suspend_starts_nothing_until_resumed_and_max_concurrent_rows_scales(
                                                   "demo", {"spec": spec})
     with operator(real_cluster, cluster_images, cluster_namespace):
         wait_for(lambda: api.condition("Ready").get("status") == "True", 90)
-        time.sleep(2)
+        # The operator's decision, published: suspended, so nothing is started.
+        wait_for(lambda: api.condition("Running").get("reason") == "Suspended", 90)
         assert api.jobs() == []
-        assert api.condition("Running")["reason"] == "Suspended"
         assert api.evaluation()["status"]["reason"] == "Suspended"
         patch({"suspend": False})
         wait_for(lambda: api.done() >= 2, 120)
@@ -706,7 +712,6 @@ def test_an_unusable_spec_is_degraded_and_creates_nothing(real_cluster, cluster_
     with operator(real_cluster, cluster_images, cluster_namespace):
         degraded = wait_for(
             lambda: (c := api.condition("Degraded")).get("status") == "True" and c, 90)
-        time.sleep(1)
     assert degraded["reason"] == reason and words in degraded["message"]
     assert api.condition("Ready")["status"] == "False"
     assert api.evaluation()["status"]["reason"] == reason  # a default column of kubectl get
@@ -731,7 +736,6 @@ def test_an_agent_deleted_mid_run_degrades_and_starts_nothing_more(
         made = len(jobs.created())
         # The Jobs that were running still have their results kept (and are cleaned up).
         wait_for(lambda: len(results(api)) == made and not api.jobs(), 120)
-        time.sleep(2)
     assert len(jobs.created()) == made < TASKS
 
 
@@ -1009,7 +1013,11 @@ def test_deleting_an_evaluation_mid_run_creates_no_job_after_and_leaves_nothing_
         made = len(jobs.created())
         wait_for(lambda: not children(api), 90,
                  message="the deleted Evaluation's children are still there")
-        time.sleep(3)  # resyncs and Job events have come and gone
+        # The operator has forgotten the Evaluation once it gives the agent's slots back
+        # (it writes the agent's status then): no pass of it comes after that.
+        wait_for(lambda: (api.custom.get_namespaced_custom_object(
+            *GROUP, cluster_namespace, "agentundertests", "mixed").get("status") or {}).get(
+            "tasksInFlight") == 0, 90, message="the agent's slots were not given back")
         assert len(jobs.created()) == made, "a Job was created after its Evaluation was deleted"
         assert not children(api)
 
@@ -1026,21 +1034,23 @@ def test_an_evaluation_deleted_while_the_operator_is_stopped_is_gone_and_stays_g
     with pytest.raises(kubernetes.client.ApiException) as gone:  # no finalizer holds it
         api.evaluation()
     assert gone.value.status == 404
-    made = len(jobs.created())
+    made = jobs.created()
     wait_for(lambda: not children(api), 90)
     with operator(real_cluster, cluster_images, cluster_namespace):
-        time.sleep(3)
-        assert len(jobs.created()) == made and not children(api)
-        # A new Evaluation of the same name starts afresh.
+        # A new Evaluation of the same name starts afresh; the restarted operator's Jobs
+        # are all its own (none for the deleted one, before or beside them).
         new = gold_evaluation(cluster_namespace, cluster_images, maxConcurrentRows=3)
         new["spec"]["dataset"]["maxRows"] = 3
         api.apply(new)
+        uid = api.evaluation()["metadata"]["uid"]
         body = wait_succeeded(api, timeout=180)
+        since = {job: owner for job, owner in jobs.owners().items() if job not in made}
+        assert since and set(since.values()) == {uid}, since
     assert body["status"]["items"]["done"] == 3
 
 
 def test_an_evaluation_made_again_under_its_name_waits_for_what_its_predecessor_owned(
-        real_cluster, cluster_images, cluster_namespace, api):
+        real_cluster, cluster_images, cluster_namespace, api, caplog):
     """Deleted and created again at once, an Evaluation finds its predecessor's objects
     still there: the garbage collector removes them in its own time (here one kept result
     is held by a finalizer). Its items have the same names, so a kept result of the
@@ -1062,7 +1072,12 @@ def test_an_evaluation_made_again_under_its_name_waits_for_what_its_predecessor_
         wait_for(lambda: [c.metadata.name for c in _result_configmaps(api)] == [held], 60)
         api.apply(body)
         uid = api.evaluation()["metadata"]["uid"]
-        time.sleep(5)  # passes come and go while the predecessor's result is there
+        # The operator says, pass after pass, that it waits: two such passes seen, it has
+        # made nothing of the new Evaluation.
+        with caplog.at_level(logging.INFO, logger="proctor.controller"):
+            caplog.clear()
+            wait_for(lambda: sum("objects of an earlier Evaluation" in r.message
+                                 for r in caplog.records) >= 2, 60)
         assert owned_by(uid) == [], "made objects beside an earlier Evaluation's"
         assert (api.evaluation().get("status") or {}).get("items", {}).get("done", 0) == 0
         api.core.patch_namespaced_config_map(held, api.ns, {"metadata": {"finalizers": None}})
@@ -1090,7 +1105,6 @@ def test_a_loopback_endpoint_is_refused_unless_the_operator_allows_it(
             aut = wait_for(lambda: (api.custom.get_namespaced_custom_object(
                 *GROUP, cluster_namespace, "agentundertests", "mixed").get("status") or {}).get(
                 "conditions"), 90)
-            time.sleep(1)
     finally:
         local.server.stop()
     assert ready["status"] == "False" and local.url in ready["message"]

@@ -14,6 +14,11 @@ end, however long the agent takes, up to `timeout_s`:
   5 s would cut off any real SWE agent;
 * a2a-sdk 1.x reads 0.3 agent cards and speaks 0.3 to 0.3 servers by itself.
 
+`resume()` follows a task sent earlier, by its id, with `tasks/get` alone: a solve
+step that was killed while it waited (a preempted pod) asks for the answer of the
+task it already sent instead of sending it again. `solve(on_task_id=...)` tells
+the caller that id as soon as the agent names it.
+
 How the task ended decides the result (the failure table of the architecture
 note): `completed` (or a plain Message reply) gives the patch found in the
 reply, or none; `rejected` and `input-required` give no patch and no error (the
@@ -29,7 +34,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from functools import partial
@@ -61,7 +66,7 @@ from a2a.types import (
     TaskStatus,
 )
 from a2a.utils.constants import TransportProtocol
-from a2a.utils.errors import A2AError
+from a2a.utils.errors import A2AError, TaskNotFoundError
 from google.protobuf.json_format import MessageToDict, ParseError
 
 from proctor.a2a.extract import (
@@ -282,17 +287,23 @@ def _make_client(card: AgentCard, endpoint: str, http: httpx.AsyncClient,
                            f"(JSONRPC or HTTP+JSON; it offers {offered})") from exc
 
 
-async def _follow(client: Client, reply: _Reply, deadline: float) -> None:
-    """Poll the task until it ends: the answer of a stream that stopped short."""
-    interval, failures = POLL_START_S, 0
+async def _follow(client: Client, reply: _Reply, deadline: float,
+                  first_wait_s: float = POLL_START_S) -> None:
+    """Poll the task until it ends: the answer of a stream that stopped short, or of a
+    task sent by an earlier attempt."""
+    wait, interval, failures = first_wait_s, POLL_START_S, 0
     while not reply.finished:
-        await asyncio.sleep(min(interval, max(0.0, deadline - asyncio.get_running_loop().time())))
+        await asyncio.sleep(min(wait, max(0.0, deadline - asyncio.get_running_loop().time())))
+        wait = interval
         interval = min(interval * 1.5, POLL_MAX_S)
         try:
             task = await client.get_task(GetTaskRequest(id=reply.task_id or ""),
                                          context=_context(deadline))
         except A2AClientTimeoutError:
             raise
+        except TaskNotFoundError as exc:  # a definite answer: asking again cannot help
+            raise AgentProblem(f"the agent does not know the task {reply.task_id} "
+                               f"(tasks/get: {_short(exc)})") from exc
         except (A2AClientError, httpx.HTTPError) as exc:
             failures += 1
             if failures >= POLL_ERRORS_TOLERATED:
@@ -305,16 +316,23 @@ async def _follow(client: Client, reply: _Reply, deadline: float) -> None:
         reply.add_task(task)
 
 
+TaskIdCallback = Callable[[str], None]
+
+
 async def _converse(client: Client, request: SendMessageRequest, reply: _Reply,
-                    deadline: float) -> None:
-    """Send the message once; read the answer, streamed or not, to the task's end."""
+                    deadline: float, on_task_id: TaskIdCallback | None = None) -> None:
+    """Send the message once; read the answer, streamed or not, to the task's end.
+    `on_task_id` is told the task's id once, with the first event that names it."""
     events: AsyncIterator[StreamResponse] = client.send_message(request,
                                                                 context=_context(deadline))
     try:
         # type-var: the SDK types the stream as an AsyncIterator, which has no aclose()
         async with aclosing(events) as stream:  # type: ignore[type-var]
             async for event in stream:
+                known = reply.task_id
                 reply.add(event)
+                if on_task_id is not None and reply.task_id and not known:
+                    on_task_id(reply.task_id)
                 if reply.finished:
                     return
     except A2AClientTimeoutError:
@@ -433,21 +451,17 @@ def _failure(reply: _Reply, card: AgentCard | None, streaming: bool, latency: fl
                        transcript=transcript_of(reply))
 
 
-async def solve(endpoint: str, message: TaskMessage | Message, *, timeout_s: float,
-                auth_header: tuple[str, str] | None = None,
-                streaming: bool = True) -> SolveResult:
-    """Send one task to the agent at `endpoint` and wait up to `timeout_s` for its answer.
+Talk = Callable[[Client, float], Awaitable[None]]
+"""What to do once the client is made: given it and the deadline, fill the reply."""
 
-    `auth_header` is sent with every request (e.g. `("Authorization", "Bearer …")`).
-    `streaming=False` asks for a blocking answer even from an agent that streams.
-    Never raises for anything the agent does: every failure is in the result.
-    """
+
+async def _exchange(endpoint: str, reply: _Reply, talk: Talk, *, timeout_s: float,
+                    auth_header: tuple[str, str] | None, streaming: bool) -> SolveResult:
+    """Read the card, make the client, `talk`, and map how it ended onto a SolveResult:
+    the one place where a failure to talk to the agent becomes an agent error."""
     started = time.monotonic()
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    a2a_message = to_a2a_message(message) if isinstance(message, TaskMessage) else message
-    request = SendMessageRequest(message=a2a_message)
-    reply, card, client = _Reply(), None, None
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    card, client = None, None
 
     def failed(error: str, transport: bool = False) -> SolveResult:
         return _failure(reply, card, streaming, time.monotonic() - started, error, transport)
@@ -457,7 +471,7 @@ async def solve(endpoint: str, message: TaskMessage | Message, *, timeout_s: flo
             async with asyncio.timeout_at(deadline):
                 card = await _fetch_card(http, endpoint)
                 client = _make_client(card, endpoint, http, streaming)
-                await _converse(client, request, reply, deadline)
+                await talk(client, deadline)
         except (TimeoutError, A2AClientTimeoutError):
             if client is not None and reply.task_id and not reply.finished:
                 await _cancel_quietly(client, reply.task_id)
@@ -475,6 +489,43 @@ async def solve(endpoint: str, message: TaskMessage | Message, *, timeout_s: flo
                 with contextlib.suppress(Exception):  # closing must not hide the answer
                     await client.close()
     return _outcome(reply, card, streaming, time.monotonic() - started)
+
+
+async def solve(endpoint: str, message: TaskMessage | Message, *, timeout_s: float,
+                auth_header: tuple[str, str] | None = None,
+                streaming: bool = True,
+                on_task_id: TaskIdCallback | None = None) -> SolveResult:
+    """Send one task to the agent at `endpoint` and wait up to `timeout_s` for its answer.
+
+    `auth_header` is sent with every request (e.g. `("Authorization", "Bearer …")`).
+    `streaming=False` asks for a blocking answer even from an agent that streams (its
+    task id then arrives with the answer). `on_task_id` is called once with the agent's
+    task id as soon as a reply names it (not at all for a plain Message reply).
+    Never raises for anything the agent does: every failure is in the result.
+    """
+    a2a_message = to_a2a_message(message) if isinstance(message, TaskMessage) else message
+    request, reply = SendMessageRequest(message=a2a_message), _Reply()
+
+    async def talk(client: Client, deadline: float) -> None:
+        await _converse(client, request, reply, deadline, on_task_id)
+
+    return await _exchange(endpoint, reply, talk, timeout_s=timeout_s,
+                           auth_header=auth_header, streaming=streaming)
+
+
+async def resume(endpoint: str, task_id: str, *, timeout_s: float,
+                 auth_header: tuple[str, str] | None = None) -> SolveResult:
+    """Follow the agent's task `task_id`, sent earlier, by `tasks/get` until it ends, and
+    give its answer as `solve()` would have. Nothing is sent to the agent but reads; a
+    task it does not know is an agent error naming the id. Never raises for anything the
+    agent does."""
+    reply = _Reply(task_id=task_id, notes=["resumed: followed by polling, not sent again"])
+
+    async def talk(client: Client, deadline: float) -> None:
+        await _follow(client, reply, deadline, first_wait_s=0.0)
+
+    return await _exchange(endpoint, reply, talk, timeout_s=timeout_s,
+                           auth_header=auth_header, streaming=False)
 
 
 CARD_TIMEOUT_S = 15.0
@@ -510,8 +561,8 @@ def _agent_error_text(endpoint: str, exc: Exception) -> str:
 
 
 def solve_sync(endpoint: str, message: TaskMessage | Message, *, timeout_s: float,
-               auth_header: tuple[str, str] | None = None, streaming: bool = True
-               ) -> SolveResult:
+               auth_header: tuple[str, str] | None = None, streaming: bool = True,
+               on_task_id: TaskIdCallback | None = None) -> SolveResult:
     """`solve()` for a caller without an event loop (a script, a thread of its own)."""
     return asyncio.run(solve(endpoint, message, timeout_s=timeout_s, auth_header=auth_header,
-                             streaming=streaming))
+                             streaming=streaming, on_task_id=on_task_id))

@@ -395,9 +395,20 @@ def _agent_token(args: argparse.Namespace, env: Mapping[str, str]) -> str | None
 
 
 def cmd_runner_solve(args: argparse.Namespace) -> int:
-    from proctor.runner.solve import AgentTarget, init_from_task, patch_log, solve_step
+    from proctor.runner.solve import (
+        AgentTarget,
+        init_from_task,
+        patch_log,
+        solve_step,
+        task_line,
+    )
     from proctor.runner.workdir import WorkDir, write_patch, write_test_step
 
+    if args.resume_task is not None and not args.resume_task.strip():
+        raise UsageError("runner solve --resume-task: the task id is empty")
+    if args.resume_task is not None and (args.patch_file is not None or not args.endpoint):
+        raise UsageError("runner solve --resume-task needs --endpoint (the agent that has "
+                         "the task) and no --patch-file")
     work = WorkDir(Path(args.work_dir))
     if args.task_dir:
         init_from_task(work, Path(args.task_dir))
@@ -408,8 +419,12 @@ def cmd_runner_solve(args: argparse.Namespace) -> int:
         header = _auth_header(os.environ)
         target = AgentTarget(args.endpoint, args.timeout, header, task_data=args.task_data,
                              card_wait_s=args.card_wait)
-        result = solve_step(work, target,
-                            include_hints=not args.no_hints, repo_dir=args.repo_dir)
+        def announce(task_id: str) -> None:  # at once: the pod may be killed any moment
+            print(task_line(task_id), file=sys.stderr, flush=True)
+
+        result = solve_step(work, target, include_hints=not args.no_hints,
+                            repo_dir=args.repo_dir, resume_task=args.resume_task,
+                            on_task_id=announce)
         print(f"solve: {result.summary}", file=sys.stderr)
     else:
         raise UsageError("runner solve needs --endpoint (ask an agent) or --patch-file")
@@ -951,6 +966,10 @@ def build_parser() -> argparse.ArgumentParser:
     solve.add_argument("--task-data", action="store_true",
                        help="also send the data part naming the task (AgentUnderTest taskData)")
     solve.add_argument("--patch-file", help="use this patch instead of asking ('' = none)")
+    solve.add_argument("--resume-task", metavar="ID",
+                       help="do not send the item: follow the agent's task ID (sent by an "
+                            "earlier attempt, named in its log as `solve: agent task ID`) "
+                            "to its answer")
     solve.add_argument("--time-limit", type=int, default=1800, help="eval script limit, s")
     solve.add_argument("--without-patch", action="store_true",
                        help="run the tests even when there is no patch")

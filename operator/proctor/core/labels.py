@@ -37,3 +37,5 @@ ANNOTATION_RUNNER_VERSION = "proctor.dev/runner-version"
 KUEUE_QUEUE_NAME = "kueue.x-k8s.io/queue-name"
 """Kueue's label naming the LocalQueue of a Job it manages (its QueueLabel): a Job with it
 is admitted by Kueue's quota."""
+KUEUE_JOB_UID = "kueue.x-k8s.io/job-uid"
+"""Kueue's label on a Workload: the uid of the Job it admits."""

@@ -27,17 +27,18 @@ from proctor.core.model import Instance, Outcome, RunResult, WorkItem
 from proctor.core.plan import Variant
 from proctor.core.spec import AgentUnderTest, Evaluation
 from proctor.datasets import Selection
-from proctor.k8s import backlog, figures, manifests, reconcile, store
+from proctor.k8s import backlog, figures, manifests, reconcile, slot_check, store
 from proctor.k8s.api import Kube
 from proctor.k8s.expectations import Expectations
 from proctor.k8s.exporter import Metrics
 from proctor.k8s.figures import Reliability
 from proctor.k8s.prepull import ANNOTATION_IMAGE, PullState
 from proctor.k8s.reconcile import Decision, ItemView
+from proctor.k8s.slot_check import SlotCheck
 from proctor.k8s.variants_job import VariantsState
 from proctor.prepare import plan_items
 from proctor.runner.artifacts import parse_grade_log
-from proctor.runner.solve import patch_from_log
+from proctor.runner.solve import patch_from_log, task_id_from_log
 from proctor.store.location import StoreError, item_location
 from proctor.store.record import item_record
 from proctor.store.s3 import StoreUnreachable, upload_checked, upload_item
@@ -90,6 +91,11 @@ class Tracked:
     # from each, {} when its solve log held none, None while not read (`reconcile.observe`)
     answers: dict[str, Obj | None] = field(default_factory=dict)
     answers_restored: bool = False  # the kept patches listed once (`restore_answers`)
+    # The agent-slots check on each queued Job's Workload, by Job uid (`slot_check`)
+    slot_checks: dict[str, SlotCheck] = field(default_factory=dict)
+    # The agent's task each queued Job sent, by Job uid, read from its solve log while it
+    # waits (`reconcile.awaiting_task`): in this process's memory only
+    task_ids: dict[str, str] = field(default_factory=dict)
 
     def uploaded(self, error: str | None) -> None:
         """Note an upload's end: ``error`` why it failed, or None."""
@@ -160,6 +166,8 @@ class Pass:
         work += [self._ask_again(view) for view in decision.ask_again]
         work += [self._preempted(view) for view in decision.preempted]
         work += [self._keep_patch(view) for view in decision.keep_patch]
+        work += [self._grant(view) for view in decision.grant]
+        work += [self._read_task(view) for view in decision.read_task]
         work += [self.create_job(item) for item in decision.start]
         done = await asyncio.gather(*work, return_exceptions=True)
         return [failure for failure in done if isinstance(failure, BaseException)]
@@ -177,7 +185,7 @@ class Pass:
                  self.evaluation.name)
 
     async def create_job(self, item: WorkItem, kept_patch: Obj | None = None,
-                         attempt: int = 0) -> None:
+                         attempt: int = 0, resume_task: str | None = None) -> None:
         """The one place a Job is created (in a slot `decide` gave), its task ConfigMap
         first (the pass checked that its Evaluation is still there)."""
         instance = self.instances[item.instance_id]
@@ -191,7 +199,8 @@ class Pass:
         job = manifests.desired_job(
             self.evaluation, self.agent, item, instance, task, runner_version=__version__,
             runner_image_default=self.runner_image, kept_patch=kept_patch, attempt=attempt,
-            preferred_node=self.nodes.get(instance.instance_id), defaults=self.defaults)
+            preferred_node=self.nodes.get(instance.instance_id), defaults=self.defaults,
+            resume_task=resume_task)
         kopf.adopt(job, owner=_body(self.body))
         if await asyncio.to_thread(self.kube.create, job):
             log.info("Created Job %s item=%s", job["metadata"]["name"], item.key)
@@ -327,6 +336,31 @@ class Pass:
         if await self._kept_patch(view) is not None:
             log.info("Kept the agent's patch item=%s attempt=%d", view.item.key, view.attempt)
 
+    async def _grant(self, view: ItemView) -> None:
+        """Mark the agent-slots check Ready on the queued Job's Workload: Kueue admits it."""
+        assert view.slot_check is not None
+        asks = view.latest is not None and manifests.job_asks_agent(view.latest)
+        message = ("the agent has a task slot for it" if asks
+                   else "it reuses a kept patch: it asks the agent nothing")
+        await asyncio.to_thread(self.kube.apply_workload_status, slot_check.check_state(
+            view.slot_check.workload, self.evaluation.namespace, slot_check.READY, message,
+            now_text()))
+        log.info("Admitted item=%s attempt=%d: %s", view.item.key, view.attempt, message)
+    async def _read_task(self, view: ItemView) -> None:
+        """Note the agent's task a queued Job sent, from its solve step's log, once the agent
+        has named it. Not for a sidecar agent: it goes with the pod, and its tasks too."""
+        uid = (view.latest or {}).get("metadata", {}).get("uid")
+        if view.state is None or not view.state.pod or not uid or (
+                self.agent is not None and self.agent.spec.sidecar):
+            return
+        text = await asyncio.to_thread(self.kube.pod_log, self.evaluation.namespace,
+                                       view.state.pod, "solve")
+        task_id = task_id_from_log(text or "")
+        if task_id:
+            self.tracked.task_ids[uid] = task_id
+            log.info("Noted the agent's task item=%s attempt=%d task=%s", view.item.key,
+                     view.attempt, task_id)
+
     async def _retry(self, view: ItemView, stops: list[Mapping[str, Any]]) -> None:
         """The next attempt, with the patch the failed one got: the agent is never asked
         twice. The failed Job is deleted only once the next one exists."""
@@ -350,11 +384,13 @@ class Pass:
         again as it is, it would ask a second time): with the patch kept from it, else it
         asks again, the first answer never having arrived."""
         kept = await self._kept_patch(view)
+        resume = view.agent_task if kept is None else None
         how = ("reusing the agent's patch, kept when its solve step ended" if kept is not None
-               else "the agent's answer never arrived, so it is asked again")
+               else f"following the agent's task {resume} rather than asking again"
+               if resume else "the agent's answer never arrived, so it is asked again")
         await self._next_attempt(view, kept, view.jobs, "Preempted",
                                  f"Kueue suspended its Job after it asked the agent; attempt "
-                                 f"{view.attempt + 2} runs, {how}")
+                                 f"{view.attempt + 2} runs, {how}", resume)
 
     async def _ask_again(self, view: ItemView) -> None:
         """The next attempt of an item the agent never answered (it went away and its card
@@ -364,11 +400,12 @@ class Pass:
                                  f"{view.attempt + 2} asks it again")
 
     async def _next_attempt(self, view: ItemView, kept: Obj | None,
-                            old: list[Mapping[str, Any]], reason: str, message: str) -> None:
+                            old: list[Mapping[str, Any]], reason: str, message: str,
+                            resume_task: str | None = None) -> None:
         """Create the item's next attempt (with ``kept``: the patch an earlier one got, so
         the agent is not asked), post an Event, then delete the ``old`` Jobs: only once the
         next one exists, so that the item never looks as if it had none."""
-        await self.create_job(view.item, kept, view.attempt + 1)
+        await self.create_job(view.item, kept, view.attempt + 1, resume_task)
         post = kopf.info if reason == "AskingAgain" else kopf.warn
         post(_body(self.body), reason=reason, message=f"{view.item.key}: {message}"[:1000])
         for job in old:

@@ -22,6 +22,7 @@ from proctor.core.labels import LABEL_ITEM
 from proctor.k8s.manifests import selector
 
 GROUP, VERSION = "proctor.dev", "v1alpha1"
+KUEUE_GROUP, KUEUE_VERSION = "kueue.x-k8s.io", "v1beta2"
 Obj = dict[str, Any]
 Plural = Literal["evaluations", "agentundertests"]
 """The custom resources whose status the operator writes."""
@@ -113,6 +114,27 @@ class Kube:
     def list_configmaps(self, namespace: str, labels: Mapping[str, str]) -> Obj:
         return _json(self.core.list_namespaced_config_map(
             namespace, label_selector=selector(labels), _preload_content=False))
+
+    @needs((KUEUE_GROUP, "workloads", "list"))
+    def list_workloads(self, namespace: str) -> list[Obj]:
+        """The namespace's Kueue Workloads; none where Kueue is not installed (404)."""
+        try:
+            found = _json(self.custom.list_namespaced_custom_object(
+                KUEUE_GROUP, KUEUE_VERSION, namespace, "workloads", _preload_content=False))
+        except ApiException as exc:
+            if exc.status == 404:
+                return []
+            raise
+        return list(found.get("items") or [])
+
+    @needs((KUEUE_GROUP, "workloads/status", "patch"))
+    def apply_workload_status(self, workload: Obj) -> None:
+        """Set an admission check's state on a Workload (server-side apply of its status:
+        the operator's field manager owns that entry of status.admissionChecks alone)."""
+        meta = workload["metadata"]
+        self._send("PATCH", f"/apis/{KUEUE_GROUP}/{KUEUE_VERSION}/namespaces/"
+                            f"{meta['namespace']}/workloads/{meta['name']}/status",
+                   workload, apply=True)
 
     @needs(("", "secrets", "get"))
     def secret_value(self, namespace: str, name: str, key: str) -> str:
@@ -302,6 +324,26 @@ class Leases:
                                                            _preload_content=False)
         except ApiException as exc:
             if exc.status == 409:
+                return False
+            raise
+        return True
+
+
+class AdmissionChecks:
+    """The agent-slots AdmissionCheck's status (`slot_check`), cluster-scoped: granted by
+    the chart's ClusterRole only where it makes the check (kueue.agentSlotsCheck)."""
+
+    def __init__(self, api_client: client.ApiClient | None = None):
+        self.kube = Kube(api_client)
+
+    @needs((KUEUE_GROUP, "admissionchecks/status", "patch"))
+    def apply_status(self, check: Obj) -> bool:
+        """Server-side apply of the AdmissionCheck's status; False where it is not there."""
+        try:
+            self.kube._send("PATCH", f"/apis/{KUEUE_GROUP}/{KUEUE_VERSION}/admissionchecks/"
+                                     f"{check['metadata']['name']}/status", check, apply=True)
+        except ApiException as exc:
+            if exc.status == 404:
                 return False
             raise
         return True

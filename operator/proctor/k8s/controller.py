@@ -60,7 +60,7 @@ import kopf
 from proctor.core.exits import BadInput
 from proctor.core.labels import COMPONENT, LABEL_EVALUATION, MANAGED_BY
 from proctor.k8s import backlog, manifests, netpol, store
-from proctor.k8s.api import Kube, Leases, load_config, owner_uid
+from proctor.k8s.api import AdmissionChecks, Kube, Leases, load_config, owner_uid
 from proctor.k8s.election import Election, run_elected
 from proctor.k8s.evaluations import RESYNC_SECONDS, Controller
 from proctor.k8s.exporter import Metrics
@@ -68,6 +68,7 @@ from proctor.k8s.indexes import Key
 from proctor.k8s.names import label_value
 from proctor.k8s.reconcile import Settings
 
+log = logging.getLogger("proctor.controller")
 PROCTOR = {MANAGED_BY: "proctor"}
 RESULTS = {**PROCTOR, COMPONENT: store.RESULT_KIND}
 
@@ -138,7 +139,8 @@ async def _startup(settings: kopf.OperatorSettings, **kwargs: Any) -> None:
         runner_image=os.environ.get("PROCTOR_RUNNER_IMAGE") or None,
         allow_local=os.environ.get("PROCTOR_ALLOW_LOCAL_ENDPOINTS", "") in ("1", "true"),
         job_defaults=defaults, boundary=netpol.Boundary.from_env(os.environ),
-        resync_s=resync_s)
+        resync_s=resync_s, slots_check=AdmissionChecks() if os.environ.get(
+            "PROCTOR_AGENT_SLOTS_CHECK", "") in ("1", "true") else None)
 
 
 EVENT_HANDLERS = ("_evaluation_event", "_agent_event", "_child_event")

@@ -45,6 +45,7 @@ from proctor.k8s import (
     netpol,
     prepull,
     reconcile,
+    slot_check,
     store,
     variants_job,
 )
@@ -58,7 +59,7 @@ from proctor.k8s.act import (
     write_status,
 )
 from proctor.k8s.agent_probes import Agents
-from proctor.k8s.api import Kube, describe, owner_uid
+from proctor.k8s.api import AdmissionChecks, Kube, describe, owner_uid
 from proctor.k8s.backlog import Kept
 from proctor.k8s.evaluation_inputs import Inputs
 from proctor.k8s.exporter import Metrics
@@ -72,6 +73,7 @@ log = logging.getLogger("proctor.controller")
 RESYNC_SECONDS = 10.0  # PROCTOR_RECONCILE_SECONDS's default (`controller.env_settings`)
 STATUS_SECONDS = 1.0  # the least time between two status writes of one Evaluation
 RETRY_SECONDS = 1.0  # a pass that failed (a write refused, say) is made again this later
+WORKLOAD_SECONDS = 2.0  # a queued Job's Workload read again (`Decision.watch_workloads`)
 
 
 def store_state(evaluation: Evaluation, tracked: Tracked, environ: Mapping[str, str],
@@ -104,8 +106,10 @@ class Controller:
                  indexes: Mapping[str, Any], runner_image: str | None, allow_local: bool,
                  job_defaults: manifests.JobDefaults = manifests.NO_JOB_DEFAULTS,
                  boundary: netpol.Boundary = netpol.NO_BOUNDARY,
-                 resync_s: float = RESYNC_SECONDS):
+                 resync_s: float = RESYNC_SECONDS, slots_check: AdmissionChecks | None = None):
+        """``slots_check``: run the agent-slots AdmissionCheck (`slot_check`) through it."""
         self.kube, self.metrics, self.settings = kube, metrics, settings
+        self.slots_check, self.slots_check_active = slots_check, False
         self.indexes = Indexes(indexes)
         self.runner_image, self.allow_local = runner_image, allow_local
         self.job_defaults, self.boundary, self.resync_s = job_defaults, boundary, resync_s
@@ -125,12 +129,29 @@ class Controller:
 
     async def _resync_forever(self) -> None:
         while True:
+            if self.slots_check is not None and not self.slots_check_active:
+                self.slots_check_active = await self._mark_check_active(self.slots_check)
             await asyncio.sleep(self.resync_s)
             evaluations = self.indexes.keys("evaluations")
             for key in evaluations:
                 self.queue.add(key)
             for key in set(self.tracked) - set(evaluations):
                 await self.forget(key)
+
+    async def _mark_check_active(self, checks: AdmissionChecks) -> bool:
+        """Say the agent-slots AdmissionCheck's controller runs (Kueue admits nothing through
+        a ClusterQueue that lists an inactive check); until it is there (the chart makes it
+        after the operator's Deployment, or Kueue comes later), again on each resync."""
+        try:
+            if await asyncio.to_thread(checks.apply_status, slot_check.active(now_text())):
+                log.info("Marked AdmissionCheck %s Active", slot_check.CHECK)
+                return True
+            log.warning("AdmissionCheck %s is not there yet (is Kueue installed?)",
+                        slot_check.CHECK)
+        except Exception as exc:  # refused, say: told, and tried again on the next resync
+            log.error("Marking AdmissionCheck %s Active failed: %s", slot_check.CHECK,
+                      describe(exc))
+        return False
 
     def stop(self) -> None:
         self.queue.stop()
@@ -201,6 +222,9 @@ class Controller:
             return  # no item starts before its images are pulled
         if manifests.queue_name(evaluation, self.job_defaults):
             await restore_answers(self.kube, evaluation, tracked, self.indexes.all("jobs", key))
+            # Read each pass (no watch: Kueue may be installed after the operator starts).
+            tracked.slot_checks = slot_check.checks_by_job(
+                await asyncio.to_thread(self.kube.list_workloads, key[0]))
         rows = evaluation.spec.max_concurrent_rows if refusal is None else 0
         views = self._observe(key, tracked, items, rows)
         waiting = self.agents.waiting(agent)
@@ -213,7 +237,9 @@ class Controller:
             decision = self._decide(evaluation, views, tracked, agent, waiting)
         if refusal is not None:
             decision.start, decision.retry, decision.ask_again = [], [], []
-            decision.preempted = []
+            decision.preempted, decision.grant = [], []
+        if decision.watch_workloads:
+            self.queue.add_after(key, WORKLOAD_SECONDS)
         for other in agent_slots.hold(self.tracked, key, agent, decision.agent_tasks):
             self.queue.add(other)  # slots given back: the agent's other Evaluations take them
         if (decision.start or decision.retry or decision.ask_again or decision.preempted) \
@@ -334,7 +360,8 @@ class Controller:
             return item_state(job, own, [e for name in names
                                          for e in self.indexes.all("warnings", (key[0], name))])
         chosen = items if rows is None else reconcile.in_play(items, jobs, kept.keys(), rows)
-        views = reconcile.observe(chosen, jobs, kept, state_of, tracked.answers)
+        views = reconcile.observe(chosen, jobs, kept, state_of, tracked.answers,
+                                  tracked.task_ids, tracked.slot_checks)
         # Remember the queued Jobs seen asking the agent: once Kueue preempts one, its pod
         # (what showed it) is deleted. Forgotten with their Jobs.
         for view in views:
@@ -344,6 +371,8 @@ class Controller:
             uids = {job["metadata"].get("uid") for job in jobs}
             for uid in set(tracked.answers) - uids:
                 del tracked.answers[uid]
+            for uid in set(tracked.task_ids) - uids:
+                del tracked.task_ids[uid]
         return views
 
     async def _publish(self, key: Key, p: Pass, selection: datasets.Selection,

@@ -380,8 +380,11 @@ def agent_endpoint(agent: AgentUnderTest) -> str:
 
 
 def solve_command(evaluation: Evaluation, agent: AgentUnderTest | None,
-                  kept_patch: Mapping[str, Any] | None = None) -> list[str]:
-    """``proctor runner solve`` with the flags of this evaluation and attempt."""
+                  kept_patch: Mapping[str, Any] | None = None,
+                  resume_task: str | None = None) -> list[str]:
+    """``proctor runner solve`` with the flags of this evaluation and attempt;
+    ``resume_task``: the id of the agent's task an earlier attempt sent, to follow instead
+    of sending the item again (that attempt was preempted before the answer came)."""
     spec = evaluation.spec
     command = ["proctor", "runner", "solve", "--work-dir", WORK_DIR, "--task-dir", TASK_DIR,
                "--time-limit", str(spec.timeouts.test_seconds)]
@@ -397,6 +400,8 @@ def solve_command(evaluation: Evaluation, agent: AgentUnderTest | None,
             command += ["--repo-dir", REPO_DIR, "--card-wait", str(AGENT_STARTUP_SECONDS)]
         if agent.spec.task_data:
             command.append("--task-data")
+        if resume_task:
+            command.append(f"--resume-task={resume_task}")
     elif kept_patch is not None or spec.predictions.source in ("gold", "file"):
         command += ["--patch-file", f"{TASK_DIR}/patch.diff"]
     else:  # empty predictions: no patch, and the tests run anyway (validation)
@@ -529,7 +534,7 @@ def _task_volume(task: Mapping[str, Any], item: WorkItem, source: str,
 def _pod_spec(evaluation: Evaluation, agent: AgentUnderTest | None, item: WorkItem,
               instance: Instance, task: Mapping[str, Any], runner: str,
               kept_patch: Mapping[str, Any] | None, preferred_node: str | None,
-              defaults: JobDefaults) -> dict[str, Any]:
+              defaults: JobDefaults, resume_task: str | None = None) -> dict[str, Any]:
     spec = evaluation.spec
     task_image = instance_image(instance, spec.runner.instance_image_registry)
     resources = runner_resources(spec.runner.resources)
@@ -539,7 +544,8 @@ def _pod_spec(evaluation: Evaluation, agent: AgentUnderTest | None, item: WorkIt
     if sidecar and agent is not None:
         init += _sidecar_steps(agent, instance, task_image, resources)
     init += [
-        _step("solve", runner, solve_command(evaluation, agent, kept_patch), resources,
+        _step("solve", runner, solve_command(evaluation, agent, kept_patch, resume_task),
+              resources,
               [WORK_MOUNT, {"name": "task", "mountPath": TASK_DIR, "readOnly": True}], token),
         *_test_steps(runner, task_image, resources),
     ]
@@ -590,13 +596,15 @@ def desired_job(evaluation: Evaluation, agent: AgentUnderTest | None, item: Work
                 instance: Instance, task: Mapping[str, Any], *, runner_version: str,
                 runner_image_default: str | None = None, preferred_node: str | None = None,
                 kept_patch: Mapping[str, Any] | None = None, attempt: int = 0,
-                defaults: JobDefaults = NO_JOB_DEFAULTS) -> dict[str, Any]:
+                defaults: JobDefaults = NO_JOB_DEFAULTS, resume_task: str | None = None
+                ) -> dict[str, Any]:
     """The Job of one attempt at one work item.
 
     ``task`` is the task's ConfigMap (``task_configmap``); ``kept_patch`` the ConfigMap of
     a patch an earlier attempt got (``patch_configmap``), so a retry never asks the agent
     twice; ``preferred_node`` a node that ran this task before; ``defaults`` what the
-    operator's settings add. The owner reference is left to ``kopf.adopt``.
+    operator's settings add; ``resume_task`` the agent's task an earlier attempt sent
+    (`solve_command`). The owner reference is left to ``kopf.adopt``.
     """
     if kept_patch is not None and evaluation.spec.predictions.source != "agent":
         raise ValueError("a kept patch replaces the agent's answer; predictions.source is "
@@ -605,7 +613,7 @@ def desired_job(evaluation: Evaluation, agent: AgentUnderTest | None, item: Work
     queue = queue_name(evaluation, defaults)
     runner = runner_image(evaluation, runner_version, runner_image_default)
     pod = _pod_spec(evaluation, agent, item, instance, task, runner, kept_patch,
-                    preferred_node, defaults)
+                    preferred_node, defaults, resume_task)
     annotations = {ANNOTATION_ITEM_KEY: item.key, ANNOTATION_RUNNER_VERSION: runner_version}
     timeouts = evaluation.spec.timeouts  # the deadline: podSeconds, else agent + tests + margin
     agent_seconds = agent.spec.request_timeout_seconds if agent and asks_agent(

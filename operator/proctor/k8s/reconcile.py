@@ -28,8 +28,11 @@ Per item, level-based:
 
 The agent's task slots: an attempt that asks the agent holds one of them from its Job's
 creation (its solve step may start once the pull step is done) until its solve step ends
-or its pod does (a Job queued in Kueue reserves its slot: `holds_agent_slot`). The
-controller passes the slots the agent's other Evaluations leave free.
+or its pod does (a Job queued in Kueue reserves its slot: `holds_agent_slot`), except
+where its Workload carries the agent-slots AdmissionCheck (`slot_check`): there a queued
+Job holds none, and takes one when the check is marked Ready for it (`grant`), which
+Kueue waits for to admit it. The controller passes the slots the agent's other
+Evaluations leave free.
 A finished item's Jobs are deleted unless the operator keeps finished Jobs for `kubectl
 logs` (a ttlSecondsAfterFinished on each: Kubernetes' TTL controller deletes them).
 """
@@ -72,6 +75,7 @@ from proctor.k8s.podstatus import (
     parse_time,
     seconds_since,
 )
+from proctor.k8s.slot_check import PENDING, READY, SlotCheck
 from proctor.k8s.store import result_labels
 
 Obj = Mapping[str, Any]
@@ -117,6 +121,13 @@ class ItemView:
     """The ConfigMap of the patch the agent gave the latest attempt, kept as soon as its
     solve step ended (`answered`): what its next attempt reuses; {} when its solve log was
     read and held none; None while not read."""
+    slot_check: SlotCheck | None = None
+    """The agent-slots AdmissionCheck on the latest attempt's Workload (`slot_check`);
+    None: no Workload seen for it (yet)."""
+    agent_task: str | None = None
+    """The id of the agent's task the latest attempt sent, read from its solve step's log
+    while it waits (`awaiting_task`): what its next attempt follows if it is preempted
+    before the answer (None: not read yet)."""
 
     @property
     def latest(self) -> Obj | None:
@@ -143,9 +154,19 @@ class Decision:
     keep_patch: list[ItemView] = field(default_factory=list)
     """Attempts in a Kueue queue whose solve step just ended with the agent's answer: keep
     the patch at once (Kueue may preempt the Job, and its pod's log goes with it)."""
+    read_task: list[ItemView] = field(default_factory=list)
+    """Attempts in a Kueue queue waiting for the agent: note the id of the task they sent
+    (`awaiting_task`), which their next attempt follows if Kueue preempts them."""
     preempted: list[ItemView] = field(default_factory=list)
     """Attempts Kueue suspended again after they asked the agent: delete, and start the
     next attempt with the kept patch (none kept: the answer never arrived, ask again)."""
+    grant: list[ItemView] = field(default_factory=list)
+    """Queued attempts whose Workload waits for the agent-slots check: mark it Ready (the
+    agent has a slot for each), and Kueue admits them."""
+    watch_workloads: bool = False
+    """A queued attempt's Workload is not seen yet, or waits for the check: another pass
+    soon (Kueue reserving quota, or a slot given back on another Evaluation's pass, comes
+    with no event of this Evaluation's Jobs or pods)."""
     give_up: list[tuple[ItemView, RunResult]] = field(default_factory=list)
     """Failures to keep as error results."""
     start: list[WorkItem] = field(default_factory=list)
@@ -170,11 +191,15 @@ def attempt_of(job: Obj) -> int:
 
 def observe(items: Sequence[WorkItem], jobs: Sequence[Obj], kept: Mapping[str, RunResult],
             state_of: Callable[[Obj], ItemState],
-            answers: Mapping[str, Obj | None] | None = None) -> list[ItemView]:
+            answers: Mapping[str, Obj | None] | None = None,
+            agent_tasks: Mapping[str, str] | None = None,
+            checks: Mapping[str, SlotCheck] | None = None) -> list[ItemView]:
     """Each planned item with its Jobs (oldest attempt first), its kept result, and the
     state of its latest Job: ``state_of(job)``, `item_state` of the Job with its own pods
     and events. ``answers``: by Job uid, the queued Jobs seen asking the agent, with the
-    ConfigMap of the patch kept from each (None: none yet); see `seen_asking`."""
+    ConfigMap of the patch kept from each (None: none yet); see `seen_asking`.
+    ``agent_tasks``: by Job uid, the agent's task each sent (`awaiting_task`).
+    ``checks``: by Job uid, the agent-slots check on its Workload (`slot_check`)."""
     by_item: dict[str, list[Obj]] = {}
     for job in sorted(jobs, key=attempt_of):
         by_item.setdefault(item_of(job), []).append(job)
@@ -185,9 +210,11 @@ def observe(items: Sequence[WorkItem], jobs: Sequence[Obj], kept: Mapping[str, R
         state = state_of(own[-1]) if own and result is None else None
         view = ItemView(item, own, state, result)
         uid = (view.latest or {}).get("metadata", {}).get("uid")
+        view.slot_check = (checks or {}).get(uid) if uid else None
         if state is not None and uid and answers is not None:
             view.asked = uid in answers or seen_asking(view)
             view.kept_patch = answers.get(uid)
+            view.agent_task = (agent_tasks or {}).get(uid)
         views.append(view)
     return views
 
@@ -231,6 +258,17 @@ def answered(view: ItemView) -> bool:
             and solve.state == "terminated" and solve.exit_code == 0 and bool(state and state.pod))
 
 
+def awaiting_task(view: ItemView) -> bool:
+    """Whether the latest attempt is a queued Job whose solve step waits for the agent and
+    the id of the task it sent is not noted yet: its log names it as soon as the agent does
+    (`runner.solve.task_id_from_log`). A preemption then loses only the pod: the next
+    attempt follows that task rather than sending the item again."""
+    state = view.state
+    solve = _solve(state) if state is not None else None
+    return (view.asked and view.agent_task is None and view.kept_patch is None
+            and solve is not None and solve.state == "running" and bool(state and state.pod))
+
+
 def preempted(view: ItemView) -> bool:
     """Whether Kueue suspended the latest attempt again after it asked the agent. Run
     again as it is, it would ask the agent a second time: the next attempt reuses the
@@ -270,7 +308,7 @@ def _pod_not_seen_yet(view: ItemView, now: datetime, settings: Settings) -> bool
     return ended is not None and seconds_since(ended, now) < settings.pod_grace_s
 
 
-def holds_agent_slot(view: ItemView) -> bool:
+def holds_agent_slot(view: ItemView, checked: bool = False) -> bool:
     """Whether the item's latest attempt holds one of the agent's task slots: it asks the
     agent, its pod has not ended, and its solve step has not ended.
 
@@ -279,11 +317,19 @@ def holds_agent_slot(view: ItemView) -> bool:
     back: were queued Jobs not to count, Kueue could admit more Jobs than the agent has
     slots, and all of them would ask it at once. So a slot is reserved when the Job is
     created and taken (the agent asked) once Kueue admits it; the created Jobs that ask
-    the agent, queued or admitted, never outnumber its slots."""
+    the agent, queued or admitted, never outnumber its slots.
+
+    Unless the queue has the agent-slots AdmissionCheck (``checked``: seen on a Workload
+    of the Evaluation; `slot_check`): Kueue then admits a Job only once the operator marks
+    its check Ready, so a queued Job holds a slot only from then."""
     state = view.state
     if state is None or view.latest is None or state.phase not in (
             Phase.QUEUED, Phase.PENDING, Phase.RUNNING):
         return False
+    check = view.slot_check
+    if state.phase == Phase.QUEUED and (checked or (check is not None and check.state)):
+        # Its queue has the agent-slots check: the slot is taken at admission (`_grant`).
+        return check is not None and check.state == READY and job_asks_agent(view.latest)
     solve = _solve(state)
     return job_asks_agent(view.latest) and not (
         solve and solve.state == "terminated" and state.phase != Phase.QUEUED)
@@ -343,7 +389,10 @@ def decide(evaluation: Evaluation, views: Sequence[ItemView], now: datetime,
     spec = evaluation.spec
     decision = Decision()
     held = 0
-    decision.agent_tasks = sum(holds_agent_slot(v) for v in views if v.result is None)
+    # The agent-slots check seen on a Workload of this Evaluation: its queue gates every
+    # Job's admission on a slot (one whose Workload is not seen yet will carry it too).
+    checked = any(v.slot_check is not None and v.slot_check.state for v in views)
+    decision.agent_tasks = sum(holds_agent_slot(v, checked) for v in views if v.result is None)
     for view in views:
         state = view.state
         if view.result is not None:
@@ -375,23 +424,49 @@ def decide(evaluation: Evaluation, views: Sequence[ItemView], now: datetime,
             held += 1  # queued Jobs too: maxConcurrentRows caps what Proctor creates
             if answered(view):
                 decision.keep_patch.append(view)
+            elif awaiting_task(view):
+                decision.read_task.append(view)
             if state.reason == "FailedCreate" or state.retryable:  # refused, or not pulled
                 message = f"{view.item.key}: {state.reason}: {state.message}"
                 decision.degraded = (state.reason, message[:1000])
     gone = len(decision.awaiting_card) >= AGENT_FAILURES_IN_A_ROW
     if not spec.suspend and agent_ready and not gone:
         free = max(0, spec.max_concurrent_rows - held)
-        if agent_slots is not None:
+        _grant(views, decision, agent_slots)
+        # Without the check, a new Job takes its slot at creation, not at admission.
+        bounded = agent_slots is not None and not checked
+        if agent_slots is not None and bounded:
             free = min(free, max(0, agent_slots - decision.agent_tasks))
         # Those asked again first: they were started before any item still waiting.
         decision.ask_again = decision.ask_again[:free]
         fresh = [v.item for v in views if not v.jobs and v.result is None]
         decision.start = fresh[:free - len(decision.ask_again)]
-        if agent_slots is not None:
+        if bounded:
             decision.agent_tasks += len(decision.ask_again) + len(decision.start)
     else:
         decision.ask_again = []
     return decision
+
+
+def _grant(views: Sequence[ItemView], decision: Decision, agent_slots: int | None) -> None:
+    """The queued attempts whose Workload waits for the agent-slots check, in plan order,
+    that the agent's free slots let Kueue admit now; one that asks nothing (it reuses a
+    kept patch) needs no slot. They hold their slots from now (`decision.agent_tasks`).
+    A preempted attempt is replaced, not admitted again."""
+    replaced = {id(v) for v in decision.preempted}
+    queued = [v for v in views if v.result is None and v.latest is not None
+              and v.state is not None and v.state.phase == Phase.QUEUED
+              and id(v) not in replaced]
+    decision.watch_workloads = any(v.slot_check is None or v.slot_check.state == PENDING
+                                   for v in queued)
+    for view in queued:
+        if view.slot_check is None or not view.slot_check.waiting or view.latest is None:
+            continue
+        asks = agent_slots is not None and job_asks_agent(view.latest)
+        if asks and decision.agent_tasks >= (agent_slots or 0):
+            continue
+        decision.grant.append(view)
+        decision.agent_tasks += int(asks)
 
 
 def _new_result(evaluation: Evaluation, view: ItemView, **fields: Any) -> RunResult:

@@ -28,7 +28,8 @@ pod, `<output-dir>/items/<instance>/<variant>/<repeat>` on one machine):
     infra_error         why the test step could not start: its image is missing (Docker)
     result.json         the graded RunResult
     solve.json          how the exchange with the agent ended: state, error, usage, confidence,
-                        latency
+                        latency; `resumed_task`: the id of the task sent by an earlier
+                        attempt, when this one followed it instead of sending the item
     transcript.json.gz  what the agent sent back (messages, artifacts, metadata), bounded
 """
 
