@@ -243,6 +243,22 @@ def stop_policy(c: Cluster, policy: str) -> None:
               json.dumps({"spec": {"stopPolicy": policy}}))
 
 
+def evict_and_finish(c: Cluster, name: str) -> list[dict[str, Any]]:
+    """Evict the Evaluation's admitted Job (its ClusterQueue stopped, then started again once
+    the operator says Preempted); the Preempted Events, once the Evaluation has Succeeded."""
+    stop_policy(c, "HoldAndDrain")
+    try:
+        preempted = wait("a Preempted event", lambda: [
+            e for e in c.get("events", "-n", NS)["items"]
+            if e["reason"] == "Preempted" and e["involvedObject"].get("name") == name],
+            300, 0.5)
+    finally:
+        stop_policy(c, "None")
+    wait(f"{name} Succeeded", lambda: c.condition(NS, name, "Succeeded").get(
+        "status") == "True", 600, 1)
+    return list(preempted)
+
+
 def test_a_job_preempted_after_its_agent_answered_runs_again_with_the_kept_patch(
         cluster: Cluster, real_cluster: RealCluster, tmp_path: Path) -> None:
     per_job = one_job_request(tmp_path)
@@ -261,16 +277,7 @@ def test_a_job_preempted_after_its_agent_answered_runs_again_with_the_kept_patch
             "configmaps", "-n", NS, "-l", kept)["items"], 600, 0.5)
         jobs = cluster.get("jobs", "-n", NS, "-l", "proctor.dev/evaluation=preempted")["items"]
         assert [admitted(j) for j in jobs] == [True]  # in its test step, now
-        stop_policy(cluster, "HoldAndDrain")
-        try:
-            preempted = wait("a Preempted event", lambda: [
-                e for e in cluster.get("events", "-n", NS)["items"]
-                if e["reason"] == "Preempted"
-                and e["involvedObject"].get("name") == "preempted"], 300, 0.5)
-        finally:
-            stop_policy(cluster, "None")
-        wait("preempted Succeeded", lambda: cluster.condition(
-            NS, "preempted", "Succeeded").get("status") == "True", 600, 1)
+        preempted = evict_and_finish(cluster, "preempted")
         results = cluster.get("configmaps", "-n", NS, "-l", "proctor.dev/evaluation=preempted,"
                               "app.kubernetes.io/component=result")["items"]
         print(f"Preempted: {preempted[0]['message']}; agent asked {agent.asked}")
@@ -369,16 +376,7 @@ def test_a_job_preempted_while_the_agent_works_follows_its_task(
              "datekit-1" in cluster.kubectl("logs", "-n", SYSTEM, f"deployment/{RELEASE}-proctor",
                                             f"--since-time={since}").stdout, 300, 1)
         assert agent.asked == ["proctor-demo__datekit-1"]  # and it has not answered yet
-        stop_policy(cluster, "HoldAndDrain")
-        try:
-            preempted = wait("a Preempted event", lambda: [
-                e for e in cluster.get("events", "-n", NS)["items"]
-                if e["reason"] == "Preempted"
-                and e["involvedObject"].get("name") == "mid-solve"], 300, 0.5)
-        finally:
-            stop_policy(cluster, "None")
-        wait("mid-solve Succeeded", lambda: cluster.condition(
-            NS, "mid-solve", "Succeeded").get("status") == "True", 600, 1)
+        preempted = evict_and_finish(cluster, "mid-solve")
         print(f"Preempted: {preempted[0]['message']}; agent asked {agent.asked}")
         assert "following the agent's task" in preempted[0]["message"]
         assert agent.asked == ["proctor-demo__datekit-1"]  # once: the task was followed
