@@ -14,9 +14,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-import kopf
 import pytest
-from kopf._core.engines.posting import event_queue_loop_var, event_queue_var, settings_var
 from kubernetes import client
 from prometheus_client import CollectorRegistry
 
@@ -274,22 +272,12 @@ def act(server: ApiServer, instance: Instance, tracked: Tracked, decision: Decis
     ev = evaluation("demo", queueName=QUEUE)
     body = {"apiVersion": "proctor.dev/v1alpha1", "kind": "Evaluation",
             "metadata": {"name": "demo", "namespace": "evals", "uid": "uid-1"}}
+    events: list[tuple[str, str]] = []
     p = Pass(server.kube(), Metrics(CollectorRegistry()), None, body, tracked, ev, agent(),
-             {instance.instance_id: instance})
-
-    async def run() -> list[tuple[str, str]]:
-        queue: asyncio.Queue[Any] = asyncio.Queue()
-        # What kopf's operator sets up for its handlers: its settings, the Events' queue.
-        settings_var.set(kopf.OperatorSettings())
-        event_queue_var.set(queue)
-        event_queue_loop_var.set(asyncio.get_running_loop())
-        assert await p.act(decision) == []
-        events = []
-        while not queue.empty():
-            event = queue.get_nowait()
-            events.append((event.reason, event.message))
-        return events
-    return asyncio.run(run())
+             {instance.instance_id: instance},
+             post=lambda _body, _type, reason, message: events.append((reason, message)))
+    assert asyncio.run(p.act(decision)) == []
+    return events
 
 
 def item_job(instance: Instance, *, suspended: bool, kept: dict | None = None) -> dict:

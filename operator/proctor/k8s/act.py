@@ -14,7 +14,7 @@ import copy
 import logging
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -128,6 +128,13 @@ class Tracked:
         return self.plan[1]
 
 
+def post_event(body: Obj, type_: str, reason: str, message: str) -> None:
+    """Post an Event about the Evaluation through kopf (from a handler's context: its
+    settings and Events' queue), as Proctor (`controller._startup`)."""
+    post = kopf.warn if type_ == "Warning" else kopf.info
+    post(_body(body), reason=reason, message=message)
+
+
 @dataclass
 class Pass:
     """One pass over one Evaluation: what it read, and the calls that carry out its
@@ -144,6 +151,8 @@ class Pass:
     nodes: Mapping[str, str] = field(default_factory=dict)  # where each task ran before
     defaults: manifests.JobDefaults = manifests.NO_JOB_DEFAULTS  # the operator's, for each Job
     policy: Obj | None = None  # the Evaluation's NetworkPolicy (`netpol`); None: none is made
+    post: Callable[[Obj, str, str, str], None] = post_event
+    """Where its Events go: (the Evaluation, Warning or Normal, reason, message)."""
 
     async def act(self, decision: Decision) -> list[BaseException]:
         """Carry out the decision, each item's calls beside the others'; what failed."""
@@ -232,8 +241,8 @@ class Pass:
                  view.item.key, result.outcome.value, where)
         if result.outcome == Outcome.ERROR:
             kind = result.error_kind.value if result.error_kind else "error"
-            kopf.warn(_body(self.body), reason="ItemFailed",
-                      message=f"{view.item.key}: {kind}: {result.error_message}"[:1000])
+            self.post(self.body, "Warning", "ItemFailed",
+                      f"{view.item.key}: {kind}: {result.error_message}"[:1000])
         if self.defaults.ttl_seconds_after_finished is None:
             for job in view.jobs:
                 await self._delete(job)
@@ -406,8 +415,8 @@ class Pass:
         the agent is not asked), post an Event, then delete the ``old`` Jobs: only once the
         next one exists, so that the item never looks as if it had none."""
         await self.create_job(view.item, kept, view.attempt + 1, resume_task)
-        post = kopf.info if reason == "AskingAgain" else kopf.warn
-        post(_body(self.body), reason=reason, message=f"{view.item.key}: {message}"[:1000])
+        self.post(self.body, "Normal" if reason == "AskingAgain" else "Warning", reason,
+                  f"{view.item.key}: {message}"[:1000])
         for job in old:
             await self._delete(job)
 
@@ -481,6 +490,6 @@ async def write_status(kube: Kube, tracked: Tracked, body: Obj, status: Obj) -> 
     old = (tracked.written or seen).get("conditions") or []
     tracked.written = status
     for event in reconcile.status_events(old, status):
-        post = kopf.warn if event["type"] == "Warning" else kopf.info
-        post(_body(body), reason=event["reason"], message=event["message"])
+        post_event(body, event["type"], event["reason"], event["message"])
+
 
