@@ -69,13 +69,15 @@ def cluster(cluster_kubeconfig: Path) -> Iterator[Cluster]:
     install_release(c, RELEASE, SYSTEM, [NS], IMAGE, "jobs.agentSlotsCheck=true")
     c.kubectl("delete", "evaluations", "--all", "-n", NS, "--cascade=foreground", "--wait=true")
     yield c
+    # The ClusterQueue that names the agent-slots check goes first: Kueue keeps an
+    # AdmissionCheck (this release's) from being deleted while a ClusterQueue names it.
+    c.kubectl("delete", "clusterqueue", SLOTS_QUEUE, "--ignore-not-found", check=False)
     # Kueue's Job webhook sees every Job of the cluster: it goes with this module, and so
     # does this release (its operator would go on probing an agent whose namespace went).
     sh(c.helm_bin, "uninstall", RELEASE, "--namespace", SYSTEM, "--kubeconfig", c.kubeconfig,
        "--wait", check=False)
     c.kubectl("delete", "namespace", NS, "--wait=true", check=False)
-    for kind, name in (("clusterqueue", CLUSTER_QUEUE), ("clusterqueue", SLOTS_QUEUE),
-                       ("resourceflavor", FLAVOR)):
+    for kind, name in (("clusterqueue", CLUSTER_QUEUE), ("resourceflavor", FLAVOR)):
         c.kubectl("delete", kind, name, "--ignore-not-found", check=False)
     sh("bash", "scripts/kueue.sh", "down", timeout=300, KUBECONFIG=c.kubeconfig)
 
