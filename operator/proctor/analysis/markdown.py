@@ -8,6 +8,7 @@ from typing import Any
 
 from proctor.analysis.calibration import BINS, MIN_CLASS, MIN_ITEMS
 from proctor.analysis.compare import PairComparison, holm, table
+from proctor.analysis.figures import PER_K, capped, summary_columns
 from proctor.analysis.inference import MIN_TASKS
 from proctor.analysis.load import AgentRun
 from proctor.analysis.reliability import AgentFigures
@@ -100,7 +101,7 @@ APPENDIX = [
 ]
 
 
-def _num(value: float) -> str:
+def _num(value: float | None) -> str:
     return "n/a" if value is None or not math.isfinite(value) else f"{value:.3f}"
 
 
@@ -108,30 +109,20 @@ def _ci(f: AgentFigures, name: str) -> str:
     lo, hi = f.intervals.get(name, (math.nan, math.nan))
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return ""
-    if name == "R_prompt":
-        lo, hi = min(1.0, lo), min(1.0, hi)
+    lo, hi = capped(name, (lo, hi))
     flag = " ⚠" if 0 < f.denominators.get(name, MIN_TASKS) < MIN_TASKS else ""
     return f" [{lo:.3f}, {hi:.3f}]{flag}"
 
 
-def _cell(f: AgentFigures, name: str) -> str:
-    return f"{_num(getattr(f, name))}{_ci(f, name)}"
-
-
 def summary_table(figs: Sequence[AgentFigures]) -> list[str]:
-    """The headline table; the sensitivity columns only where some agent has variants."""
-    sens = any(f.variants > 1 for f in figs)
-    head = ["Agent", "Tasks", "Resolved (errors out)"]
-    cols = ["resolved_rate_excl_errors"]
-    if sens:
-        head += ["S_prompt per run (headline)", "σ²_prompt (unclipped)",
-                 "S_prompt on K-means (K-dependent)", "R_prompt", "Gap"]
-        cols += ["S_prompt_per_run", "sigma2_prompt", "S_prompt", "R_prompt", "accuracy_gap"]
-    head += ["C_out", "σ²_run", "Errors left out"]
-    cols += ["C_out", "sigma2_run"]
+    """The headline table (the figures declared in it); the sensitivity columns only where
+    some agent has variants."""
+    cols = summary_columns(any(f.variants > 1 for f in figs))
+    head = ["Agent", "Tasks", *(c.label for c in cols), "Errors left out"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for f in figs:
-        cells = [f.agent, str(f.tasks)] + [_cell(f, c) for c in cols] + [str(f.error_items)]
+        cells = [f.agent, str(f.tasks), *(f"{_num(c.value(f))}{_ci(f, c.interval)}"
+                                          for c in cols), str(f.error_items)]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -143,9 +134,11 @@ def repeat_table(figs: Sequence[AgentFigures]) -> list[str]:
         if not f.pass_at_k:
             continue
         lines += [f"**{f.agent}** (original prompts, {f.repeats} repeats)", "",
-                  "| k | pass@k | pass^k |", "|---|---|---|"]
-        lines += [f"| {k} | {f.pass_at_k[k]:.3f}{_ci(f, f'pass@{k}')} | "
-                  f"{f.pass_hat_k[k]:.3f}{_ci(f, f'pass^{k}')} |" for k in sorted(f.pass_at_k)]
+                  "| k | " + " | ".join(c.label for c in PER_K) + " |",
+                  "|---|" + "---|" * len(PER_K)]
+        lines += ["| " + " | ".join([str(k), *(
+            f"{getattr(f, c.attr)[k]:.3f}{_ci(f, c.interval.format(k=k))}" for c in PER_K)])
+            + " |" for k in sorted(f.pass_at_k)]
         if f.C_res:
             lines += ["", "C_res: " + ", ".join(f"{k} {v:.3f}{_ci(f, f'C_res_{k}')}"
                                                 for k, v in f.C_res.items())]

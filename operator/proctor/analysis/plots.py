@@ -13,6 +13,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
+from proctor.analysis.figures import BY_ATTR
 from proctor.analysis.reliability import AgentFigures
 
 TaskRow = Sequence[Any]  # a task_level_sensitivity.csv row, str and float cells (tables.task_rows)
@@ -24,10 +25,11 @@ def _finite(x: float) -> bool:
 
 
 def _error_bars(figs: Sequence[AgentFigures], name: str) -> list[list[float]]:
-    """matplotlib's yerr (below, above) of each agent's figure `name` from its interval."""
-    below, above = [], []
+    """matplotlib's yerr (below, above) of each agent's figure `name` (its attribute) from
+    its declared interval."""
+    below, above, key = [], [], BY_ATTR[name].interval
     for f in figs:
-        value, (lo, hi) = getattr(f, name), f.intervals.get(name, (math.nan, math.nan))
+        value, (lo, hi) = getattr(f, name), f.intervals.get(key, (math.nan, math.nan))
         ok = all(map(_finite, (value, lo, hi)))
         below.append(max(0.0, value - lo) if ok else 0.0)
         above.append(max(0.0, hi - value) if ok else 0.0)

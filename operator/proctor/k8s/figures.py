@@ -7,22 +7,24 @@ seed and resamples, so the status and `proctor analyze` of the pulled results ag
 Bounded whatever the number of tasks: a fixed set of figures, each with its 95% interval,
 and at most TOP_TASKS tasks (the most prompt-sensitive). A figure the run cannot give is
 absent, never 0: C_out, pass@k and pass^k need 2 repeats or more; S_prompt (both readings)
-and R_prompt need prompt variants. Each figure is declared in one place, this module:
-its name and help as a field of `Reliability` (the status keys, camelCase, and the metric
-names and help texts: `metric_name`, the field descriptions), what it needs, its estimator
-and its interval in `FIGURES`.
+and R_prompt need prompt variants. What each figure needs, its estimator and its interval
+come from the one declaration of the figures (`proctor.analysis.figures.DECLARED`, its
+entries with a `status`); its name and help are a field of `Reliability` here (the status
+keys, camelCase, and the metric names and help texts: `metric_name`, the field
+descriptions), which a test holds to the declaration.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, NamedTuple, get_args
+from typing import Any, NamedTuple, get_args
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from proctor.analysis.figures import PUBLISHED, Needs
 from proctor.analysis.load import score_rows
 from proctor.analysis.reliability import AgentFigures, agent_figures, scores_array
 from proctor.core.model import Outcome, RunResult
@@ -95,7 +97,7 @@ COUNTS = ("tasks", "variants", "repeats")
 class Figure(NamedTuple):
     """How one of Reliability's estimates is read from `proctor analyze`'s figures."""
 
-    needs: Literal["variants", "repeats"]
+    needs: Needs
     """What the run must have for the figure: prompt variants, or 2 repeats or more."""
     interval: str
     """Its interval's key in AgentFigures.intervals; ``{k}`` stands for the repeats."""
@@ -105,13 +107,9 @@ class Figure(NamedTuple):
 
 FIGURES: dict[str, Figure] = {
     # Each field of Reliability that is an Estimate (a test holds the two to each other):
-    # its name, help and type are the field's, the rest is here.
-    "s_prompt": Figure("variants", "S_prompt", lambda f: f.S_prompt),
-    "s_prompt_per_run": Figure("variants", "S_prompt_per_run", lambda f: f.S_prompt_per_run),
-    "r_prompt": Figure("variants", "R_prompt", lambda f: f.R_prompt),
-    "c_out": Figure("repeats", "C_out", lambda f: f.C_out),
-    "pass_at_k": Figure("repeats", "pass@{k}", lambda f: f.pass_at_k.get(f.repeats)),
-    "pass_hat_k": Figure("repeats", "pass^{k}", lambda f: f.pass_hat_k.get(f.repeats)),
+    # its name, help and type are the field's, the rest is the declaration's.
+    figure.status: Figure(figure.needs, figure.interval, figure.value)
+    for figure in PUBLISHED if figure.status
 }
 
 
@@ -149,7 +147,7 @@ def reliability(agent: str, results: Sequence[RunResult]) -> Reliability | None:
     errors = sum(r.outcome == Outcome.ERROR for r in results)
     fig, per = agent_figures(agent, scores, errors=errors)
     k, has_variants = fig.repeats, fig.variants > 1
-    shown = {"variants": has_variants, "repeats": k >= 2}
+    shown = {"always": True, "variants": has_variants, "repeats": k >= 2}
     scored = int(np.sum(~np.isnan(scores).all(axis=(1, 2))))
     return Reliability(tasks=scored, variants=fig.variants, repeats=k,
                        most_sensitive_tasks=_most_sensitive(per, tasks) if has_variants
