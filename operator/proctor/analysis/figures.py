@@ -71,6 +71,8 @@ BY_ATTR = {figure.attr: figure for figure in DECLARED}
 SUMMARY = tuple(figure for figure in DECLARED if figure.in_summary)
 PER_K = tuple(figure for figure in DECLARED if figure.per_k)
 PUBLISHED = tuple(figure for figure in DECLARED if figure.status)
+CAPS = {f.interval: f.cap for f in DECLARED if f.cap is not None and not f.per_k}
+"""Interval caps by interval key (a per-k figure's key depends on k: none is capped)."""
 
 
 def summary_columns(has_variants: bool) -> tuple[Declared, ...]:
@@ -80,6 +82,5 @@ def summary_columns(has_variants: bool) -> tuple[Declared, ...]:
 
 def capped(key: str, interval: tuple[float, float]) -> tuple[float, float]:
     """``interval`` of the figure whose interval key is ``key``, capped as declared."""
-    caps = {f.interval: f.cap for f in DECLARED if f.cap is not None and not f.per_k}
-    cap = caps.get(key, math.inf)
+    cap = CAPS.get(key, math.inf)
     return min(cap, interval[0]), min(cap, interval[1])

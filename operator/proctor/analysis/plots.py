@@ -13,10 +13,12 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from proctor.analysis.figures import BY_ATTR
+from proctor.analysis.figures import BY_ATTR, PER_K
 from proctor.analysis.reliability import AgentFigures
 
 TaskRow = Sequence[Any]  # a task_level_sensitivity.csv row, str and float cells (tables.task_rows)
+STYLES = ("-", "--", ":")
+"""Line styles of the per-k figures, in their declared order."""
 OUTSIDE = {"loc": "upper left", "bbox_to_anchor": (1.02, 1.0), "borderaxespad": 0.0}
 
 
@@ -173,12 +175,13 @@ def pass_k_curve(figs: Sequence[AgentFigures]) -> Figure:
     ax = fig.add_subplot()
     for i, f in enumerate(shown):
         color = f"C{i % 10}"
-        for values, key, style in ((f.pass_at_k, "pass@", "-"), (f.pass_hat_k, "pass^", "--")):
-            ks = sorted(values)
-            lo = [f.intervals.get(f"{key}{k}", (math.nan,) * 2)[0] for k in ks]
-            hi = [f.intervals.get(f"{key}{k}", (math.nan,) * 2)[1] for k in ks]
-            ax.plot(ks, [values[k] for k in ks], style, marker="o", color=color,
-                    label=f"{f.agent} {key}k")
+        for n, figure in enumerate(PER_K):  # pass@k solid, pass^k dashed
+            values, ks = getattr(f, figure.attr), sorted(getattr(f, figure.attr))
+            keys = [figure.interval.format(k=k) for k in ks]
+            lo = [f.intervals.get(key, (math.nan,) * 2)[0] for key in keys]
+            hi = [f.intervals.get(key, (math.nan,) * 2)[1] for key in keys]
+            ax.plot(ks, [values[k] for k in ks], STYLES[n % len(STYLES)], marker="o",
+                    color=color, label=f"{f.agent} {figure.label}")
             ax.fill_between(ks, lo, hi, color=color, alpha=0.12)
         ax.set_xticks(sorted(f.pass_at_k))
     ax.set_ylim(0, 1.05)
