@@ -26,7 +26,7 @@ from starlette.routing import Route
 
 from a2a03 import support
 from a2a03.scripted import PATCH, USAGE, CountingMiddleware, answer_parts, parse_script
-from proctor.a2a.client import SolveResult, pinned_url, resume, solve, solve_sync
+from proctor.a2a.client import SolveResult, pinned_url, resume, solve
 from proctor.a2a.message import TaskMessage
 from proctor.agents.server import agent_card, build_app, start_in_thread
 from proctor.core.model import ErrorKind, Usage
@@ -376,12 +376,13 @@ def test_no_agent_card_is_an_agent_error():
     assert "serves no agent card" in (result.error or "")
 
 
-def test_solve_sync_works_on_worker_threads(agents):
+def test_solve_works_on_worker_threads_each_with_its_own_loop(agents):
     results: list[SolveResult] = []
 
     def work() -> None:
-        results.append(solve_sync(agents["0.3-stream"].url,
-                                  TaskMessage("x", {"script": "form=tag"}), timeout_s=30))
+        results.append(asyncio.run(solve(agents["0.3-stream"].url,
+                                         TaskMessage("x", {"script": "form=tag"}),
+                                         timeout_s=30)))
 
     threads = [threading.Thread(target=work) for _ in range(3)]
     for thread in threads:

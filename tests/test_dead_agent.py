@@ -3,6 +3,7 @@ once it is back, and no task that had an answer is asked again (its request log 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import subprocess
@@ -25,7 +26,7 @@ from proctor.local.agent_watch import (
     AgentWatch,
     Health,
     after_reply,
-    card_answers,
+    card_serves,
     decide,
 )
 from proctor.results import ResultsFolder
@@ -51,27 +52,35 @@ def test_an_answer_resets_the_count_and_a_failed_answer_is_not_a_transport_failu
 
 def test_the_watch_goes_on_when_the_card_comes_back_and_stops_when_it_does_not():
     answers = iter([False, False, True])
-    watch = AgentWatch("http://a/", 10, threading.Event(), probe=lambda _t: next(answers))
+
+    async def probe(_t: float) -> bool:
+        return next(answers)
+    watch = AgentWatch("http://a/", 10, threading.Event(), probe=probe)
     for _ in range(FAILURES_IN_A_ROW):
         assert watch.report(True, "refused")
-    watch.admit()  # probed three times, back
+    asyncio.run(watch.admitted())  # probed three times, back
     assert watch.health == Health()
 
-    dead = AgentWatch("http://b/", 0.3, threading.Event(), probe=lambda _t: False)
+    async def down(_t: float) -> bool:
+        return False
+    dead = AgentWatch("http://b/", 0.3, threading.Event(), probe=down)
     for _ in range(FAILURES_IN_A_ROW):
         dead.report(True)
     for _ in range(2):  # the prober, then anyone after it
         with pytest.raises(AgentGone, match=r"http://b/ stopped answering.*--retry-errors"):
-            dead.admit()
+            asyncio.run(dead.admitted())
 
 
 def test_a_stopping_run_ends_the_probe():
     stop = threading.Event()
-    watch = AgentWatch("http://a/", 30, stop, probe=lambda _t: stop.set() or False)
+    async def stopping(_t: float) -> bool:
+        stop.set()
+        return False
+    watch = AgentWatch("http://a/", 30, stop, probe=stopping)
     for _ in range(FAILURES_IN_A_ROW):
         watch.report(True)
     with pytest.raises(Interrupted):
-        watch.admit()
+        asyncio.run(watch.admitted())
 
 
 def _instances() -> list[Instance]:
@@ -142,9 +151,9 @@ def test_an_agent_stopped_and_started_again_on_its_port_answers_at_the_same_addr
         return reference_app("oracle", url)
 
     first = start_in_thread(app)
-    assert card_answers(first.url, 5)
+    assert asyncio.run(card_serves(first.url, 5))
     first.stop()
-    assert not card_answers(first.url, 2)
+    assert not asyncio.run(card_serves(first.url, 2))
     port = int(first.url.rstrip("/").rsplit(":", 1)[1])
     with start_in_thread(app, port=port) as again:
-        assert again.url == first.url and card_answers(again.url, 5)
+        assert again.url == first.url and asyncio.run(card_serves(again.url, 5))

@@ -560,9 +560,3 @@ def _agent_error_text(endpoint: str, exc: Exception) -> str:
     return f"protocol error from the agent at {endpoint}: {type(exc).__name__}: {text}"
 
 
-def solve_sync(endpoint: str, message: TaskMessage | Message, *, timeout_s: float,
-               auth_header: tuple[str, str] | None = None, streaming: bool = True,
-               on_task_id: TaskIdCallback | None = None) -> SolveResult:
-    """`solve()` for a caller without an event loop (a script, a thread of its own)."""
-    return asyncio.run(solve(endpoint, message, timeout_s=timeout_s, auth_header=auth_header,
-                             streaming=streaming, on_task_id=on_task_id))

@@ -17,7 +17,6 @@ items of one run share, on its event loop.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import sys
 import threading
 import time
@@ -76,20 +75,16 @@ class AgentGone(NotRun):
 
 class AgentWatch:
     """The rule, shared by the items of one run (on its event loop). `probe(timeout)`
-    says whether the card answers (a coroutine or a plain function)."""
+    says whether the card answers."""
 
     def __init__(self, endpoint: str, wait_s: float, stop: threading.Event,
-                 probe: Callable[[float], bool | Awaitable[bool]] | None = None,
+                 probe: Callable[[float], Awaitable[bool]] | None = None,
                  auth_header: tuple[str, str] | None = None):
         self.endpoint, self.wait_s, self.stop = endpoint, wait_s, stop
         self.probe = probe or (lambda timeout: card_serves(endpoint, timeout, auth_header))
         self.health = Health()
         self._probed: asyncio.Event | None = None
         """Set when the probe under way ends: what the items that wait for it await."""
-
-    def admit(self) -> None:
-        """`admitted` for a caller without an event loop."""
-        asyncio.run(self.admitted())
 
     async def admitted(self) -> None:
         """Return when a task may be sent; raise AgentGone when the agent is gone."""
@@ -116,21 +111,17 @@ class AgentWatch:
         self.health, keep = after_reply(self.health, transport_failure, error)
         return keep
 
-    async def _answers(self, timeout: float) -> bool:
-        answer = self.probe(timeout)
-        return bool(await answer) if inspect.isawaitable(answer) else bool(answer)
-
     async def _wait_for_card(self) -> bool:
         print(f"proctor: the agent at {self.endpoint} failed {FAILURES_IN_A_ROW} requests in "
               f"a row ({self.health.last_error[:200]}); no new task is sent while its card "
               f"is probed for up to {self.wait_s:g} s", file=sys.stderr)
         deadline = time.monotonic() + self.wait_s
-        # The engine cancels a stopping run's probe; `stop` ends a caller's without a loop.
+        # The engine cancels a stopping run's probe; `stop` (set first) ends it as well.
         while not self.stop.is_set():
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
-            if await self._answers(min(PROBE_TIMEOUT_S, max(0.1, left))):
+            if await self.probe(min(PROBE_TIMEOUT_S, max(0.1, left))):
                 print(f"proctor: the agent at {self.endpoint} answers again; going on",
                       file=sys.stderr)
                 return True
@@ -155,8 +146,3 @@ async def card_serves(endpoint: str, timeout_s: float,
         return False
     return True
 
-
-def card_answers(endpoint: str, timeout_s: float,
-                 auth_header: tuple[str, str] | None = None) -> bool:
-    """`card_serves` for a caller without an event loop."""
-    return asyncio.run(card_serves(endpoint, timeout_s, auth_header))
