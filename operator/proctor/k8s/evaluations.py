@@ -191,7 +191,7 @@ class Controller:
             log.info("Waiting for %d objects of an earlier Evaluation %s/%s to be deleted",
                      left, key[0], tracked.name)
             return self.queue.add_after(key, RETRY_SECONDS)
-        selection, variants, refusal = None, None, None
+        selection, variants, refusal, finished = None, None, None, False
         try:
             evaluation = self.indexes.parse(body, Evaluation)
             tracked.agent_label = agent_label(evaluation)
@@ -222,8 +222,9 @@ class Controller:
             return  # no item starts before its images are pulled
         if manifests.queue_name(evaluation, self.job_defaults):
             await restore_answers(self.kube, evaluation, tracked, self.indexes.all("jobs", key))
-            # Read each pass (no watch: Kueue may be installed after the operator starts).
-            tracked.slot_checks = slot_check.checks_by_job(
+            # Read each pass while items are in play (no watch: Kueue may be installed
+            # after the operator starts); a finished Evaluation has none to admit.
+            tracked.slot_checks = {} if finished else slot_check.checks_by_job(
                 await asyncio.to_thread(self.kube.list_workloads, key[0]))
         rows = evaluation.spec.max_concurrent_rows if refusal is None else 0
         views = self._observe(key, tracked, items, rows)
