@@ -27,7 +27,8 @@ from proctor.sandboxes import docker as docker_sandbox
 from proctor.sandboxes import process
 
 
-def measure(rounds: int, run_test_step=process.run_test_step) -> list[float]:
+def measure(rounds: int, run_test_step=None) -> list[float]:
+    run_test_step = run_test_step or process.ProcessSandbox().run_test_step
     instances = [to_instance(r, i) for i, r in enumerate(demo.load_rows())]
     overheads = []
     with tempfile.TemporaryDirectory() as tmp:

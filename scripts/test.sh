@@ -15,7 +15,8 @@ bash scripts/docker-daemon.sh
 # fail, saying why.
 bash scripts/s3-server.sh build >/dev/null || echo "test.sh: the S3 server did not build (above)"
 .venv/bin/ruff check .
-.venv/bin/mypy  # [tool.mypy] in pyproject.toml: the package, strict on proctor.core, .k8s, .store
+# [tool.mypy] in pyproject.toml: the package; strict on core, k8s, local, runner, sandboxes, store
+.venv/bin/mypy
 
 started=""
 why=$(.venv/bin/python -c 'import sys; sys.path.insert(0, "tests"); import real_cluster; print(real_cluster.missing() or "")')

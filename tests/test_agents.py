@@ -158,7 +158,7 @@ def _grade(instance: Instance, patch: str, root: Path) -> Outcome:
     write_task(work, instance, WorkItem(id="0" * 32, instance_id=instance.instance_id))
     write_patch(work, patch)
     write_test_step(work, instance, 120)
-    run = process.run_test_step(work, instance, 120)
+    run = process.ProcessSandbox().run_test_step(work, instance, 120)
     assert run.error is None, run.error
     return grade_work_dir(work).outcome
 

@@ -136,7 +136,7 @@ def test_the_conftest_hook_is_credited_when_nothing_screens_it(tmp_path):
     write_patch(work, hook)
     write_test_step(work, instance, 60)
     (work / "apply.diff").write_text(hook)  # what the test step would apply unscreened
-    process.run_test_step(work, instance, 60)
+    process.ProcessSandbox().run_test_step(work, instance, 60)
     assert grade_work_dir(work).outcome == Outcome.RESOLVED
 
 

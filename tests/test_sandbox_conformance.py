@@ -32,7 +32,8 @@ from proctor.runner.workdir import (
     write_task,
     write_test_step,
 )
-from proctor.sandboxes.choose import PROCESS, Sandbox
+from proctor.sandboxes.choose import Sandbox
+from proctor.sandboxes.process import ProcessSandbox
 
 pytestmark = pytest.mark.slow
 SANDBOXES = ["process", pytest.param("docker", marks=pytest.mark.docker)]
@@ -67,7 +68,7 @@ def docker_client():
 @pytest.fixture(params=SANDBOXES)
 def subject(request) -> Iterator[Subject]:
     if request.param == "process":
-        yield Subject(PROCESS, lambda: [])
+        yield Subject(ProcessSandbox(), lambda: [])
         return
     from proctor.core.labels import LABEL_EVALUATION
     from proctor.sandboxes import docker as ds
@@ -202,16 +203,22 @@ def _wait_for(check: Callable[[], bool], seconds: float) -> bool:
     return check()
 
 
-def test_a_stopped_test_step_leaves_nothing_running(subject, tmp_path):
+def _sleeping_step(tmp_path: Path) -> tuple[WorkDir, Instance, str]:
+    """A test step whose eval script sleeps ten minutes, and the token its sleep names."""
     instance = _instance()
     token = f"600.{uuid.uuid4().int % 10**9:09d}"  # a sleep no other process runs
     work = _work(tmp_path, instance, instance.patch, time_limit=600,
                  eval_script=f"sleep {token}\n")
-    stop, raised = threading.Event(), []
+    return work, instance, token
+
+
+def test_stop_all_ends_a_running_test_step_and_leaves_nothing_running(subject, tmp_path):
+    work, instance, token = _sleeping_step(tmp_path)
+    raised: list[Interrupted] = []
 
     def test_step() -> None:
         try:
-            subject.sandbox.run_test_step(work, instance, 600, stop)
+            subject.sandbox.run_test_step(work, instance, 600)
         except Interrupted as exc:
             raised.append(exc)
 
@@ -219,10 +226,19 @@ def test_a_stopped_test_step_leaves_nothing_running(subject, tmp_path):
     thread.start()
     try:
         assert _wait_for(lambda: bool(_processes_with(token)), 120), "the step never started"
-    finally:  # as the engine stops a run: the event, then the sandbox
-        stop.set()
+    finally:  # as the engine stops a run (Ctrl-C): stop_all, from another thread
         subject.sandbox.stop_all()
-        thread.join(60)
+        thread.join(60)  # the step would sleep 600 s: ended by stop_all, or not at all
     assert not thread.is_alive() and raised, "the stopped test step did not raise Interrupted"
     assert _wait_for(lambda: not _processes_with(token), 10), _processes_with(token)
+    assert subject.leftovers() == []
+
+
+def test_a_test_step_started_after_stop_all_runs_nothing(subject, tmp_path):
+    work, instance, token = _sleeping_step(tmp_path)
+    subject.sandbox.stop_all()
+    with pytest.raises(Interrupted):
+        subject.sandbox.run_test_step(work, instance, 600)
+    assert not _processes_with(token)
+    assert work.read("eval_exit") is None and work.read("test_output.txt") is None
     assert subject.leftovers() == []

@@ -17,7 +17,7 @@ from trust_support import processes_naming, wait_for
 
 def run_and_grade(tmp_path, instance, patch, **kw):
     work = prepare_work(tmp_path, instance, patch, **kw)
-    run = process.run_test_step(work, instance, kw.get("time_limit", 60))
+    run = process.ProcessSandbox().run_test_step(work, instance, kw.get("time_limit", 60))
     return work, run, grade_work_dir(work)
 
 
@@ -192,4 +192,4 @@ def test_rows_that_need_their_image_are_refused(tmp_path):
     instance = make_instance("a" * 40, pre="source /opt/miniconda3/bin/activate; cd /testbed")
     work = prepare_work(tmp_path, instance, GOLD)
     with pytest.raises(process.SandboxRefused, match="Kubernetes"):
-        process.run_test_step(work, instance, 60)
+        process.ProcessSandbox().run_test_step(work, instance, 60)

@@ -350,14 +350,14 @@ def _build_table(results: Sequence) -> list[str]:
 
 def cmd_runner_test(args: argparse.Namespace) -> int:
     from proctor.runner.workdir import WorkDir, write_test_step
-    from proctor.sandboxes.choose import PROCESS
+    from proctor.sandboxes.process import ProcessSandbox
 
     work = WorkDir(Path(args.work_dir))
     instance = work.instance()
     write_test_step(work, instance, args.time_limit, test_without_patch=args.without_patch)
     if args.script_only:
         return 0
-    run = PROCESS.run_test_step(work, instance, args.time_limit)
+    run = ProcessSandbox().run_test_step(work, instance, args.time_limit)
     if run.error:
         print(f"test step broke: {run.error}", file=sys.stderr)
     print(f"apply: {(work.read('apply_method') or '-').strip()}; "

@@ -298,7 +298,9 @@ def _format_path(path: Sequence[str | int]) -> str:
 def _problems(error: jsonschema.ValidationError) -> Iterator[tuple[str, str]]:
     """(field path, message) pairs of one jsonschema error; one per unknown field."""
     path = list(error.absolute_path)
-    if error.validator == "additionalProperties" and error.validator_value is False:
+    # `instance` is the object holding the unknown fields (jsonschema types it loosely).
+    if error.validator == "additionalProperties" and error.validator_value is False \
+            and isinstance(error.instance, Mapping):
         known = error.schema.get("properties", {}) if isinstance(error.schema, Mapping) else {}
         for field in error.instance:
             if field not in known:

@@ -17,7 +17,7 @@ from proctor.core.spec import BudgetSpec
 
 def combined(*budgets: BudgetSpec | None) -> BudgetSpec | None:
     """The smaller of each cap over the budgets given; None when none caps anything."""
-    def least(values: Iterable[float | int | None]):
+    def least(values: Iterable[float | int | None]) -> float | int | None:
         present = [v for v in values if v is not None]
         return min(present) if present else None
 

@@ -95,8 +95,8 @@ class RunContext:
     agent_slots: asyncio.Semaphore | None = None
     """The agent's maxConcurrentTasks, across the run (one event loop)."""
     stop: threading.Event = field(default_factory=threading.Event)
-    """Set when the run is stopping (Ctrl-C, a full disk): the threads at the edges (a
-    test step) end at once."""
+    """Set when the run is stopping (Ctrl-C, a full disk): the dead-agent rule's waits end
+    at once (the sandboxes' test steps end by their `stop_all`)."""
     watch: AgentWatch | None = None
     """The dead-agent rule (`agent_watch`), when an agent is asked."""
     budget: BudgetGuard | None = None
@@ -312,7 +312,7 @@ async def execute_item(ctx: RunContext, scope: RunScope, item: WorkItem, work: W
     # When the agent failed there is nothing to test: the item is an agent error.
     agent_failed = solve_error(read_solve(work)) is not None
     run = None if agent_failed else await scope.at_edge(
-        ctx.sandbox_of(instance).run_test_step, work, instance, limit, ctx.stop)
+        ctx.sandbox_of(instance).run_test_step, work, instance, limit)
     clock = ItemClock(started_at=started, start=start, solve_seconds=solve_seconds,
                       test_seconds=run.seconds if run else None)
     return await scope.at_edge(partial(

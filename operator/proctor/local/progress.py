@@ -92,8 +92,9 @@ def progress_for(total: int, enabled: bool, desc: str | None, file: TextIO) -> P
     if not enabled or not total:
         return _Silent()
     if _is_terminal(file):
-        return tqdm(total=total, unit="item", desc=desc, file=file, mininterval=0.5,
-                    dynamic_ncols=True)
+        bar: Progress = tqdm(total=total, unit="item", desc=desc, file=file, mininterval=0.5,
+                             dynamic_ncols=True)  # tqdm ships no types
+        return bar
     return LineProgress(total, desc, file)
 
 

@@ -6,8 +6,8 @@ Ctrl-C, a full disk, the dead-agent rule (and anything else that ends the run) c
 the run's task, whose task group cancels every item; the run then raises `why`.
 
 Blocking work runs in threads only at the edges (`at_edge`): a thread cannot be
-cancelled, so a cancelled item waits for its thread, which `stop` ends within moments;
-nothing a run started outlives it.
+cancelled, so a cancelled item waits for its thread, which `stop_all` ends within moments
+(a test step's processes killed, its container removed); nothing a run started outlives it.
 
 A second Ctrl-C while stopping quits at once (exit 130; finished items are already in
 results.jsonl). One Ctrl-C delivered twice is not a second one: `timeout -s INT` sends
@@ -64,7 +64,7 @@ class RunScope:
         """What ended the run, once something has."""
         self.running = 0
         """Items in flight (holding a row)."""
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[object] | None = None
         self._stopped: asyncio.Future[None] | None = None
         self._interrupted_at: float | None = None
 
@@ -114,7 +114,7 @@ class RunScope:
             return value
 
     @contextlib.contextmanager
-    def owning(self, task: asyncio.Task) -> Iterator[None]:
+    def owning(self, task: asyncio.Task[object]) -> Iterator[None]:
         """Cancel `task` when the run ends; and on the main thread, Ctrl-C ends it."""
         self._task = task
         loop = task.get_loop()

@@ -58,7 +58,8 @@ def _signature(r: RunResult) -> tuple[object, ...]:
             tuple(sorted(r.PASS_TO_PASS.success)))
 
 
-def find_problems(runs: dict[str, list[list[RunResult]]]) -> tuple[dict, dict]:
+def find_problems(runs: dict[str, list[list[RunResult]]]
+                  ) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
     """Broken and flaky tasks from the results of each source's repeated runs."""
     broken: dict[str, list[str]] = defaultdict(list)
     flaky: dict[str, list[str]] = defaultdict(list)

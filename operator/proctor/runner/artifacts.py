@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+from typing import Any
 
 from proctor.runner.workdir import WorkDir
 
@@ -51,7 +52,7 @@ def artifacts_line(work: WorkDir) -> str:
     return json.dumps({ARTIFACTS_KEY: collect(work)})
 
 
-def parse_grade_log(log: str) -> tuple[dict | None, dict[str, str]]:
+def parse_grade_log(log: str) -> tuple[dict[str, Any] | None, dict[str, str]]:
     """The full result and the artifacts from a grade container's log."""
     result, artifacts = None, {}
     for line in log.splitlines():

@@ -20,6 +20,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from proctor import __version__
 from proctor.core.grading import decide_outcome
@@ -133,7 +134,8 @@ def _status_lines_only(name: str) -> str:
         status_line = re.compile(rf"^(?:{statuses}).*$", re.M)
 
         def prefiltered(log: str, spec: object) -> dict[str, str]:
-            return parser("\n".join(status_line.findall(log)), spec)
+            found: dict[str, str] = parser("\n".join(status_line.findall(log)), spec)
+            return found  # swebench: untyped
 
         PARSER_REGISTRY[key] = prefiltered
     return key
@@ -293,7 +295,7 @@ def _tampering(work: WorkDir, instance: Instance) -> tuple[list[Tampering], list
     return found, set_aside
 
 
-def _no_patch_why(solve: dict | None) -> str:
+def _no_patch_why(solve: dict[str, Any] | None) -> str:
     """`no patch`, with the agent's own words when it ended without one."""
     if solve and solve.get("state") not in (None, "completed"):
         return f"no patch: the agent ended {solve['state']}" + \

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from proctor.core.model import ErrorKind, Usage
 from proctor.runner.transcript import write_transcript
@@ -193,24 +193,24 @@ def patch_from_log(log: str) -> str | None:
     return None if end < 0 else log[start + len(PATCH_BEGIN) + 1:end]
 
 
-def read_solve(work: WorkDir) -> dict | None:
+def read_solve(work: WorkDir) -> dict[str, Any] | None:
     """solve.json as a dict, or None when no agent was asked."""
     text = work.read("solve.json")
     return json.loads(text) if text else None
 
 
-def solve_error(record: dict | None) -> str | None:
+def solve_error(record: dict[str, Any] | None) -> str | None:
     """The agent failure recorded by the solve step, if there was one."""
     if record and record.get("error_kind") == ErrorKind.AGENT.value:
         return record.get("error") or "the agent failed"
     return None
 
 
-def solve_usage(record: dict | None) -> Usage | None:
+def solve_usage(record: dict[str, Any] | None) -> Usage | None:
     return Usage(**record["usage"]) if record and record.get("usage") else None
 
 
-def solve_confidence(record: dict | None) -> float | None:
+def solve_confidence(record: dict[str, Any] | None) -> float | None:
     """The agent's confidence in its answer, when it reported one."""
     value = record.get("confidence") if record else None
     return float(value) if isinstance(value, int | float) else None

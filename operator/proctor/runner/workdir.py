@@ -79,7 +79,8 @@ def eval_script_of(instance: Instance) -> str:
     # Imported here: swebench.harness costs ~2 s to import and only this needs it.
     from swebench.harness.utils import make_test_spec
 
-    return make_test_spec(instance.swebench_row()).eval_script
+    script: str = make_test_spec(instance.swebench_row()).eval_script  # swebench: untyped
+    return script
 
 
 def write_task(work: WorkDir, instance: Instance, item: WorkItem) -> None:

@@ -15,11 +15,10 @@ image it does not need: the demo rows name images that exist only where
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from proctor.core.labels import LABEL_EVALUATION
 from proctor.core.model import Instance
@@ -27,7 +26,10 @@ from proctor.core.spec import Evaluation
 from proctor.runner.workdir import WorkDir
 from proctor.sandboxes import docker as docker_sandbox
 from proctor.sandboxes import process
-from proctor.sandboxes.process import SandboxRun
+from proctor.sandboxes.process import ProcessSandbox, SandboxRun
+
+if TYPE_CHECKING:  # the SDK is imported where it is used (Docker is optional)
+    from docker import DockerClient
 
 SandboxMode = Literal["auto", "docker", "process"]
 
@@ -71,13 +73,12 @@ class Sandbox(Protocol):
     tests/test_sandbox_conformance.py holds the contract every sandbox must pass: the
     same graded outcome for the same task, a patch that does not apply and a timeout
     reported as such, only regular files brought back, nothing of one item left for the
-    next, and nothing left running once stopped."""
+    next, and, once stopped, nothing left running and nothing new started."""
 
-    def run_test_step(self, work: WorkDir, instance: Instance, time_limit: int,
-                      stop: threading.Event | None = None) -> SandboxRun:
+    def run_test_step(self, work: WorkDir, instance: Instance, time_limit: int) -> SandboxRun:
         """Run the work folder's run.sh against the task's repository; only the test
-        step's outputs and its log come back to `work`. Once `stop` is set (and
-        `stop_all` called), raise `Interrupted` and leave nothing running."""
+        step's outputs and its log come back to `work`. Once `stop_all` is called,
+        raise `Interrupted` and leave nothing running."""
         ...
 
     def checkout(self, instance: Instance, dest: Path) -> None:
@@ -89,30 +90,13 @@ class Sandbox(Protocol):
         ...
 
 
-class ProcessSandbox:
-    """The process sandbox (module functions) as a Sandbox."""
-
-    def run_test_step(self, work: WorkDir, instance: Instance, time_limit: int,
-                      stop: threading.Event | None = None) -> SandboxRun:
-        return process.run_test_step(work, instance, time_limit, stop)
-
-    def checkout(self, instance: Instance, dest: Path) -> None:
-        process.checkout(instance, dest)
-
-    def stop_all(self) -> None:
-        """Nothing to do: each of its test steps watches its `stop` event and kills its
-        own processes."""
-
-
-PROCESS = ProcessSandbox()
-
-
 @dataclass
 class Sandboxes:
-    """The sandbox chosen for each row of a run."""
+    """The sandboxes of one run, and the one chosen for each row."""
 
     by_instance: dict[str, Sandbox] = field(default_factory=dict)
     docker: docker_sandbox.DockerSandbox | None = None
+    process: ProcessSandbox = field(default_factory=ProcessSandbox)
 
     def of(self, instance: Instance) -> Sandbox:
         return self.by_instance[instance.instance_id]
@@ -122,13 +106,14 @@ class Sandboxes:
             else "process"
 
     def stop_all(self) -> None:
-        """Ctrl-C: kill and remove the containers still running."""
+        """Ctrl-C: kill the test processes and remove the containers still running."""
+        self.process.stop_all()
         if self.docker:
             self.docker.stop_all()
 
 
 def assign(options: SandboxOptions, evaluation: Evaluation, instances: Sequence[Instance],
-           client: Any = None) -> tuple[Sandboxes, list[str]]:
+           client: DockerClient | None = None) -> tuple[Sandboxes, list[str]]:
     """Choose each row's sandbox; the refusals of rows that cannot run here."""
     daemon_problem = ""
     if options.mode != "process" and client is None:
@@ -150,5 +135,5 @@ def assign(options: SandboxOptions, evaluation: Evaluation, instances: Sequence[
         else:
             # `choose` picks docker only where there is a daemon (docker is not None)
             chosen.by_instance[instance.instance_id] = (
-                docker if pick == "docker" and docker is not None else PROCESS)
+                docker if pick == "docker" and docker is not None else chosen.process)
     return chosen, refused

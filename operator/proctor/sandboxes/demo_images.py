@@ -15,12 +15,15 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from proctor.core.model import Instance
 from proctor.datasets import demo
 from proctor.sandboxes import process
 from proctor.sandboxes.images.debian import ImageBuildError, Rootfs, build_rootfs, exists
+
+if TYPE_CHECKING:  # the SDK is imported where it is used (Docker is optional)
+    from docker import DockerClient
 
 BASE_IMAGE = "proctor/demo-base:bookworm"
 PACKAGES = ("python3", "python3-pytest", "python-is-python3", "git", "patch")
@@ -30,7 +33,8 @@ _BASE_CHANGES = ("ENV TESTBED=/testbed",
 _DOCKERFILE = f"FROM {BASE_IMAGE}\nCOPY testbed /testbed\nWORKDIR /testbed\n"
 
 
-def build_base(client: Any, force: bool = False, log: Callable[[str], None] = print) -> bool:
+def build_base(client: DockerClient, force: bool = False,
+               log: Callable[[str], None] = print) -> bool:
     """The base image from Debian's packages; False when it was already there."""
     return build_rootfs(client, Rootfs(BASE_IMAGE, "bookworm", PACKAGES, _BASE_CHANGES),
                         force, log)
@@ -44,7 +48,7 @@ def demo_tasks() -> dict[str, Instance]:
     return tasks
 
 
-def build_demo_images(client: Any, force: bool = False,
+def build_demo_images(client: DockerClient, force: bool = False,
                       log: Callable[[str], None] = print) -> list[str]:
     """Build the base and every demo image that is missing; the images built."""
     built = [BASE_IMAGE] if build_base(client, force, log) else []

@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO, TypedDict
 
 from proctor.core.exits import Interrupted
 from proctor.core.images import instance_image
@@ -42,6 +42,11 @@ from proctor.core.model import Instance
 from proctor.runner.workdir import TEST_STEP_OUTPUTS, WorkDir
 from proctor.sandboxes import process
 from proctor.sandboxes.process import SandboxRun
+
+if TYPE_CHECKING:  # the SDK itself is imported where used: `proctor run` without Docker
+    # never pays for it (requests, urllib3)
+    from docker import DockerClient
+    from docker.models.containers import Container
 
 PullPolicy = Literal["missing", "never"]
 _PROGRESS_SECONDS = 5  # between two lines of a pull's download progress
@@ -71,12 +76,26 @@ def memory_quantity(value: str | int) -> int:
     return int(float(match[1]) * _UNITS[match[2] or ""])
 
 
-def container_limits(resources: Mapping[str, Any] | None) -> dict[str, int]:
+class Limits(TypedDict, total=False):
+    """A container's CPU and memory limits, as `containers.create` takes them."""
+
+    nano_cpus: int
+    mem_limit: int
+
+
+class _Network(TypedDict, total=False):
+    """The container's network, as `containers.create` takes it (left out: the daemon's
+    default network)."""
+
+    network_mode: str
+
+
+def container_limits(resources: Mapping[str, Any] | None) -> Limits:
     """Docker's CPU and memory limits from `runner.resources` (a Pod container's
     resources): its limits, else its requests; nothing when neither is given."""
     resources = resources or {}
     wanted = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
-    limits: dict[str, int] = {}
+    limits: Limits = {}
     if "cpu" in wanted:
         limits["nano_cpus"] = int(cpu_quantity(wanted["cpu"]) * 1e9)
     if "memory" in wanted:
@@ -84,7 +103,7 @@ def container_limits(resources: Mapping[str, Any] | None) -> dict[str, int]:
     return limits
 
 
-def connect(timeout: float = 300, pool: int = 64) -> tuple[Any | None, str]:
+def connect(timeout: int = 300, pool: int = 64) -> tuple[DockerClient | None, str]:
     """A client of the daemon that DOCKER_HOST (or the default socket) names, or None and
     why not. `timeout` bounds each API call (a pull's stream can pause while a big layer
     is extracted); `pool` is how many threads may talk to the daemon at once (each
@@ -102,7 +121,7 @@ def connect(timeout: float = 300, pool: int = 64) -> tuple[Any | None, str]:
 class DockerSandbox:
     """Runs test steps in containers; one per `proctor run`, shared by its threads."""
 
-    def __init__(self, client: Any, registry: str = "", pull: PullPolicy = "missing",
+    def __init__(self, client: DockerClient, registry: str = "", pull: PullPolicy = "missing",
                  network: str | None = None, resources: Mapping[str, Any] | None = None,
                  labels: Mapping[str, str] | None = None, progress: TextIO | None = None,
                  grace_seconds: int = process.GRACE_SECONDS):
@@ -114,7 +133,7 @@ class DockerSandbox:
         self.grace_seconds = grace_seconds
         self._images: dict[str, str | None] = {}  # image -> why unavailable (None: here)
         self._image_locks: dict[str, threading.Lock] = {}
-        self._live: set[Any] = set()
+        self._live: set[Container] = set()
         self._guard = threading.Lock()
         self._stopping = False
 
@@ -181,11 +200,10 @@ class DockerSandbox:
             elif not layer and status:
                 print(f"  {status}", file=self.progress, flush=True)
 
-    def run_test_step(self, work: WorkDir, instance: Instance, time_limit: int,
-                      stop: threading.Event | None = None) -> SandboxRun:
+    def run_test_step(self, work: WorkDir, instance: Instance, time_limit: int) -> SandboxRun:
         """Run run.sh in a fresh container of the task's image; the logs come back to
-        `work`. Same contract as the process sandbox's `run_test_step`; a stopping run
-        kills its containers through `stop_all` (which also sets `stop`'s meaning here)."""
+        `work`. Same contract as the process sandbox's `run_test_step`: `stop_all` removes
+        its container, and it raises `Interrupted`."""
         started = time.perf_counter()
         if not (work / "patch.diff").exists() and not (work / "test_without_patch").exists():
             # Nothing to test (run.sh would stop at once): no container, no image pull.
@@ -202,7 +220,7 @@ class DockerSandbox:
         return SandboxRun(time.perf_counter() - started, self.network_isolated, error)
 
     def _run(self, work: WorkDir, image: str, instance: Instance, limit: int) -> str | None:
-        container = self._create(image, instance, {"command": ["bash", f"{_MOUNT}/run.sh"]})
+        container = self._create(image, instance, ["bash", f"{_MOUNT}/run.sh"])
         try:
             container.put_archive("/", _pack(work.root))
             container.start()
@@ -225,21 +243,21 @@ class DockerSandbox:
             return f"the test step exited {code}: {log[-500:].decode(errors='replace').strip()}"
         return None
 
-    def _create(self, image: str, instance: Instance, options: dict[str, Any]) -> Any:
+    def _create(self, image: str, instance: Instance, command: list[str]) -> Container:
         """A new (not started) container of `image`, registered for removal."""
         env = {} if "TESTBED" in _image_env(self.client, image) else {"TESTBED": "/testbed"}
         env["PROCTOR_TEST_LOG"] = "/dev/stdout"
         labels = {**self.labels, LABEL_ITEM: instance.instance_id, LABEL_OWNER: _OWNER}
-        network = {"network_mode": self.network} if self.network else {}
+        network: _Network = {"network_mode": self.network} if self.network else {}
         with self._guard:
             if self._stopping:
                 raise Interrupted("the run is stopping")
-            container = self.client.containers.create(image, environment=env, labels=labels,
-                                                      **network, **self.limits, **options)
+            container = self.client.containers.create(image, command=command, environment=env,
+                                                      labels=labels, **network, **self.limits)
             self._live.add(container)
         return container
 
-    def _wait(self, container: Any, limit: int) -> int | None:
+    def _wait(self, container: Container, limit: int) -> int | None:
         """The container's exit code; None when it ran past `limit` seconds and was killed."""
         import requests
 
@@ -252,7 +270,7 @@ class DockerSandbox:
             raise Interrupted("the test step was stopped")
         return code
 
-    def _remove(self, container: Any) -> None:
+    def _remove(self, container: Container) -> None:
         import docker
 
         try:
@@ -326,7 +344,7 @@ class DockerSandbox:
             process.checkout(instance, dest, build=self._copy_testbed)
 
     def _copy_testbed(self, instance: Instance, dest: Path) -> None:
-        container = self._create(self.image_of(instance), instance, {"command": ["true"]})
+        container = self._create(self.image_of(instance), instance, ["true"])
         try:
             with tempfile.TemporaryDirectory(prefix="proctor-testbed-") as tmp:
                 stream, _ = container.get_archive("/testbed")
@@ -367,7 +385,7 @@ def _split_tag(image: str) -> tuple[str, str]:
     return name, tag
 
 
-def _image_env(client: Any, image: str) -> set[str]:
+def _image_env(client: DockerClient, image: str) -> set[str]:
     """Names of the environment variables the image sets."""
     env = client.images.get(image).attrs.get("Config", {}).get("Env") or []
     return {entry.partition("=")[0] for entry in env}

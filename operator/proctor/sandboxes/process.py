@@ -43,7 +43,6 @@ from proctor.sandboxes import testuser
 # Signs that an eval script expects the official image rather than any checkout.
 _IMAGE_ONLY_MARKERS = ("/testbed", "conda activate", "/opt/miniconda3")
 GRACE_SECONDS = 30  # past the script's own watchdog, before the sandbox kills it itself
-STOP_POLL_S = 0.2  # how often a running test step looks whether the run is stopping
 
 Builder = Callable[[Instance, Path], None]
 """Makes a task's stripped tree at the given path (a clone, or a copy out of its image)."""
@@ -202,93 +201,127 @@ def clean_env(testbed: Path, home: Path) -> dict[str, str]:
             "GIT_TERMINAL_PROMPT": "0", "TERM": "dumb"}
 
 
-def run_test_step(work: WorkDir, instance: Instance, time_limit: int,
-                  stop: threading.Event | None = None) -> SandboxRun:
-    """Check out the task, run run.sh against it, clean up; the logs stay in `work`.
+class ProcessSandbox:
+    """The process sandbox of one run: it runs each item's test step, and `stop_all`
+    (Ctrl-C, a full disk) kills the steps it has running and refuses new ones.
 
-    run.sh runs from a copy of the work folder's inputs beside the checkout, as its own
-    user where Proctor runs as root (`testuser`); only the test step's outputs come back,
-    and the eval script's output is its stdout, which this process writes to the log (as
-    the Docker sandbox does). Setting `stop` kills the test step's processes within
-    STOP_POLL_S and raises `Interrupted`."""
-    reason = needs_image(instance)
-    if reason:
-        raise SandboxRefused(reason)
-    started = time.perf_counter()
-    wrapper = network_wrapper()
-    uid = testuser.next_uid() if testuser.available() is None else None
-    with tempfile.TemporaryDirectory(prefix="proctor-testbed-") as tmp:
-        root = Path(tmp)
-        testbed, home, inner = root / "repo", root / "home", root / "work"
-        for folder in (home, inner, root / "tmp", root / "stage"):
-            folder.mkdir()
-        try:
-            checkout(instance, testbed)
-        except RuntimeError as exc:
-            return _broke(work, started, wrapper, str(exc))
-        for name in TEST_STEP_INPUTS:
-            if (work / name).exists():
-                shutil.copyfile(work / name, inner / name)
-        if uid is not None:  # the user may pass through root's folder, not list it
-            root.chmod(0o711)
-            for folder in (testbed, home, inner, root / "tmp"):
-                testuser.hand_over(folder, uid)
-        env = {**clean_env(testbed, home), "TMPDIR": str(root / "tmp"),
-               "PROCTOR_TEST_LOG": "/dev/stdout"}
-        argv = [*wrapper, *(testuser.enter(uid, root / "stage") if uid is not None else ()),
-                "bash", str(inner / "run.sh")]
-        try:
-            error = _run_script(work, argv, env, time_limit + GRACE_SECONDS, stop,
-                                own_user=uid is not None)
-        finally:
-            if uid is not None:
-                testuser.kill_user(uid)
-        bring_back(inner, work)
-    stdout = work / "stdout.part"
-    if (work / "eval_exit").exists():  # the eval script ran: its output is the log
-        stdout.replace(work / "test_output.txt")
-    else:
-        stdout.unlink(missing_ok=True)
-    if error:
-        return _broke(work, started, wrapper, error)
-    return SandboxRun(time.perf_counter() - started, bool(wrapper))
+    Each step runs in a session of its own (a terminal's Ctrl-C never reaches it), so
+    the sandbox keeps the steps it started: stopping a run kills their sessions at once,
+    rather than each step waking now and then to look whether the run is stopping."""
 
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: set[subprocess.Popen[bytes]] = set()
+        self._stopping = False
 
-def _run_script(work: WorkDir, argv: list[str], env: dict[str, str], limit: int,
-                stop: threading.Event | None = None, own_user: bool = False) -> str | None:
-    """Run the test step in its own session, its stdout into work/stdout.part through a
-    pipe (nothing the step runs can rewrite what it printed before); the error text if
-    it broke."""
-    deadline = time.monotonic() + limit
-    with open(work / "run.log", "wb") as log:
-        proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=log,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
-        assert proc.stdout is not None
-        drain = threading.Thread(target=_drain, args=(proc.stdout, work / "stdout.part"),
-                                 daemon=True)
-        drain.start()
-        code = None
-        try:
-            while code is None:
+    def run_test_step(self, work: WorkDir, instance: Instance, time_limit: int) -> SandboxRun:
+        """Check out the task, run run.sh against it, clean up; the logs stay in `work`.
+
+        run.sh runs from a copy of the work folder's inputs beside the checkout, as its
+        own user where Proctor runs as root (`testuser`); only the test step's outputs
+        come back, and the eval script's output is its stdout, which this process writes
+        to the log (as the Docker sandbox does). Once `stop_all` is called, it raises
+        `Interrupted` (its processes killed), and so does a step started after that."""
+        reason = needs_image(instance)
+        if reason:
+            raise SandboxRefused(reason)
+        if self._stopping:
+            raise Interrupted("the run is stopping")
+        started = time.perf_counter()
+        wrapper = network_wrapper()
+        uid = testuser.next_uid() if testuser.available() is None else None
+        with tempfile.TemporaryDirectory(prefix="proctor-testbed-") as tmp:
+            root = Path(tmp)
+            testbed, home, inner = root / "repo", root / "home", root / "work"
+            for folder in (home, inner, root / "tmp", root / "stage"):
+                folder.mkdir()
+            try:
+                checkout(instance, testbed)
+            except RuntimeError as exc:
+                return _broke(work, started, wrapper, str(exc))
+            for name in TEST_STEP_INPUTS:
+                if (work / name).exists():
+                    shutil.copyfile(work / name, inner / name)
+            if uid is not None:  # the user may pass through root's folder, not list it
+                root.chmod(0o711)
+                for folder in (testbed, home, inner, root / "tmp"):
+                    testuser.hand_over(folder, uid)
+            env = {**clean_env(testbed, home), "TMPDIR": str(root / "tmp"),
+                   "PROCTOR_TEST_LOG": "/dev/stdout"}
+            argv = [*wrapper,
+                    *(testuser.enter(uid, root / "stage") if uid is not None else ()),
+                    "bash", str(inner / "run.sh")]
+            try:
+                error = self._run_script(work, argv, env, time_limit + GRACE_SECONDS,
+                                         own_user=uid is not None)
+            finally:
+                if uid is not None:
+                    testuser.kill_user(uid)
+            bring_back(inner, work)
+        stdout = work / "stdout.part"
+        if (work / "eval_exit").exists():  # the eval script ran: its output is the log
+            stdout.replace(work / "test_output.txt")
+        else:
+            stdout.unlink(missing_ok=True)
+        if error:
+            return _broke(work, started, wrapper, error)
+        return SandboxRun(time.perf_counter() - started, bool(wrapper))
+
+    def checkout(self, instance: Instance, dest: Path) -> None:
+        checkout(instance, dest)
+
+    def stop_all(self) -> None:
+        """Kill every test step still running (each one's whole session; what a step
+        running as its own user moved elsewhere, `run_test_step` kills by its uid) and
+        start no new one."""
+        with self._lock:
+            self._stopping = True
+            running = list(self._running)
+        for proc in running:
+            _kill(proc)
+
+    def _start(self, argv: list[str], env: dict[str, str], log: IO[bytes]
+               ) -> subprocess.Popen[bytes]:
+        """Start the test step in its own session, known to `stop_all` from the start:
+        under the lock, so that none starts once the run is stopping."""
+        with self._lock:
+            if self._stopping:
+                raise Interrupted("the run is stopping")
+            proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=log,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+            self._running.add(proc)
+        return proc
+
+    def _run_script(self, work: WorkDir, argv: list[str], env: dict[str, str], limit: int,
+                    own_user: bool = False) -> str | None:
+        """Run the test step, its stdout into work/stdout.part through a pipe (nothing
+        the step runs can rewrite what it printed before); the error text if it broke."""
+        with open(work / "run.log", "wb") as log:
+            proc = self._start(argv, env, log)
+            assert proc.stdout is not None
+            drain = threading.Thread(target=_drain, args=(proc.stdout, work / "stdout.part"),
+                                     daemon=True)
+            drain.start()
+            try:
                 try:
-                    code = proc.wait(timeout=min(STOP_POLL_S,
-                                                 max(0.0, deadline - time.monotonic())))
+                    code: int | None = proc.wait(timeout=limit)
                 except subprocess.TimeoutExpired:
-                    # Its own session: a terminal's Ctrl-C never reaches it, so we kill it.
-                    if stop is not None and stop.is_set():
-                        _kill(proc)
-                        raise Interrupted("the test step was stopped") from None
-                    if time.monotonic() >= deadline:
-                        _kill(proc)
-                        return f"the test step did not finish within {limit} s"
-        finally:
-            if not own_user:  # what it left running in its session (else: kill_user)
-                _kill(proc)
-            drain.join(timeout=2)
-    if code != 0:
-        tail = (work / "run.log").read_text(errors="replace")[-500:].strip()
-        return f"the test step exited {code}: {tail}"
-    return None
+                    code = None
+                if self._stopping:  # stop_all killed it (or would have): not its result
+                    raise Interrupted("the test step was stopped")
+                if code is None:
+                    _kill(proc)
+                    return f"the test step did not finish within {limit} s"
+            finally:
+                with self._lock:
+                    self._running.discard(proc)
+                if not own_user:  # what it left running in its session (else: kill_user)
+                    _kill(proc)
+                drain.join(timeout=2)
+        if code != 0:
+            tail = (work / "run.log").read_text(errors="replace")[-500:].strip()
+            return f"the test step exited {code}: {tail}"
+        return None
 
 
 def _drain(pipe: IO[bytes], path: Path) -> None:
@@ -296,15 +329,19 @@ def _drain(pipe: IO[bytes], path: Path) -> None:
         shutil.copyfileobj(pipe, out, 65536)
 
 
-def _kill(proc: subprocess.Popen) -> None:
+def _kill(proc: subprocess.Popen[bytes]) -> None:
     """Kill every process of the test step: its whole session, not only its process
     group, since run.sh gives the eval script and its watchdog groups of their own."""
     for _ in range(5):  # a process may fork while we look
-        members = _session_members(proc.pid) or [proc.pid]
-        for pid in members:
+        others = [pid for pid in _session_members(proc.pid) if pid != proc.pid]
+        # Popen's own kill: a no-op once the step was reaped, when its pid may be anyone's
+        # (the session's other members keep their ids: the session holds them).
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            proc.kill()
+        for pid in others:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
-        if members == [proc.pid]:
+        if not others:
             break
     proc.wait()
 

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from proctor.core.images import instance_image
 from proctor.core.model import Instance
@@ -25,6 +25,9 @@ from proctor.sandboxes import process
 from proctor.sandboxes.images import plan as plans
 from proctor.sandboxes.images.debian import ImageBuildError, build_rootfs, exists, native_arch
 from proctor.sandboxes.images.specs import requirements
+
+if TYPE_CHECKING:  # the SDK is imported where it is used (Docker is optional)
+    from docker import DockerClient
 
 Log = Callable[[str], None]
 
@@ -66,7 +69,7 @@ def host_ca_bundle() -> str | None:
     return None
 
 
-def build_images(client: Any, instances: Iterable[Instance], *, source: Path | None = None,
+def build_images(client: DockerClient, instances: Iterable[Instance], *, source: Path | None = None,
                  registry: str = "", force: bool = False, log: Log = print) -> list[BuildResult]:
     """Build each row's image (kept when present, unless `force`); one result per row."""
     arch = native_arch()
@@ -84,8 +87,8 @@ def build_images(client: Any, instances: Iterable[Instance], *, source: Path | N
     return results
 
 
-def _build_one(client: Any, instance: Instance, source: Path | None, registry: str, arch: str,
-               ca_bundle: str | None, force: bool, log: Log) -> BuildResult:
+def _build_one(client: DockerClient, instance: Instance, source: Path | None, registry: str,
+               arch: str, ca_bundle: str | None, force: bool, log: Log) -> BuildResult:
     image = instance_image(instance, registry)
     if not force and exists(client, image):
         return BuildResult(instance.instance_id, image, "kept", size_bytes=image_size(client,
@@ -155,7 +158,7 @@ def _write_context(context: Path, plan: plans.ImagePlan, ca_bundle: str | None) 
     (context / "Dockerfile").write_text(plan.dockerfile())
 
 
-def _docker_build(client: Any, plan: plans.ImagePlan, context: Path) -> None:
+def _docker_build(client: DockerClient, plan: plans.ImagePlan, context: Path) -> None:
     """Build the context; ImageBuildError naming the row (and package) when it fails."""
     log: list[str] = []
     try:
@@ -173,7 +176,7 @@ def _docker_build(client: Any, plan: plans.ImagePlan, context: Path) -> None:
                               f"{exc}") from exc
 
 
-def image_size(client: Any, image: str) -> int | None:
+def image_size(client: DockerClient, image: str) -> int | None:
     try:
         return int(client.images.get(image).attrs["Size"])
     except Exception:

@@ -14,9 +14,12 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from proctor.core.exits import BadInput
+
+if TYPE_CHECKING:  # the SDK is imported where it is used (Docker is optional)
+    from docker import DockerClient
 
 # Docker's architecture names are Debian's for the two that matter here.
 _MACHINE_TO_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
@@ -47,7 +50,7 @@ def native_arch() -> str:
     return _MACHINE_TO_ARCH.get(machine, machine)
 
 
-def exists(client: Any, image: str) -> bool:
+def exists(client: DockerClient, image: str) -> bool:
     import docker
 
     try:
@@ -67,7 +70,7 @@ def mmdebstrap_command(rootfs: Rootfs, tarball: Path) -> list[str]:
     return [*command, rootfs.suite, str(tarball)]
 
 
-def build_rootfs(client: Any, rootfs: Rootfs, force: bool = False,
+def build_rootfs(client: DockerClient, rootfs: Rootfs, force: bool = False,
                  log: Callable[[str], None] = print) -> bool:
     """Import `rootfs` as its image; False when that image was already there."""
     if not force and exists(client, rootfs.image):

@@ -43,7 +43,8 @@ class EnvSpec(BaseModel):
 @functools.cache
 def _data() -> dict[str, Any]:
     text = resources.files("proctor.sandboxes.images").joinpath("swebench_specs.json")
-    return json.loads(text.read_text())
+    data: dict[str, Any] = json.loads(text.read_text())
+    return data
 
 
 def source() -> str:
