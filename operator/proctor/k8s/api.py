@@ -2,9 +2,9 @@
 
 Objects come back as plain dicts, exactly as the API server wrote them (camelCase),
 so that the pure modules read what a real cluster sends; those Proctor reads are typed
-(`proctor.k8s.objects`). Calls are synchronous; the
-controller runs them in asyncio's default executor. Reads of what the controller watches
-(Evaluations, agents, Jobs, pods, kept results, events) come from kopf's indexes instead.
+(`proctor.k8s.objects`). Calls are synchronous; the controller runs them in asyncio's
+default executor. Reads of what the controller watches (Evaluations, agents, Jobs, pods,
+kept results, events) come from kopf's indexes instead.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """What a work item's Job, its pod and their events say about the item (pure).
 
 ``item_state(job, pods, events)`` reads the objects as the API returns them (plain dicts,
-typed in `proctor.k8s.objects`)
-and answers one of five phases:
+typed in `proctor.k8s.objects`) and answers one of five phases:
 
 * queued: the Job is suspended and has not ended: it waits for Kueue to admit it (created
   suspended with a queue name), or Kueue preempted it (suspended it again; the Job
