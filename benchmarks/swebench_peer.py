@@ -24,8 +24,10 @@ With `--real`: the 20 real Verified rows whose repositories the shared data's bu
 missing (`proctor images build`). Gold predictions; each round runs Proctor and the
 harness on the --init daemon one after the other, the order alternating between rounds
 (the load of a shared machine drifts; alternation spreads it over both). Printed per
-round and overall: wall times and their ratio, each tool's overhead per item beyond its
-eval scripts ((wall x workers - the eval scripts' seconds) / items), verdict agreement.
+round and overall: wall times and their ratio, the floor (Proctor's eval scripts' seconds
+over the workers, against the harness's wall: what a tool with no overhead at all would
+reach), each tool's overhead per item beyond its eval scripts ((wall x workers - the eval
+scripts' seconds) / items), verdict agreement.
 """
 
 from __future__ import annotations
@@ -213,6 +215,9 @@ def real(args: argparse.Namespace) -> None:
           f"(load average now {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores)")
     print(f"  Proctor / harness (--init): median {statistics.median(ratios):.2f}x, rounds "
           f"{', '.join(f'{x:.2f}' for x in ratios)} (target <= 0.8x)")
+    floors = [r["floor"] / r["harness"] for r in rounds]
+    print(f"  floor (Proctor's eval scripts alone / workers) / harness: median "
+          f"{statistics.median(floors):.2f}x: no tool that runs the same scripts goes below it")
     for tool in ("proctor", "harness"):
         overheads = [r[f"{tool} overhead"] for r in rounds]
         print(f"  {tool}: wall {statistics.median(r[tool] for r in rounds):.1f} s (median), "
@@ -243,6 +248,7 @@ def real_round(root: Path, number: int, instances: list, parquet: Path,
     agree = len(ours) == len(theirs) == count and all(
         real_rows.verdict(ours[i]) == real_rows.verdict(theirs[i]) for i in ours)
     found = {**walls, "agree": agree, "resolved": sum(e["resolved"] for e in ours.values()),
+             "floor": ours_eval / args.workers,
              "proctor overhead": (walls["proctor"] * args.workers - ours_eval) / count,
              "harness overhead": (walls["harness"] * args.workers - theirs_eval) / count}
     print(f"round {number}: Proctor {walls['proctor']:.1f} s, harness {walls['harness']:.1f} s"

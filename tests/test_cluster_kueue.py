@@ -2,12 +2,11 @@
 the demo's 10 items in a LocalQueue whose ClusterQueue has CPU for exactly 2 of their pods.
 Proctor creates every Job suspended (maxConcurrentRows 10), Kueue never runs more than 2
 at once, the status shows the others queued, and the Evaluation ends Succeeded with 10 done.
-Then a preemption: an item's Job evicted by Kueue after its agent answered runs again with
-the kept patch, and the agent (on this host, counting its requests) is asked once. Last, the
+Then two preemptions: an item's Job evicted by Kueue after its agent answered runs again
+with the kept patch, and one evicted while the agent works follows the agent's task by its
+id; either way the agent (on this host, counting its requests) is asked once. Last, the
 agent-slots AdmissionCheck (the chart's jobs.agentSlotsCheck): a queue that lists it holds
 more Jobs than the agent has slots, and never more than its one slot's worth asks it.
-the kept patch, and the agent (on this host, counting its requests) is asked once; and one
-evicted while the agent works follows the agent's task by its id, and the agent is asked once.
 
 It runs where the other real-cluster tests run (tests/real_cluster.py: skipped, saying why,
 where no cluster can start; a failure then with PROCTOR_REQUIRE_CLUSTER=1). Kueue v0.17.0's
@@ -20,6 +19,7 @@ own tag (PROCTOR_TEST_RUNNER_IMAGE, default proctor-runner:cluster-kueue).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -245,6 +245,24 @@ def stop_policy(c: Cluster, policy: str) -> None:
               json.dumps({"spec": {"stopPolicy": policy}}))
 
 
+@contextlib.contextmanager
+def one_item_for(c: Cluster, agent: SlowAgent, agent_name: str, name: str) -> Iterator[None]:
+    """An AgentUnderTest `agent_name` for `agent` and an Evaluation `name` of one demo item
+    asking it; the Evaluation deleted and the agent stopped afterwards."""
+    try:
+        c.apply({"apiVersion": "proctor.dev/v1alpha1", "kind": "AgentUnderTest",
+                 "metadata": {"name": agent_name, "namespace": NS},
+                 "spec": {"endpoint": agent.server.url, "requestTimeoutSeconds": 300}})
+        spec = evaluation()["spec"] | {"agentRef": {"name": agent_name},
+                                       "dataset": {"name": "proctor-demo", "maxRows": 1}}
+        c.apply({"apiVersion": "proctor.dev/v1alpha1", "kind": "Evaluation",
+                 "metadata": {"name": name, "namespace": NS}, "spec": spec})
+        yield
+    finally:
+        c.kubectl("delete", "evaluation", name, "-n", NS, "--wait=true", check=False)
+        agent.server.stop()
+
+
 def evict_and_finish(c: Cluster, name: str) -> list[dict[str, Any]]:
     """Evict the Evaluation's admitted Job (its ClusterQueue stopped, then started again once
     the operator says Preempted); the Preempted Events, once the Evaluation has Succeeded."""
@@ -266,14 +284,7 @@ def test_a_job_preempted_after_its_agent_answered_runs_again_with_the_kept_patch
     per_job = one_job_request(tmp_path)
     cluster.apply(*queues(per_job))
     agent = SlowAgent(real_cluster.node_ip, tmp_path)
-    try:
-        cluster.apply({"apiVersion": "proctor.dev/v1alpha1", "kind": "AgentUnderTest",
-                       "metadata": {"name": "slow-agent", "namespace": NS},
-                       "spec": {"endpoint": agent.server.url, "requestTimeoutSeconds": 300}})
-        spec = evaluation()["spec"] | {"agentRef": {"name": "slow-agent"},
-                                       "dataset": {"name": "proctor-demo", "maxRows": 1}}
-        cluster.apply({"apiVersion": "proctor.dev/v1alpha1", "kind": "Evaluation",
-                       "metadata": {"name": "preempted", "namespace": NS}, "spec": spec})
+    with one_item_for(cluster, agent, "slow-agent", "preempted"):
         kept = "proctor.dev/evaluation=preempted,app.kubernetes.io/component=kept-patch"
         wait("the agent's patch kept", lambda: cluster.get(
             "configmaps", "-n", NS, "-l", kept)["items"], 600, 0.5)
@@ -288,10 +299,6 @@ def test_a_job_preempted_after_its_agent_answered_runs_again_with_the_kept_patch
         status = cluster.get("evaluation", "preempted", "-n", NS)["status"]
         assert status["items"]["done"] == 1 and status["errorKinds"] == {}, status
         assert len(results) == 1
-    finally:
-        cluster.kubectl("delete", "evaluation", "preempted", "-n", NS, "--wait=true",
-                        check=False)
-        agent.server.stop()
 
 
 def slots_queues(per_job: int) -> list[dict[str, Any]]:
@@ -360,18 +367,13 @@ def test_with_the_agent_slots_check_a_job_takes_its_agents_slot_at_admission(
     assert most_asking == 1 and most_ready >= 1
     status = cluster.get("evaluation", "slotted", "-n", NS)["status"]
     assert status["items"]["done"] == 6 and status["errorKinds"] == {}, status
+
+
 def test_a_job_preempted_while_the_agent_works_follows_its_task(
         cluster: Cluster, real_cluster: RealCluster, tmp_path: Path) -> None:
     cluster.apply(*queues(one_job_request(tmp_path)))
     agent = SlowAgent(real_cluster.node_ip, tmp_path, think_s=45)
-    try:
-        cluster.apply({"apiVersion": "proctor.dev/v1alpha1", "kind": "AgentUnderTest",
-                       "metadata": {"name": "thinking-agent", "namespace": NS},
-                       "spec": {"endpoint": agent.server.url, "requestTimeoutSeconds": 300}})
-        spec = evaluation()["spec"] | {"agentRef": {"name": "thinking-agent"},
-                                       "dataset": {"name": "proctor-demo", "maxRows": 1}}
-        cluster.apply({"apiVersion": "proctor.dev/v1alpha1", "kind": "Evaluation",
-                       "metadata": {"name": "mid-solve", "namespace": NS}, "spec": spec})
+    with one_item_for(cluster, agent, "thinking-agent", "mid-solve"):
         # The operator says it noted the agent's task (read from the waiting solve step's log).
         since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 5))
         wait("the agent's task noted", lambda: "Noted the agent's task item=proctor-demo__"
@@ -385,7 +387,3 @@ def test_a_job_preempted_while_the_agent_works_follows_its_task(
         status = cluster.get("evaluation", "mid-solve", "-n", NS)["status"]
         assert status["items"]["done"] == 1 and status["errorKinds"] == {}, status
         assert status["outcomes"].get("resolved") == 1, status
-    finally:
-        cluster.kubectl("delete", "evaluation", "mid-solve", "-n", NS, "--wait=true",
-                        check=False)
-        agent.server.stop()

@@ -10,20 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
-from kubernetes import client
 from prometheus_client import CollectorRegistry
 
+from api_servers import StandInApi, answer, read_json
 from proctor.core.labels import KUEUE_QUEUE_NAME, LABEL_ATTEMPT, LABEL_ITEM
 from proctor.core.model import Instance
 from proctor.k8s import manifests as m
 from proctor.k8s import reconcile
 from proctor.k8s.act import Pass, Tracked, restore_answers
-from proctor.k8s.api import Kube
 from proctor.k8s.conditions import status_reason
 from proctor.k8s.exporter import Metrics
 from proctor.k8s.podstatus import Phase, PodsByJob, item_state
@@ -214,56 +212,30 @@ def test_a_job_suspended_again_after_asking_the_agent_is_preempted() -> None:
 # --- The shell: keeping the patch, the next attempt -----------------------------------------
 
 
-class ApiServer:
-    """A loopback HTTP server standing in for the API server: it records each call,
-    answers a write with its body, a list of ConfigMaps with ``configmaps`` and the solve
-    step's log with ``solve_log``."""
+class ApiServer(StandInApi):
+    """The API server: it records each call, answers a write with its body, a list of
+    ConfigMaps with ``configmaps`` and the solve step's log with ``solve_log``."""
 
     def __init__(self, solve_log: str = "", configmaps: list[dict[str, Any]] = ()) -> None:
         self.calls: list[tuple[str, str, dict[str, Any]]] = []
-        outer = self
+        self.solve_log, self.configmaps = solve_log, configmaps
+        super().__init__(("GET", "POST", "DELETE"))
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *_: Any) -> None:
-                pass
-
-            def _answer(self, code: int, body: bytes, kind: str = "application/json") -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def do_GET(self) -> None:
-                outer.calls.append(("GET", self.path, {}))
-                if self.path.split("?")[0].endswith("/configmaps"):
-                    listed = {"kind": "ConfigMapList", "apiVersion": "v1",
-                              "items": list(configmaps)}
-                    return self._answer(200, json.dumps(listed).encode())
-                self._answer(200, solve_log.encode(), "text/plain")
-
-            def _write(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.calls.append((self.command, self.path, body))
-                self._answer(201 if self.command == "POST" else 200, json.dumps(body).encode())
-
-            do_POST = do_DELETE = _write
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def kube(self) -> Kube:
-        configuration = client.Configuration()
-        configuration.host = f"http://127.0.0.1:{self.server.server_port}"
-        return Kube(client.ApiClient(configuration))
+    def handle(self, request: BaseHTTPRequestHandler) -> None:
+        if request.command == "GET":
+            self.calls.append(("GET", request.path, {}))
+            if request.path.split("?")[0].endswith("/configmaps"):
+                listed = {"kind": "ConfigMapList", "apiVersion": "v1",
+                          "items": list(self.configmaps)}
+                return answer(request, 200, json.dumps(listed).encode())
+            return answer(request, 200, self.solve_log.encode(), "text/plain")
+        body = read_json(request)
+        self.calls.append((request.command, request.path, body))
+        answer(request, 201 if request.command == "POST" else 200, json.dumps(body).encode())
 
     def created(self, kind: str) -> list[dict[str, Any]]:
         return [body for method, path, body in self.calls
                 if method == "POST" and path.split("?")[0].endswith(f"/{kind}")]
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def act(server: ApiServer, instance: Instance, tracked: Tracked, decision: Decision
@@ -289,17 +261,22 @@ def item_job(instance: Instance, *, suspended: bool, kept: dict | None = None) -
     return j
 
 
-def test_the_patch_is_kept_when_the_solve_step_ends(task) -> None:  # noqa: F811
+def solving_view(task: Instance, tracked: Tracked, *, ended: bool) -> ItemView:  # noqa: F811
+    """The item's first attempt, admitted, its solve step running or ended (`solving`),
+    observed with what ``tracked`` remembers of the agent's answers."""
     admitted = item_job(task, suspended=False)
-    tracked = Tracked("uid-1", "demo", answers={"job-uid-0": None})
     (view,) = reconcile.observe([item_of(task)], [admitted], {},
-                                lambda j: item_state(j, [solving(j, ended=True)]),
+                                lambda j: item_state(j, [solving(j, ended=ended)]),
                                 tracked.answers)
-    server = ApiServer(f"asking the agent\n{PATCH_BEGIN}\n--- a/x\n+++ b/x\n{PATCH_END}\n")
-    try:
+    return view
+
+
+def test_the_patch_is_kept_when_the_solve_step_ends(task) -> None:  # noqa: F811
+    tracked = Tracked("uid-1", "demo", answers={"job-uid-0": None})
+    view = solving_view(task, tracked, ended=True)
+    solve_log = f"asking the agent\n{PATCH_BEGIN}\n--- a/x\n+++ b/x\n{PATCH_END}\n"
+    with ApiServer(solve_log) as server:
         assert act(server, task, tracked, Decision(keep_patch=[view])) == []
-    finally:
-        server.stop()
     (log_call,) = [c for c in server.calls if c[0] == "GET"]
     assert "/log?" in log_call[1] and "container=solve" in log_call[1]
     (kept,) = server.created("configmaps")
@@ -307,6 +284,14 @@ def test_the_patch_is_kept_when_the_solve_step_ends(task) -> None:  # noqa: F811
     assert kept["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
     assert tracked.answers["job-uid-0"]["metadata"]["name"] == kept["metadata"]["name"]
     assert server.created("jobs") == []  # the Job goes on: nothing else is done
+
+
+def act_preempted(task: Instance, view: ItemView  # noqa: F811
+                  ) -> tuple[ApiServer, list[tuple[str, str]]]:
+    """Carry out the preemption of ``view``'s attempt; the server (its calls) and the Events."""
+    with ApiServer() as server:
+        events = act(server, task, Tracked("uid-1", "demo"), Decision(preempted=[view]))
+    return server, events
 
 
 def preempted_view(task: Instance, kept: dict | None) -> ItemView:  # noqa: F811
@@ -320,11 +305,7 @@ def test_a_preempted_job_is_replaced_with_the_kept_patch(task) -> None:  # noqa:
     patch = m.patch_configmap(evaluation("demo"), item_of(task), "--- a/x\n+++ b/x\n")
     view = preempted_view(task, patch)
     assert view.state is not None and view.state.phase == Phase.QUEUED
-    server = ApiServer()
-    try:
-        events = act(server, task, Tracked("uid-1", "demo"), Decision(preempted=[view]))
-    finally:
-        server.stop()
+    server, events = act_preempted(task, view)
     (job_made,) = server.created("jobs")
     assert job_made["metadata"]["labels"][LABEL_ATTEMPT] == "1"
     assert job_made["metadata"]["labels"][KUEUE_QUEUE_NAME] == QUEUE
@@ -343,11 +324,7 @@ def test_a_preempted_job_is_replaced_with_the_kept_patch(task) -> None:  # noqa:
 
 def test_a_job_preempted_before_the_agent_answered_asks_it_again(task) -> None:  # noqa: F811
     view = preempted_view(task, None)
-    server = ApiServer()
-    try:
-        events = act(server, task, Tracked("uid-1", "demo"), Decision(preempted=[view]))
-    finally:
-        server.stop()
+    server, events = act_preempted(task, view)
     (job_made,) = server.created("jobs")
     assert job_made["metadata"]["labels"][LABEL_ATTEMPT] == "1" and m.job_asks_agent(job_made)
     ((reason, message),) = events
@@ -366,14 +343,11 @@ def test_a_restarted_operator_knows_the_answers_kept_before(task) -> None:  # no
         **other["metadata"]["labels"], LABEL_ITEM: "f" * 32}}
     assert reconcile.restored_answers([asking, retried, other], [patch]) == {
         "job-uid-0": patch}
-    server = ApiServer(configmaps=[patch])
     tracked = Tracked("uid-1", "demo")
-    try:
+    with ApiServer(configmaps=[patch]) as server:
         for _ in range(2):  # listed once
             asyncio.run(restore_answers(server.kube(), evaluation("demo", queueName=QUEUE),
                                         tracked, [asking]))
-    finally:
-        server.stop()
     (listed,) = [path for method, path, _ in server.calls if method == "GET"]
     assert "labelSelector=" in listed and "kept-patch" in listed
     assert tracked.answers == {"job-uid-0": patch}
@@ -382,16 +356,10 @@ def test_a_restarted_operator_knows_the_answers_kept_before(task) -> None:  # no
 
 
 def test_the_agents_task_is_read_from_the_solve_log(task) -> None:  # noqa: F811
-    admitted = item_job(task, suspended=False)
     tracked = Tracked("uid-1", "demo", answers={"job-uid-0": None})
-    (view,) = reconcile.observe([item_of(task)], [admitted], {},
-                                lambda j: item_state(j, [solving(j, ended=False)]),
-                                tracked.answers)
-    server = ApiServer(f"{task_line('t-42')}\nwaiting for the agent\n")
-    try:
+    view = solving_view(task, tracked, ended=False)
+    with ApiServer(f"{task_line('t-42')}\nwaiting for the agent\n") as server:
         assert act(server, task, tracked, Decision(read_task=[view])) == []
-    finally:
-        server.stop()
     (log_call,) = [c for c in server.calls if c[0] == "GET"]
     assert "container=solve" in log_call[1]
     assert tracked.task_ids == {"job-uid-0": "t-42"} and server.created("jobs") == []
@@ -401,11 +369,7 @@ def test_a_job_preempted_while_the_agent_works_follows_its_task(task) -> None:  
     suspended = item_job(task, suspended=True)
     (view,) = reconcile.observe([item_of(task)], [suspended], {}, item_state,
                                 {"job-uid-0": None}, {"job-uid-0": "t-42"})
-    server = ApiServer()
-    try:
-        events = act(server, task, Tracked("uid-1", "demo"), Decision(preempted=[view]))
-    finally:
-        server.stop()
+    server, events = act_preempted(task, view)
     (job_made,) = server.created("jobs")
     (solve,) = [c for c in job_made["spec"]["template"]["spec"]["initContainers"]
                 if c["name"] == "solve"]

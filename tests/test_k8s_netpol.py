@@ -6,21 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
-from kubernetes import client
 from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
 
+from api_servers import StandInApi, answer, read_json
 from proctor.core.model import Instance
 from proctor.core.spec import AgentUnderTest, AgentUnderTestSpec
 from proctor.k8s import netpol
 from proctor.k8s.act import Pass, Tracked
 from proctor.k8s.agent_manifests import deployment
-from proctor.k8s.api import Kube
 from proctor.k8s.exporter import Metrics
 from proctor.k8s.netpol import Boundary, policy_while_open
 from proctor.k8s.reconcile import Decision
@@ -157,43 +155,22 @@ def test_a_spec_cidr_that_is_not_one_is_refused(spec: dict[str, Any]) -> None:
 # --- The shell: the policy is applied before the Jobs it governs ---------------------------
 
 
-class ApiServer:
-    """A loopback HTTP server standing in for the API server: it records each write and
-    answers with its body, or refuses the NetworkPolicy's apply (403) when told to."""
+class ApiServer(StandInApi):
+    """The API server: it records each write and answers with its body, or refuses the
+    NetworkPolicy's apply (403) when told to."""
 
     def __init__(self, refuse_policy: bool = False) -> None:
         self.writes: list[tuple[str, str, dict[str, Any]]] = []
-        outer = self
+        self.refuse_policy = refuse_policy
+        super().__init__(("POST", "PATCH"))
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *_: Any) -> None:
-                pass
-
-            def _write(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.writes.append((self.command, self.path, body))
-                refused = refuse_policy and "networkpolicies" in self.path
-                answer = json.dumps({"kind": "Status", "code": 403, "message": "forbidden"}
-                                    if refused else body).encode()
-                self.send_response(403 if refused else 200 if self.command == "PATCH" else 201)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
-
-            do_POST = do_PATCH = _write
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def kube(self) -> Kube:
-        configuration = client.Configuration()
-        configuration.host = f"http://127.0.0.1:{self.server.server_port}"
-        return Kube(client.ApiClient(configuration))
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    def handle(self, request: BaseHTTPRequestHandler) -> None:
+        body = read_json(request)
+        self.writes.append((request.command, request.path, body))
+        refused = self.refuse_policy and "networkpolicies" in request.path
+        answer(request, 403 if refused else 200 if request.command == "PATCH" else 201,
+               json.dumps({"kind": "Status", "code": 403, "message": "forbidden"}
+                          if refused else body).encode())
 
 
 def a_pass(server: ApiServer, instance: Instance, tracked: Tracked) -> Pass:
@@ -206,15 +183,13 @@ def a_pass(server: ApiServer, instance: Instance, tracked: Tracked) -> Pass:
 
 
 def test_the_policy_is_applied_owned_before_the_first_job_and_once(task) -> None:  # noqa: F811
-    server, tracked = ApiServer(), Tracked("uid-1", "demo")
-    try:
+    tracked = Tracked("uid-1", "demo")
+    with ApiServer() as server:
         p = a_pass(server, task, tracked)
         assert asyncio.run(p.act(Decision(start=[item_of(task)]))) == []
         first = list(server.writes)
         other = item_of(task, repeat=1)
         assert asyncio.run(a_pass(server, task, tracked).act(Decision(start=[other]))) == []
-    finally:
-        server.stop()
     (method, path, applied), *rest = first
     assert method == "PATCH"
     assert path.startswith("/apis/networking.k8s.io/v1/namespaces/evals/networkpolicies/"
@@ -228,12 +203,9 @@ def test_the_policy_is_applied_owned_before_the_first_job_and_once(task) -> None
 
 
 def test_a_policy_refused_starts_no_job(task) -> None:  # noqa: F811
-    server = ApiServer(refuse_policy=True)
-    try:
+    with ApiServer(refuse_policy=True) as server:
         failed = asyncio.run(a_pass(server, task, Tracked("uid-1", "demo")).act(
             Decision(start=[item_of(task)])))
-    finally:
-        server.stop()
     assert len(failed) == 1 and "403" in str(failed[0])
     assert [w[1].split("?")[0].split("/")[-1] for w in server.writes] == ["proctor-demo"]
 

@@ -32,6 +32,7 @@ from proctor.k8s.api import Kube
 from proctor.k8s.expectations import Expectations
 from proctor.k8s.exporter import Metrics
 from proctor.k8s.figures import Reliability
+from proctor.k8s.objects import ConfigMap, Job, MutableObj
 from proctor.k8s.prepull import ANNOTATION_IMAGE, PullState
 from proctor.k8s.reconcile import Decision, ItemView
 from proctor.k8s.slot_check import SlotCheck
@@ -44,7 +45,6 @@ from proctor.store.record import item_record
 from proctor.store.s3 import StoreUnreachable, upload_checked, upload_item
 
 log = logging.getLogger("proctor.controller")
-Obj = dict[str, Any]
 
 
 def now_text() -> str:
@@ -52,7 +52,7 @@ def now_text() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _body(obj: Obj) -> kopf.Body:
+def _body(obj: MutableObj) -> kopf.Body:
     """The object as kopf's `adopt`, `warn` and `info` type it: they read a plain dict (an
     owner's metadata, an Event's involved object) as well as a `kopf.Body`."""
     return cast(kopf.Body, obj)
@@ -67,15 +67,15 @@ class Tracked:
     agent_label: str = ""
     expected: Expectations = field(default_factory=Expectations)
     plan: tuple[Any, list[WorkItem]] = (None, [])  # (generation, dataset fingerprint), items
-    tasks: dict[str, Obj] = field(default_factory=dict)  # task ConfigMaps made, by task
+    tasks: dict[str, MutableObj] = field(default_factory=dict)  # task ConfigMaps made, by task
     # Each task's variant texts by variant id (made with the plan; in its task ConfigMap)
     variants: dict[str, dict[str, str]] = field(default_factory=dict)
     variants_failed: int | None = None  # tasks whose variants could not be made (None: off)
     llm_variants: VariantsState | None = None  # where its llm variants Job stands (else None)
     pulls: PullState | None = None  # where its pre-pull stands (spec.images.prePull; else None)
     status_at: float = float("-inf")
-    written: Obj | None = None
-    policy: Obj | None = None  # the NetworkPolicy last applied (`Pass.apply_policy`)
+    written: MutableObj | None = None
+    policy: MutableObj | None = None  # the NetworkPolicy last applied (`Pass.apply_policy`)
     agent_tasks: int = 0  # the agent's task slots it holds (`reconcile.Decision.agent_tasks`)
     slot_agent: tuple[str, str] | None = None  # the agent those slots are of
     # (slot_agent, agent_tasks) as that agent's status last counted them (tasksInFlight)
@@ -89,7 +89,7 @@ class Tracked:
     # deletion may not have reached the index yet)
     # Queued Jobs (Kueue) seen asking the agent, by uid: the ConfigMap of the patch kept
     # from each, {} when its solve log held none, None while not read (`reconcile.observe`)
-    answers: dict[str, Obj | None] = field(default_factory=dict)
+    answers: dict[str, MutableObj | None] = field(default_factory=dict)
     answers_restored: bool = False  # the kept patches listed once (`restore_answers`)
     # The agent-slots check on each queued Job's Workload, by Job uid (`slot_check`)
     slot_checks: dict[str, SlotCheck] = field(default_factory=dict)
@@ -112,7 +112,7 @@ class Tracked:
             self.figures_of = (key, figures.reliability(self.agent_label, results))
         return self.figures_of[1]
 
-    def items(self, body: Obj, evaluation: Evaluation, selection: Selection,
+    def items(self, body: MutableObj, evaluation: Evaluation, selection: Selection,
               made: dict[str, list[Variant]]) -> list[WorkItem]:
         """The plan (`plan_items`) with the variants ``made`` (`prompt_variants`: the same
         as `proctor run` makes, hence the same item ids), made once per spec generation and
@@ -128,7 +128,7 @@ class Tracked:
         return self.plan[1]
 
 
-def post_event(body: Obj, type_: str, reason: str, message: str) -> None:
+def post_event(body: MutableObj, type_: str, reason: str, message: str) -> None:
     """Post an Event about the Evaluation through kopf (from a handler's context: its
     settings and Events' queue), as Proctor (`controller._startup`)."""
     post = kopf.warn if type_ == "Warning" else kopf.info
@@ -143,15 +143,16 @@ class Pass:
     kube: Kube
     metrics: Metrics
     runner_image: str | None
-    body: Obj
+    body: MutableObj
     tracked: Tracked
     evaluation: Evaluation
     agent: AgentUnderTest | None
     instances: Mapping[str, Instance]
     nodes: Mapping[str, str] = field(default_factory=dict)  # where each task ran before
     defaults: manifests.JobDefaults = manifests.NO_JOB_DEFAULTS  # the operator's, for each Job
-    policy: Obj | None = None  # the Evaluation's NetworkPolicy (`netpol`); None: none is made
-    post: Callable[[Obj, str, str, str], None] = post_event
+    policy: MutableObj | None = None  # the Evaluation's NetworkPolicy (`netpol`); None: none
+    # is made
+    post: Callable[[MutableObj, str, str, str], None] = post_event
     """Where its Events go: (the Evaluation, Warning or Normal, reason, message)."""
 
     async def act(self, decision: Decision) -> list[BaseException]:
@@ -161,7 +162,7 @@ class Pass:
                 await self.apply_policy()
             except Exception as exc:
                 return [exc]
-        stops: dict[str, list[Mapping[str, Any]]] = {}
+        stops: dict[str, list[Job]] = {}
         for job in decision.stop:
             stops.setdefault(reconcile.item_of(job), []).append(job)
         deleting = {v.item.id for v in (*decision.harvest, *decision.retry,
@@ -193,7 +194,7 @@ class Pass:
         log.info("Applied NetworkPolicy %s evaluation=%s", policy["metadata"]["name"],
                  self.evaluation.name)
 
-    async def create_job(self, item: WorkItem, kept_patch: Obj | None = None,
+    async def create_job(self, item: WorkItem, kept_patch: MutableObj | None = None,
                          attempt: int = 0, resume_task: str | None = None) -> None:
         """The one place a Job is created (in a slot `decide` gave), its task ConfigMap
         first (the pass checked that its Evaluation is still there)."""
@@ -215,7 +216,7 @@ class Pass:
             log.info("Created Job %s item=%s", job["metadata"]["name"], item.key)
         self.tracked.expected.created(job)
 
-    async def _delete(self, job: Mapping[str, Any]) -> None:
+    async def _delete(self, job: Job) -> None:
         if not self.tracked.expected.was_deleted(job):
             await asyncio.to_thread(self.kube.delete_job, self.evaluation.namespace,
                                     job["metadata"]["name"])
@@ -248,7 +249,7 @@ class Pass:
                 await self._delete(job)
 
     async def _stored(self, result: RunResult, artifacts: Mapping[str, str] | None
-                      ) -> tuple[Obj | None, bool]:
+                      ) -> tuple[MutableObj | None, bool]:
         """The record ConfigMap of `result` once its files are uploaded to the
         Evaluation's store (None without a store, or when the upload failed), and whether
         it failed (then `Tracked.store_error` says why, for StoreUnavailable)."""
@@ -313,7 +314,7 @@ class Pass:
             self.metrics.job_seconds.labels(self.evaluation.namespace, self.tracked.agent_label
                                             ).observe(result.timings.total_seconds)
 
-    async def _kept_patch(self, view: ItemView) -> Obj | None:
+    async def _kept_patch(self, view: ItemView) -> MutableObj | None:
         """The patch the agent gave the latest attempt: the one kept already, else read from
         its solve step's log now and kept in a ConfigMap (creating it again is a no-op);
         None when the agent was not asked, or its answer is not in the log (nor kept)."""
@@ -327,7 +328,7 @@ class Pass:
         text = await asyncio.to_thread(self.kube.pod_log, self.evaluation.namespace, state.pod,
                                        "solve") if state.pod and asked else ""
         patch = patch_from_log(text) if text else None
-        uid = (view.latest or {}).get("metadata", {}).get("uid")
+        uid = (view.latest or {}).get("metadata", {}).get("uid", "")  # "": no answer kept
         if patch is None:
             if uid in self.tracked.answers and state.pod:
                 self.tracked.answers[uid] = {}  # read: no patch in it (not read again)
@@ -370,7 +371,7 @@ class Pass:
             log.info("Noted the agent's task item=%s attempt=%d task=%s", view.item.key,
                      view.attempt, task_id)
 
-    async def _retry(self, view: ItemView, stops: list[Mapping[str, Any]]) -> None:
+    async def _retry(self, view: ItemView, stops: list[Job]) -> None:
         """The next attempt, with the patch the failed one got: the agent is never asked
         twice. The failed Job is deleted only once the next one exists."""
         state, spec = view.state, self.evaluation.spec
@@ -408,8 +409,8 @@ class Pass:
                                  f"the agent never answered; its card answers again, attempt "
                                  f"{view.attempt + 2} asks it again")
 
-    async def _next_attempt(self, view: ItemView, kept: Obj | None,
-                            old: list[Mapping[str, Any]], reason: str, message: str,
+    async def _next_attempt(self, view: ItemView, kept: MutableObj | None,
+                            old: list[Job], reason: str, message: str,
                             resume_task: str | None = None) -> None:
         """Create the item's next attempt (with ``kept``: the patch an earlier one got, so
         the agent is not asked), post an Event, then delete the ``old`` Jobs: only once the
@@ -421,7 +422,7 @@ class Pass:
             await self._delete(job)
 
 
-def moved_record(evaluation: Evaluation, full: Mapping[str, Any], result: RunResult,
+def moved_record(evaluation: Evaluation, full: ConfigMap, result: RunResult,
                  environ: Mapping[str, str]) -> dict[str, Any]:
     """The record ConfigMap (kind RECORD_KIND) of an item kept in full, once its files,
     as the full ConfigMap holds them, are uploaded to the Evaluation's store and read back
@@ -437,7 +438,7 @@ def moved_record(evaluation: Evaluation, full: Mapping[str, Any], result: RunRes
                                   kind=store.RECORD_KIND)
 
 
-async def create_variants_job(kube: Kube, body: Obj, job: Obj) -> None:
+async def create_variants_job(kube: Kube, body: MutableObj, job: MutableObj) -> None:
     """Create an Evaluation's llm variants Job (`variants_job`), owned by the Evaluation;
     one that is there already (a restart, an index behind) is left as it is."""
     kopf.adopt(job, owner=_body(body))
@@ -447,7 +448,7 @@ async def create_variants_job(kube: Kube, body: Obj, job: Obj) -> None:
 
 
 async def restore_answers(kube: Kube, evaluation: Evaluation, tracked: Tracked,
-                          jobs: list[Obj]) -> None:
+                          jobs: list[Job]) -> None:
     """Once per Evaluation this process tracks, when its Jobs are in a Kueue queue: the
     answers kept before it started (`reconcile.restored_answers`), so that a queued Job
     that got its patch is not run again by Kueue after a preemption."""
@@ -469,7 +470,7 @@ async def still_there(kube: Kube, namespace: str, tracked: Tracked) -> bool:
     return meta.get("uid") == tracked.uid and not meta.get("deletionTimestamp")
 
 
-async def create_pull_job(kube: Kube, body: Obj, job: Obj) -> None:
+async def create_pull_job(kube: Kube, body: MutableObj, job: MutableObj) -> None:
     """Create a pull Job of an Evaluation (`prepull`), owned by the Evaluation; one that
     is there already (a restart, an index behind) is left as it is."""
     kopf.adopt(job, owner=_body(body))
@@ -478,7 +479,7 @@ async def create_pull_job(kube: Kube, body: Obj, job: Obj) -> None:
                  job["metadata"]["annotations"][ANNOTATION_IMAGE], body["metadata"]["name"])
 
 
-async def write_status(kube: Kube, tracked: Tracked, body: Obj, status: Obj) -> None:
+async def write_status(kube: Kube, tracked: Tracked, body: MutableObj, status: MutableObj) -> None:
     """Write an Evaluation's status if it changed, and the Events it calls for
     (`reconcile.status_events`)."""
     seen = body.get("status") or {}

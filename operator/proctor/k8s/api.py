@@ -1,9 +1,10 @@
 """The one place that talks to the Kubernetes API (the official client, raw JSON).
 
 Objects come back as plain dicts, exactly as the API server wrote them (camelCase),
-so that the pure modules read what a real cluster sends. Calls are synchronous; the
-controller runs them in asyncio's default executor. Reads of what the controller watches
-(Evaluations, agents, Jobs, pods, kept results, events) come from kopf's indexes instead.
+so that the pure modules read what a real cluster sends; those Proctor reads are typed
+(`proctor.k8s.objects`). Calls are synchronous; the controller runs them in asyncio's
+default executor. Reads of what the controller watches (Evaluations, agents, Jobs, pods,
+kept results, events) come from kopf's indexes instead.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import base64
 import binascii
 import contextlib
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 import orjson
 from kubernetes import client, config
@@ -20,10 +21,18 @@ from kubernetes.client.exceptions import ApiException
 
 from proctor.core.labels import LABEL_ITEM
 from proctor.k8s.manifests import selector
+from proctor.k8s.objects import (
+    ConfigMap,
+    ConfigMapList,
+    Lease,
+    MutableObj,
+    Obj,
+    Workload,
+    WorkloadList,
+)
 
 GROUP, VERSION = "proctor.dev", "v1alpha1"
 KUEUE_GROUP, KUEUE_VERSION = "kueue.x-k8s.io", "v1beta2"
-Obj = dict[str, Any]
 Plural = Literal["evaluations", "agentundertests"]
 """The custom resources whose status the operator writes."""
 
@@ -56,7 +65,7 @@ class NameTaken(Exception):
     Never adopt it (the pass fails, and is made again)."""
 
 
-def owner_uid(obj: Mapping[str, Any]) -> str | None:
+def owner_uid(obj: Obj) -> str | None:
     """The uid of the Evaluation that owns an object (`kopf.adopt` made it the owner)."""
     refs = (obj.get("metadata") or {}).get("ownerReferences") or []
     return next((ref.get("uid") for ref in refs if ref.get("kind") == "Evaluation"), None)
@@ -70,9 +79,13 @@ def load_config() -> None:
         config.load_kube_config()
 
 
-def _json(response: Any) -> Obj:
-    decoded: Obj = orjson.loads(response.data)  # the API server answers with an object
+def _json(response: Any) -> MutableObj:
+    decoded: MutableObj = orjson.loads(response.data)  # the API server answers with an object
     return decoded
+
+# The typed reads below cast what `_json` decoded to the kind they asked for: the API server
+# answers with that kind, having checked it against its schema, so the types of
+# `proctor.k8s.objects` hold without a check here (they are the server's own, in part).
 
 
 class SecretUnreadable(Exception):
@@ -96,7 +109,7 @@ class Kube:
         self.custom = client.CustomObjectsApi(self.client)
 
     @needs((GROUP, "evaluations", "get"))
-    def get_evaluation(self, namespace: str, name: str) -> Obj | None:
+    def get_evaluation(self, namespace: str, name: str) -> MutableObj | None:
         try:
             return _json(self.custom.get_namespaced_custom_object(
                 GROUP, VERSION, namespace, "evaluations", name, _preload_content=False))
@@ -106,21 +119,21 @@ class Kube:
             raise
 
     @needs((GROUP, "evaluations/status", "patch"), (GROUP, "agentundertests/status", "patch"))
-    def patch_status(self, plural: Plural, namespace: str, name: str, status: Obj) -> None:
+    def patch_status(self, plural: Plural, namespace: str, name: str, status: MutableObj) -> None:
         self.custom.patch_namespaced_custom_object_status(
             GROUP, VERSION, namespace, plural, name, {"status": status})
 
     @needs(("", "configmaps", "list"))
-    def list_configmaps(self, namespace: str, labels: Mapping[str, str]) -> Obj:
-        return _json(self.core.list_namespaced_config_map(
-            namespace, label_selector=selector(labels), _preload_content=False))
+    def list_configmaps(self, namespace: str, labels: Mapping[str, str]) -> ConfigMapList:
+        return cast(ConfigMapList, _json(self.core.list_namespaced_config_map(
+            namespace, label_selector=selector(labels), _preload_content=False)))
 
     @needs((KUEUE_GROUP, "workloads", "list"))
-    def list_workloads(self, namespace: str) -> list[Obj]:
+    def list_workloads(self, namespace: str) -> list[Workload]:
         """The namespace's Kueue Workloads; none where Kueue is not installed (404)."""
         try:
-            found = _json(self.custom.list_namespaced_custom_object(
-                KUEUE_GROUP, KUEUE_VERSION, namespace, "workloads", _preload_content=False))
+            found = cast(WorkloadList, _json(self.custom.list_namespaced_custom_object(
+                KUEUE_GROUP, KUEUE_VERSION, namespace, "workloads", _preload_content=False)))
         except ApiException as exc:
             if exc.status == 404:
                 return []
@@ -128,7 +141,7 @@ class Kube:
         return list(found.get("items") or [])
 
     @needs((KUEUE_GROUP, "workloads/status", "patch"))
-    def apply_workload_status(self, workload: Obj) -> None:
+    def apply_workload_status(self, workload: MutableObj) -> None:
         """Set an admission check's state on a Workload (server-side apply of its status:
         the operator's field manager owns that entry of status.admissionChecks alone)."""
         meta = workload["metadata"]
@@ -166,7 +179,7 @@ class Kube:
                 return ""
             raise
 
-    def _send(self, method: str, path: str, body: Obj, *, apply: bool = False) -> bytes:
+    def _send(self, method: str, path: str, body: MutableObj, *, apply: bool = False) -> bytes:
         """One write with a plain JSON body; the answer's bytes. The client's typed methods
         turn a body into the client's models and back (pydantic), the larger part of the
         operator's CPU per write; the server checks the object anyway. ``apply``:
@@ -192,7 +205,7 @@ class Kube:
            ("", "services", "patch"), ("", "services", "create"),
            ("networking.k8s.io", "networkpolicies", "patch"),
            ("networking.k8s.io", "networkpolicies", "create"))
-    def apply(self, obj: Obj) -> Obj:
+    def apply(self, obj: MutableObj) -> MutableObj:
         """Create or update a service agent's Deployment or Service, or an Evaluation's
         NetworkPolicy (server-side apply); the object as the API server answers, its status
         included."""
@@ -210,12 +223,12 @@ class Kube:
                 obj, apply=True)
         else:
             raise ValueError(f"cannot apply a {obj['kind']}")
-        answer: Obj = orjson.loads(data)
+        answer: MutableObj = orjson.loads(data)
         return answer
 
     @needs(("", "configmaps", "create"), ("batch", "jobs", "create"),
            ("", "configmaps", "get"), ("batch", "jobs", "get"))  # get: _check_same on a 409
-    def create(self, obj: Obj) -> bool:
+    def create(self, obj: MutableObj) -> bool:
         """Create a ConfigMap or Job; False if it was already there (409)."""
         namespace = obj["metadata"]["namespace"]
         try:
@@ -232,7 +245,7 @@ class Kube:
             return False
         return True
 
-    def _check_same(self, obj: Obj) -> None:
+    def _check_same(self, obj: MutableObj) -> None:
         """A 409 means "already there" only when the existing object is this one: of the
         same Evaluation (not an earlier one of the same name, its objects still being
         collected) and, for a Job, of the same item."""
@@ -249,11 +262,11 @@ class Kube:
                             f"{meta['labels'][LABEL_ITEM]}")
 
     @needs(("", "configmaps", "get"))
-    def read_configmap(self, namespace: str, name: str) -> Obj | None:
+    def read_configmap(self, namespace: str, name: str) -> ConfigMap | None:
         """A ConfigMap whole (a kept result's logs: the index keeps none); None if gone."""
         try:
-            return _json(self.core.read_namespaced_config_map(name, namespace,
-                                                              _preload_content=False))
+            return cast(ConfigMap, _json(self.core.read_namespaced_config_map(
+                name, namespace, _preload_content=False)))
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -300,10 +313,10 @@ class Leases:
         self.coordination = client.CoordinationV1Api(api_client or client.ApiClient())
 
     @needs(("coordination.k8s.io", "leases", "get"))
-    def read(self) -> Obj | None:
+    def read(self) -> Lease | None:
         try:
-            return _json(self.coordination.read_namespaced_lease(
-                self.name, self.namespace, _preload_content=False))
+            return cast(Lease, _json(self.coordination.read_namespaced_lease(
+                self.name, self.namespace, _preload_content=False)))
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -311,7 +324,7 @@ class Leases:
 
     @needs(("coordination.k8s.io", "leases", "create"),
            ("coordination.k8s.io", "leases", "update"))
-    def write(self, action: str, body: Obj) -> bool:
+    def write(self, action: str, body: MutableObj) -> bool:
         """Create or update (replace, with the resourceVersion read) the Lease; False when
         another candidate wrote first (409)."""
         sent: Any = body  # a plain dict is sent as it is (the types say V1Lease)
@@ -337,7 +350,7 @@ class AdmissionChecks:
         self.kube = Kube(api_client)
 
     @needs((KUEUE_GROUP, "admissionchecks/status", "patch"))
-    def apply_status(self, check: Obj) -> bool:
+    def apply_status(self, check: MutableObj) -> bool:
         """Server-side apply of the AdmissionCheck's status; False where it is not there."""
         try:
             self.kube._send("PATCH", f"/apis/{KUEUE_GROUP}/{KUEUE_VERSION}/admissionchecks/"
@@ -354,7 +367,7 @@ class AdmissionChecks:
 # declare) must not grant them; the hook's own ClusterRole does.
 
 
-def read_crd(api_client: client.ApiClient, name: str) -> Obj | None:
+def read_crd(api_client: client.ApiClient, name: str) -> MutableObj | None:
     """The CustomResourceDefinition ``name`` as the server holds it; None if absent."""
     try:
         return _json(client.ApiextensionsV1Api(api_client).read_custom_resource_definition(
@@ -365,8 +378,8 @@ def read_crd(api_client: client.ApiClient, name: str) -> Obj | None:
         raise
 
 
-def apply_crd(api_client: client.ApiClient, path: str, body: Obj, *, field_manager: str,
-              dry_run: bool = False) -> Obj:
+def apply_crd(api_client: client.ApiClient, path: str, body: MutableObj, *, field_manager: str,
+              dry_run: bool = False) -> MutableObj:
     """Server-side apply of a CRD (``force``: its fields are taken from other managers);
     the object the server answers with."""
     query = [("fieldManager", field_manager), ("force", "true")]
@@ -375,13 +388,13 @@ def apply_crd(api_client: client.ApiClient, path: str, body: Obj, *, field_manag
     return _patch(api_client, path, body, "application/apply-patch+yaml", query)
 
 
-def patch_crd(api_client: client.ApiClient, path: str, operations: list[Obj]) -> Obj:
+def patch_crd(api_client: client.ApiClient, path: str, operations: list[MutableObj]) -> MutableObj:
     """A JSON patch of a CRD (its managedFields: see crdapply.takeover_patch)."""
     return _patch(api_client, path, operations, "application/json-patch+json", [])
 
 
-def _patch(api_client: client.ApiClient, path: str, body: Obj | list[Obj], content_type: str,
-           query: list[tuple[str, str]]) -> Obj:
+def _patch(api_client: client.ApiClient, path: str, body: MutableObj | list[MutableObj],
+           content_type: str, query: list[tuple[str, str]]) -> MutableObj:
     """One PATCH. A JSON patch (a list) goes to the client's JSON serializer; an apply's
     object goes as bytes, as the serializer does not know the apply-patch content type."""
     payload = body if isinstance(body, list) else orjson.dumps(body)
@@ -394,5 +407,5 @@ def _patch(api_client: client.ApiClient, path: str, body: Obj | list[Obj], conte
     if not 200 <= response.status <= 299:
         text = data.decode("utf-8", "replace") if data else None
         raise ApiException.from_response(http_resp=response, body=text, data=None)
-    answer: Obj = orjson.loads(data)
+    answer: MutableObj = orjson.loads(data)
     return answer

@@ -12,11 +12,12 @@ full one (`Moves.drop`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Set
+from collections.abc import Iterable, Set
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from proctor.core.model import RunResult
+from proctor.k8s.objects import ConfigMap
 from proctor.k8s.store import read_record, upload_failed
 
 BATCH = 16
@@ -41,7 +42,7 @@ class Kept(NamedTuple):
     """A record: the item's files are in the store."""
 
 
-def kept_of(configmap: Mapping[str, Any], owner: str | None, result: RunResult) -> Kept:
+def kept_of(configmap: ConfigMap, owner: str | None, result: RunResult) -> Kept:
     return Kept(owner, result, (configmap.get("metadata") or {}).get("name", ""),
                 backlog=upload_failed(configmap), record=read_record(configmap) is not None)
 

@@ -53,7 +53,7 @@ import logging
 import math
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import kopf
 
@@ -66,6 +66,7 @@ from proctor.k8s.evaluations import RESYNC_SECONDS, Controller
 from proctor.k8s.exporter import Metrics
 from proctor.k8s.indexes import Key
 from proctor.k8s.names import label_value
+from proctor.k8s.objects import ConfigMap, Obj
 from proctor.k8s.reconcile import Settings
 
 log = logging.getLogger("proctor.controller")
@@ -101,7 +102,7 @@ CONTROLLER: Controller | None = None
 _METRICS: Metrics | None = None  # one per process: a registry refuses the same metric twice
 
 
-def _owner_key(body: Mapping[str, Any]) -> Key:
+def _owner_key(body: Obj) -> Key:
     meta = body.get("metadata") or {}
     # "" where absent, as no Evaluation is named: the key then finds none
     return (meta.get("namespace") or "",
@@ -162,40 +163,41 @@ async def _cleanup(**_: Any) -> None:
 
 # kopf keeps these current from watches, so a pass lists nothing.
 @kopf.index("proctor.dev", "v1alpha1", "evaluations")
-def evaluations(namespace: str | None, name: str, body: Mapping[str, Any], **_: Any
+def evaluations(namespace: str | None, name: str, body: Obj, **_: Any
                 ) -> dict[Any, Any]:
     return {(namespace, label_value(name)): dict(body)}
 
 
 @kopf.index("proctor.dev", "v1alpha1", "agentundertests")
-def agents(namespace: str | None, name: str, body: Mapping[str, Any], **_: Any) -> dict[Any, Any]:
+def agents(namespace: str | None, name: str, body: Obj, **_: Any) -> dict[Any, Any]:
     return {(namespace, name): dict(body)}
 
 
 @kopf.index("batch", "v1", "jobs", labels=PROCTOR, id="jobs")
 @kopf.index("", "v1", "pods", labels=PROCTOR, id="pods")
-def children(body: Mapping[str, Any], **_: Any) -> dict[Any, Any]:
+def children(body: Obj, **_: Any) -> dict[Any, Any]:
     return {_owner_key(body): dict(body)}
 
 
 @kopf.index("", "v1", "configmaps", labels=RESULTS)
-def results(body: Mapping[str, Any], **_: Any) -> dict[Any, Any]:
+def results(body: Obj, **_: Any) -> dict[Any, Any]:
     """Of a kept result, only the RunResult, its owner's uid and name, and whether it is
     in the store (`backlog.Kept`): its logs stay on the server."""
-    result = store.read_result(body)
-    return {_owner_key(body): backlog.kept_of(body, owner_uid(body), result)
+    configmap = cast(ConfigMap, body)  # what kopf watched: the API server's JSON of it
+    result = store.read_result(configmap)
+    return {_owner_key(body): backlog.kept_of(configmap, owner_uid(body), result)
             } if result is not None else {}
 
 
 @kopf.index("", "v1", "events", field="type", value="Warning")
-def warnings(namespace: str | None, body: Mapping[str, Any], **_: Any) -> dict[Any, Any]:
+def warnings(namespace: str | None, body: Obj, **_: Any) -> dict[Any, Any]:
     about = body.get("involvedObject") or {}
     return {(namespace, about.get("name")): dict(body)} if about.get("kind") in (
         "Job", "Pod") else {}
 
 
 @kopf.on.event("proctor.dev", "v1alpha1", "evaluations")
-async def _evaluation_event(event: Mapping[str, Any], body: Mapping[str, Any],
+async def _evaluation_event(event: Obj, body: Obj,
                             **_: Any) -> None:
     assert CONTROLLER is not None
     CONTROLLER.start()
@@ -209,8 +211,8 @@ async def _evaluation_event(event: Mapping[str, Any], body: Mapping[str, Any],
 
 
 @kopf.on.event("proctor.dev", "v1alpha1", "agentundertests")
-async def _agent_event(event: Mapping[str, Any], namespace: str | None, name: str,
-                       body: Mapping[str, Any], **_: Any) -> None:
+async def _agent_event(event: Obj, namespace: str | None, name: str,
+                       body: Obj, **_: Any) -> None:
     """Its own status (a new spec: its Deployment applied and its card fetched first), and
     a pass of the namespace's Evaluations (one may use it)."""
     assert CONTROLLER is not None
@@ -231,7 +233,7 @@ async def _agent_event(event: Mapping[str, Any], namespace: str | None, name: st
 
 @kopf.on.event("batch", "v1", "jobs", labels=PROCTOR)
 @kopf.on.event("", "v1", "pods", labels=PROCTOR)
-async def _child_event(body: Mapping[str, Any], **_: Any) -> None:
+async def _child_event(body: Obj, **_: Any) -> None:
     if CONTROLLER is not None:
         CONTROLLER.queue.add(_owner_key(body))
 

@@ -13,9 +13,8 @@ fields, what changed) are here; the calls are in proctor.k8s.api.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from importlib import resources
-from typing import Any
 
 import yaml
 from kubernetes import client
@@ -25,13 +24,13 @@ from urllib3.exceptions import HTTPError
 
 from proctor.core.exits import BadInput, NotRun
 from proctor.k8s.api import apply_crd, describe, load_config, patch_crd, read_crd
+from proctor.k8s.objects import MutableObj, Obj
 
 FIELD_MANAGER = "proctor"
 CRD_API = "apiextensions.k8s.io/v1"
-Obj = dict[str, Any]
 
 
-def packaged_crds() -> list[Obj]:
+def packaged_crds() -> list[MutableObj]:
     """The CustomResourceDefinitions shipped in the package (crds/), by file name."""
     folder = resources.files("proctor") / "crds"
     files = sorted((f for f in folder.iterdir() if f.name.endswith(".yaml")),
@@ -44,7 +43,7 @@ def crd_names() -> list[str]:
     return [crd["metadata"]["name"] for crd in packaged_crds()]
 
 
-def apply_body(crd: Mapping[str, Any]) -> Obj:
+def apply_body(crd: Obj) -> MutableObj:
     """What is sent: the CRD's identity, labels, annotations and spec. No status (the API
     server owns it) and no server-set metadata (an apply must not carry a resourceVersion
     or managedFields)."""
@@ -59,7 +58,7 @@ def apply_path(name: str) -> str:
     return f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
 
 
-def _union(ours: Obj, theirs: Obj) -> Obj:
+def _union(ours: MutableObj, theirs: MutableObj) -> MutableObj:
     """Two managedFields field sets (fieldsV1 trees) as one."""
     merged = dict(ours)
     for key, value in theirs.items():
@@ -67,7 +66,7 @@ def _union(ours: Obj, theirs: Obj) -> Obj:
     return merged
 
 
-def takeover_patch(held: Mapping[str, Any]) -> list[Obj] | None:
+def takeover_patch(held: Obj) -> list[MutableObj] | None:
     """A JSON patch making ``proctor`` the one manager of the CRD's spec, or None if it is.
 
     Server-side apply removes a field the applied files no longer set only where no other
@@ -79,8 +78,8 @@ def takeover_patch(held: Mapping[str, Any]) -> list[Obj] | None:
     The test of resourceVersion makes the patch fail if the CRD changed since it was read.
     """
     entries = held["metadata"].get("managedFields") or []
-    kept: list[Obj] = []
-    ours: Obj = {}
+    kept: list[MutableObj] = []
+    ours: MutableObj = {}
     moved = False
     for entry in entries:
         fields = entry.get("fieldsV1") or {}
@@ -105,7 +104,7 @@ def takeover_patch(held: Mapping[str, Any]) -> list[Obj] | None:
             {"op": "replace", "path": "/metadata/managedFields", "value": [*kept, mine]}]
 
 
-def _version_changes(before: list[Obj], after: list[Obj]) -> list[str]:
+def _version_changes(before: list[MutableObj], after: list[MutableObj]) -> list[str]:
     old = {v["name"]: v for v in before}
     new = {v["name"]: v for v in after}
     changes = [f"version {name} added" for name in new if name not in old]
@@ -117,8 +116,8 @@ def _version_changes(before: list[Obj], after: list[Obj]) -> list[str]:
     return changes
 
 
-def describe_change(name: str, before: Mapping[str, Any] | None,
-                    after: Mapping[str, Any]) -> str:
+def describe_change(name: str, before: Obj | None,
+                    after: Obj) -> str:
     """One log line saying what an apply did to a CRD: created it, changed which parts of
     its spec (by version, and which of a version's fields), or nothing."""
     if before is None:

@@ -18,7 +18,8 @@ from proctor.core.spec import Evaluation
 from proctor.k8s import conditions, manifests, variants_job
 from proctor.k8s.act import Tracked, create_variants_job, now_text, still_there, write_status
 from proctor.k8s.api import Kube, owner_uid
-from proctor.k8s.indexes import Indexes, Key, Obj
+from proctor.k8s.indexes import Indexes, Key
+from proctor.k8s.objects import MutableObj
 from proctor.k8s.podstatus import PodsByJob
 from proctor.prepare import Refusal, load_selection, prompt_variants
 
@@ -58,7 +59,7 @@ class Inputs:
             self._datasets[key] = await asyncio.to_thread(load_selection, evaluation)
         return self._datasets[key]
 
-    async def variants(self, key: Key, tracked: Tracked, body: Obj, evaluation: Evaluation,
+    async def variants(self, key: Key, tracked: Tracked, body: MutableObj, evaluation: Evaluation,
                        selection: datasets.Selection) -> Made | None:
         """Each task's prompt variants: template ones made here (`template_variants`), llm
         ones read from the Evaluation's variants Job; None (and VariantsReady False in the
@@ -85,14 +86,14 @@ class Inputs:
             raise checked
         return checked
 
-    async def llm_variants(self, key: Key, tracked: Tracked, body: Obj,
+    async def llm_variants(self, key: Key, tracked: Tracked, body: MutableObj,
                            evaluation: Evaluation, selection: datasets.Selection
                            ) -> variants_job.VariantsState:
         """Where the Evaluation's variants Job stands (created here when it has none); its
         pod's log is read once the Job has ended (its pod gone: no variants, every task
         its original only)."""
         name = variants_job.variants_job_name(evaluation)
-        job = next((j for j in self.indexes.all("jobs", key) if j["metadata"]["name"] == name
+        job = next((j for j in self.indexes.jobs(key) if j["metadata"]["name"] == name
                     and owner_uid(j) == tracked.uid), None)
         task_ids = tuple(i.instance_id for i in selection.instances)
         if job is None and await still_there(self.kube, key[0], tracked):
@@ -101,7 +102,7 @@ class Inputs:
         state = variants_job.variants_state(job, None, task_ids)
         if state.reason == "ReadingLog":
             assert job is not None
-            pods = PodsByJob(self.indexes.all("pods", key)).of(job)
+            pods = PodsByJob(self.indexes.pods(key)).of(job)
             text = await asyncio.to_thread(self.kube.pod_log, key[0],
                                            pods[-1]["metadata"]["name"], "variants"
                                            ) if pods else ""

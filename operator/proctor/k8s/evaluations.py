@@ -63,7 +63,8 @@ from proctor.k8s.api import AdmissionChecks, Kube, describe, owner_uid
 from proctor.k8s.backlog import Kept
 from proctor.k8s.evaluation_inputs import Inputs
 from proctor.k8s.exporter import Metrics
-from proctor.k8s.indexes import Indexes, Key, Obj
+from proctor.k8s.indexes import Indexes, Key
+from proctor.k8s.objects import Job, MutableObj
 from proctor.k8s.podstatus import ItemState, PodsByJob, item_state
 from proctor.k8s.reconcile import Decision, ItemView, Settings
 from proctor.k8s.workqueue import WorkQueue
@@ -92,7 +93,7 @@ def store_state(evaluation: Evaluation, tracked: Tracked, environ: Mapping[str, 
                                 tried=tracked.store_tried, backlog=len(waiting))
 
 
-def predecessors_left(jobs: list[Obj], results: list[Kept], uid: str) -> int:
+def predecessors_left(jobs: list[Job], results: list[Kept], uid: str) -> int:
     """How many Jobs and kept results (with their owner's uid) an earlier Evaluation of the
     same name owns still: deleted, it leaves them to the garbage collector, in its own
     time. Its items have the same names as this one's, so its results would count as this
@@ -185,7 +186,7 @@ class Controller:
         tracked = self.tracked.get(key)
         if tracked is None or tracked.uid != meta.get("uid"):
             tracked = self.tracked[key] = Tracked(meta.get("uid", ""), meta["name"])
-        left = predecessors_left(self.indexes.all("jobs", key),
+        left = predecessors_left(self.indexes.jobs(key),
                                  self.indexes.all("results", key), tracked.uid)
         if left:
             log.info("Waiting for %d objects of an earlier Evaluation %s/%s to be deleted",
@@ -221,7 +222,7 @@ class Controller:
                 key, tracked, body, evaluation, selection, items):
             return  # no item starts before its images are pulled
         if manifests.queue_name(evaluation, self.job_defaults):
-            await restore_answers(self.kube, evaluation, tracked, self.indexes.all("jobs", key))
+            await restore_answers(self.kube, evaluation, tracked, self.indexes.jobs(key))
             # Read each pass while items are in play (no watch: Kueue may be installed
             # after the operator starts); a finished Evaluation has none to admit.
             tracked.slot_checks = {} if finished else slot_check.checks_by_job(
@@ -260,14 +261,14 @@ class Controller:
         if refusal is None:
             await self._publish(key, p, selection, items, decision, waiting)
 
-    async def _pre_pull(self, key: Key, tracked: Tracked, body: Obj, evaluation: Evaluation,
+    async def _pre_pull(self, key: Key, tracked: Tracked, body: MutableObj, evaluation: Evaluation,
                         selection: datasets.Selection, items: list[WorkItem]) -> bool:
         """Whether items may start: the pre-pull of the Evaluation's images (`prepull`) has
         ended. Until then its next pull Jobs are made, and the status says how far it got."""
-        jobs = [j for j in self.indexes.all("jobs", key)
+        jobs = [j for j in self.indexes.jobs(key)
                 if prepull.is_pull_job(j) and owner_uid(j) == tracked.uid]
         started = any(reconcile.item_of(j) for j in tracked.expected.with_jobs(
-            self.indexes.all("jobs", key))) or bool(self.indexes.kept(key))
+            self.indexes.jobs(key))) or bool(self.indexes.kept(key))
         if started:
             # The pre-pull is over: its Jobs go, with their pods, whose exited containers
             # would keep every image in use (the kubelet's image GC spares those) for as
@@ -276,13 +277,13 @@ class Controller:
             await asyncio.gather(*(asyncio.to_thread(self.kube.delete_job, key[0],
                                                      j["metadata"]["name"]) for j in jobs))
             return True
-        pods, now = PodsByJob(self.indexes.all("pods", key)), datetime.now(UTC)
+        pods, now = PodsByJob(self.indexes.pods(key)), datetime.now(UTC)
 
-        def pull_of(job: Obj) -> prepull.Pull:
+        def pull_of(job: Job) -> prepull.Pull:
             own = pods.of(job)
             names = [job["metadata"]["name"], *(pod["metadata"]["name"] for pod in own)]
             return prepull.pull_of(job, own, [e for name in names for e in
-                                              self.indexes.all("warnings", (key[0], name))],
+                                              self.indexes.warnings(key[0], name)],
                                    now, self.settings.image_pull_timeout_s)
         images = prepull.images_of(evaluation, items, selection.by_id)
         state = tracked.pulls = prepull.pull_state(
@@ -350,16 +351,16 @@ class Controller:
         """The items in play (``rows`` waiting at most; None: every item) as the indexes
         and the expectations show them."""
         # Only items' Jobs: the llm variants Job (no item label) is no item's attempt.
-        jobs = [job for job in tracked.expected.with_jobs(self.indexes.all("jobs", key))
+        jobs = [job for job in tracked.expected.with_jobs(self.indexes.jobs(key))
                 if reconcile.item_of(job)]
         kept = {r.item_id: r for r in tracked.expected.with_results(self.indexes.kept(key))}
-        pods = PodsByJob(self.indexes.all("pods", key))
+        pods = PodsByJob(self.indexes.pods(key))
 
-        def state_of(job: Mapping[str, Any]) -> ItemState:
+        def state_of(job: Job) -> ItemState:
             own = pods.of(job)
             names = [job["metadata"]["name"], *(pod["metadata"]["name"] for pod in own)]
             return item_state(job, own, [e for name in names
-                                         for e in self.indexes.all("warnings", (key[0], name))])
+                                         for e in self.indexes.warnings(key[0], name)])
         chosen = items if rows is None else reconcile.in_play(items, jobs, kept.keys(), rows)
         views = reconcile.observe(chosen, jobs, kept, state_of, tracked.answers,
                                   tracked.task_ids, tracked.slot_checks)

@@ -10,13 +10,13 @@ per Evaluation, in its `Tracked` state; nothing here talks to the API.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from proctor.core.model import RunResult
+from proctor.k8s.objects import Job, Obj
 
-Obj = dict[str, Any]
 FORGET_AFTER_S = 120.0
 """A write older than this is surely in the index (or the watch is broken, and stale
 memories must not mislead the resyncs either)."""
@@ -25,7 +25,7 @@ memories must not mislead the resyncs either)."""
 @dataclass
 class Expectations:
     clock: Callable[[], float] = time.monotonic
-    jobs: dict[str, tuple[float, Obj]] = field(default_factory=dict)
+    jobs: dict[str, tuple[float, Job]] = field(default_factory=dict)
     """Created Jobs by name, until the index shows them."""
     results: dict[str, tuple[float, RunResult]] = field(default_factory=dict)
     """Kept results by item id, until the index shows them."""
@@ -33,19 +33,21 @@ class Expectations:
     """Deleted Jobs by name (each attempt of an item has a name of its own)."""
 
     def created(self, job: Obj) -> None:
-        self.jobs[job["metadata"]["name"]] = (self.clock(), job)
+        """A Job this process built and created: as the API will answer it, less what the
+        server adds (no status: read as not started), hence the cast."""
+        self.jobs[job["metadata"]["name"]] = (self.clock(), cast(Job, job))
 
     def kept(self, result: RunResult) -> None:
         self.results[result.item_id] = (self.clock(), result)
 
-    def delete(self, job: Mapping[str, Any]) -> None:
+    def delete(self, job: Job) -> None:
         self.deleted[job["metadata"]["name"]] = self.clock()
         self.jobs.pop(job["metadata"]["name"], None)
 
-    def was_deleted(self, job: Mapping[str, Any]) -> bool:
+    def was_deleted(self, job: Job) -> bool:
         return job["metadata"]["name"] in self.deleted
 
-    def with_jobs(self, observed: Sequence[Obj]) -> list[Obj]:
+    def with_jobs(self, observed: Sequence[Job]) -> list[Job]:
         """The observed Jobs, less those deleted, and those created that the index does not
         show yet."""
         seen = {j["metadata"]["name"] for j in observed}

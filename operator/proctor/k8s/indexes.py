@@ -12,8 +12,8 @@ from typing import Any, TypeVar
 
 from proctor.core.spec import AgentUnderTest, Evaluation, Resource
 from proctor.formats.manifest import parse_kind
+from proctor.k8s.objects import Event, Job, MutableObj, Pod
 
-Obj = dict[str, Any]
 Key = tuple[str, str]  # (namespace, Evaluation label value): how the indexes key its objects
 _Kind = TypeVar("_Kind", Evaluation, AgentUnderTest)
 PARSED_KEPT = 1000  # parsed specs kept before the cache starts again (old generations)
@@ -30,17 +30,30 @@ class Indexes:
         """The index's keys now (a copy: a pass may await while kopf changes it)."""
         return list(self._indexes[index])
 
-    def one(self, index: str, key: Any) -> Obj | None:
+    def one(self, index: str, key: Any) -> MutableObj | None:
         return next(iter(self._indexes[index].get(key) or ()), None)
 
     def all(self, index: str, key: Any) -> list[Any]:
         return list(self._indexes[index].get(key) or ())
 
+    # kopf's indexes hold what its watches delivered: the API server's JSON of each kind.
+    def jobs(self, key: Key) -> list[Job]:
+        """An Evaluation's Jobs: its items', its pull Jobs, its llm variants Job."""
+        return self.all("jobs", key)
+
+    def pods(self, key: Key) -> list[Pod]:
+        """The pods of an Evaluation's Jobs."""
+        return self.all("pods", key)
+
+    def warnings(self, namespace: str, name: str) -> list[Event]:
+        """The Warning events about one Job or pod."""
+        return self.all("warnings", (namespace, name))
+
     def kept(self, key: Key) -> list[Any]:
         """The kept results (the index holds each as a `backlog.Kept`)."""
         return [kept.result for kept in self.all("results", key)]
 
-    def parse(self, body: Obj, kind: type[_Kind]) -> _Kind:
+    def parse(self, body: MutableObj, kind: type[_Kind]) -> _Kind:
         """An Evaluation or AgentUnderTest checked against its CRD (once per generation)."""
         version = (body["metadata"].get("uid"), body["metadata"].get("generation"))
         parsed = self._parsed.get(version)

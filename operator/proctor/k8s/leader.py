@@ -19,14 +19,14 @@ The shell (`proctor.k8s.election`) reads the Lease, calls `next_step`, writes wh
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-Obj = dict[str, Any]
+from proctor.k8s.objects import Lease, MutableObj
+
 MICRO_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"  # the API's MicroTime
 
 
@@ -65,7 +65,7 @@ class Step:
     resourceVersion read, so a concurrent write makes it fail), or wait."""
 
     action: Literal["create", "update", "wait"]
-    body: Obj | None
+    body: MutableObj | None
     seen: Seen | None
     holder: str | None
     """Who holds the Lease if the write succeeds (for "wait": who holds it now)."""
@@ -86,22 +86,22 @@ def micro_time(now: datetime) -> str:
     return now.astimezone(UTC).strftime(MICRO_TIME)
 
 
-def _spec(lease: Mapping[str, Any]) -> _Spec:
+def _spec(lease: Lease) -> _Spec:
     try:
         return _Spec.model_validate(lease.get("spec") or {})
     except ValidationError:  # not what any elector writes: treat it as released
         return _Spec()
 
 
-def lease_body(name: str, namespace: str, spec: _Spec, resource_version: str | None) -> Obj:
-    meta: Obj = {"name": name, "namespace": namespace}
+def lease_body(name: str, namespace: str, spec: _Spec, resource_version: str | None) -> MutableObj:
+    meta: MutableObj = {"name": name, "namespace": namespace}
     if resource_version is not None:
         meta["resourceVersion"] = resource_version
     return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta,
             "spec": spec.model_dump(by_alias=True, exclude_none=True)}
 
 
-def next_step(lease: Mapping[str, Any] | None, *, name: str, namespace: str, me: str,
+def next_step(lease: Lease | None, *, name: str, namespace: str, me: str,
               now: datetime, clock: float, seen: Seen | None, timing: Timing) -> Step:
     """The candidate `me`'s next step, given the Lease as read (None: there is none),
     the wall-clock time `now` (written into the Lease, for people to read), its monotonic
@@ -129,7 +129,7 @@ def next_step(lease: Mapping[str, Any] | None, *, name: str, namespace: str, me:
     return Step("update", lease_body(name, namespace, taken, version), None, me)
 
 
-def released(lease: Mapping[str, Any], me: str, now: datetime) -> Obj | None:
+def released(lease: Lease, me: str, now: datetime) -> MutableObj | None:
     """The Lease given up by `me` on a clean stop (no holder: a follower takes it at its
     next try instead of a lease duration later), or None when `me` does not hold it."""
     current = _spec(lease)

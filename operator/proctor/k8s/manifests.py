@@ -51,6 +51,7 @@ from proctor.core.spec import AgentUnderTest, Evaluation
 from proctor.formats.predictions import patch_for
 from proctor.k8s.agent_manifests import agent_args, env_var, service_url
 from proctor.k8s.names import configmap_name, job_name, label_value
+from proctor.k8s.objects import ConfigMap
 from proctor.k8s.security import (
     PROFILES,
     TMP_VOLUME,
@@ -280,7 +281,7 @@ def variant_texts(variants: Mapping[str, Iterable[Variant]]) -> dict[str, dict[s
     return {task: {v.variant_id: v.text for v in own} for task, own in variants.items()}
 
 
-def task_variants(configmaps: Iterable[Mapping[str, Any]]
+def task_variants(configmaps: Iterable[ConfigMap]
                   ) -> tuple[list[Instance], dict[str, list[Variant]]]:
     """What task ConfigMaps gave their Jobs (the inverse of ``task_data``): each task's row
     (its gold patch left out) and its variants, in variant id order."""

@@ -1,7 +1,7 @@
 """What a work item's Job, its pod and their events say about the item (pure).
 
-``item_state(job, pods, events)`` reads the objects as the API returns them (plain dicts)
-and answers one of five phases:
+``item_state(job, pods, events)`` reads the objects as the API returns them (plain dicts,
+typed in `proctor.k8s.objects`) and answers one of five phases:
 
 * queued: the Job is suspended and has not ended: it waits for Kueue to admit it (created
   suspended with a queue name), or Kueue preempted it (suspended it again; the Job
@@ -30,16 +30,25 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from proctor.core.labels import KUEUE_QUEUE_NAME, LABEL_ITEM
 from proctor.core.model import ErrorKind, Outcome
-
-Obj = Mapping[str, Any]
+from proctor.k8s.objects import (
+    Condition,
+    ContainerState,
+    ContainerStateDetail,
+    ContainerStatus,
+    Event,
+    Job,
+    ObjectReference,
+    Pod,
+    PodStatus,
+)
 
 
 class Phase(StrEnum):
@@ -135,9 +144,8 @@ def seconds_since(value: str | None, now: datetime) -> float:
     return max(0.0, (now - parse_time(value)).total_seconds()) if value else 0.0
 
 
-def _true_conditions(obj: Obj) -> dict[str, Obj]:
-    conditions = (obj.get("status") or {}).get("conditions") or []
-    return {c["type"]: c for c in conditions if c.get("status") == "True"}
+def _true_conditions(conditions: Sequence[Condition] | None) -> dict[str, Condition]:
+    return {c["type"]: c for c in conditions or [] if c.get("status") == "True"}
 
 
 class PodsByJob:
@@ -147,8 +155,8 @@ class PodsByJob:
     The uid tells a Job from an earlier one of the same name whose pods are still going.
     """
 
-    def __init__(self, pods: Sequence[Obj]):
-        self._pods: dict[tuple[str, str], list[Obj]] = {}
+    def __init__(self, pods: Sequence[Pod]):
+        self._pods: dict[tuple[str, str], list[Pod]] = {}
         for pod in pods:
             meta = pod.get("metadata", {})
             labels = meta.get("labels") or {}
@@ -158,40 +166,50 @@ class PodsByJob:
             for key in {("uid", u) for u in uids if u} | {("name", n) for n in names if n}:
                 self._pods.setdefault(key, []).append(pod)
 
-    def of(self, job: Obj) -> list[Obj]:
+    def of(self, job: Job) -> list[Pod]:
         meta = job.get("metadata", {})
-        return list(self._pods.get(("uid", meta.get("uid"))) or
-                    self._pods.get(("name", meta.get("name"))) or [])
+        return list(self._pods.get(("uid", meta.get("uid", ""))) or
+                    self._pods.get(("name", meta.get("name", ""))) or [])
 
 
-def _about(event: Obj) -> Obj:
+def _about(event: Event) -> ObjectReference:
     """The object an event is about (core/v1 ``involvedObject``, events/v1 ``regarding``)."""
     return event.get("involvedObject") or event.get("regarding") or {}
 
 
-def events_of(kind: str, name: str, events: Sequence[Obj]) -> list[Obj]:
+def events_of(kind: str, name: str, events: Sequence[Event]) -> list[Event]:
     """The events about one object."""
     return [e for e in events if _about(e).get("kind") == kind and _about(e).get("name") == name]
 
 
-def _earliest(events: Iterable[Obj]) -> str | None:
+def _earliest(events: Iterable[Event]) -> str | None:
     """When the first of ``events`` happened."""
     times = [t for e in events if (t := e.get("firstTimestamp") or e.get("eventTime")
                                    or e.get("metadata", {}).get("creationTimestamp"))]
     return min(times, key=parse_time) if times else None
 
 
-def _step(status: Obj, init: bool, sidecar: bool) -> Step:
-    state = status.get("state") or {}
-    kind = next((k for k in ("terminated", "running", "waiting") if k in state), "unknown")
-    detail = state.get(kind) or {}
-    return Step(name=status["name"], state=kind, reason=detail.get("reason"),
+_STATES: tuple[Literal["terminated", "running", "waiting"], ...] = (
+    "terminated", "running", "waiting")
+
+
+def _step(status: ContainerStatus, init: bool, sidecar: bool) -> Step:
+    state: ContainerState = status.get("state") or {}
+    kind = next((k for k in _STATES if k in state), None)
+    detail: ContainerStateDetail = (state.get(kind) if kind else None) or {}
+    return Step(name=status["name"], state=kind or "unknown", reason=detail.get("reason"),
                 message=detail.get("message"), exit_code=detail.get("exitCode"),
                 started_at=detail.get("startedAt"), finished_at=detail.get("finishedAt"),
                 init=init, sidecar=sidecar)
 
 
-def steps_of(pod: Obj) -> tuple[Step, ...]:
+def _statuses(status: PodStatus) -> list[ContainerStatus]:
+    """The init containers' statuses, then the main containers'."""
+    return [*(status.get("initContainerStatuses") or []),
+            *(status.get("containerStatuses") or [])]
+
+
+def steps_of(pod: Pod) -> tuple[Step, ...]:
     """Every container in the order it runs: init containers (sidecars marked), then main.
 
     Read from the spec's order, so a step without a status yet is still listed; a status
@@ -199,16 +217,16 @@ def steps_of(pod: Obj) -> tuple[Step, ...]:
     """
     spec, status = pod.get("spec") or {}, pod.get("status") or {}
     order: list[tuple[str, bool, bool]] = []
-    for key, init in (("initContainers", True), ("containers", False)):
+    for containers, init in ((spec.get("initContainers"), True),
+                             (spec.get("containers"), False)):
         order += [(c["name"], init, c.get("restartPolicy") == "Always")
-                  for c in spec.get(key) or []]
-    for key, init in (("initContainerStatuses", True), ("containerStatuses", False)):
+                  for c in containers or []]
+    for statuses, init in ((status.get("initContainerStatuses"), True),
+                           (status.get("containerStatuses"), False)):
         known = {name for name, _, _ in order}
-        order += [(s["name"], init, False) for s in status.get(key) or []
-                  if s["name"] not in known]
-    by_name = {s["name"]: s for key in ("initContainerStatuses", "containerStatuses")
-               for s in status.get(key) or []}
-    return tuple(_step(by_name.get(name, {"name": name}), init, sidecar)
+        order += [(s["name"], init, False) for s in statuses or [] if s["name"] not in known]
+    by_name = {s["name"]: s for s in _statuses(status)}
+    return tuple(_step(by_name.get(name) or ContainerStatus(name=name), init, sidecar)
                  for name, init, sidecar in order)
 
 
@@ -234,12 +252,11 @@ def read_compact_result(message: str | None, item_id: str | None = None
 # --- Classification -------------------------------------------------------------------------
 
 
-def _common(pod: Obj | None) -> dict[str, Any]:
+def _common(pod: Pod | None) -> dict[str, Any]:
     """The fields every state with a pod carries: pod, node, images, steps."""
     if pod is None:
         return {}
-    statuses = [s for key in ("initContainerStatuses", "containerStatuses")
-                for s in (pod.get("status") or {}).get(key) or []]
+    statuses = _statuses(pod.get("status") or {})
     return {"pod": pod.get("metadata", {}).get("name"),
             "node": (pod.get("spec") or {}).get("nodeName"), "steps": steps_of(pod),
             "images": {s["name"]: s["imageID"] for s in statuses if s.get("imageID")}}
@@ -250,7 +267,7 @@ def _infra(reason: str, message: str, **fields: Any) -> ItemState:
                      error_kind=ErrorKind.INFRA, retryable=True, **fields)
 
 
-def _pod_disruption(pod: Obj) -> tuple[str, str] | None:
+def _pod_disruption(pod: Pod) -> tuple[str, str] | None:
     """An outside cause of the pod's end: eviction, node loss, preemption, rejection."""
     status = pod.get("status") or {}
     reason = status.get("reason") or ""
@@ -258,7 +275,7 @@ def _pod_disruption(pod: Obj) -> tuple[str, str] | None:
     if cause:
         message = status.get("message") or reason
         return (DISK_PRESSURE if _NODE_DISK.search(message) else cause), message
-    disruption = _true_conditions(pod).get("DisruptionTarget")
+    disruption = _true_conditions(status.get("conditions")).get("DisruptionTarget")
     if disruption:
         why = disruption.get("reason") or ""
         message = disruption.get("message") or why
@@ -267,10 +284,10 @@ def _pod_disruption(pod: Obj) -> tuple[str, str] | None:
     return None
 
 
-def _failed(job: Obj, pod: Obj | None, common: dict[str, Any]) -> ItemState:
+def _failed(job: Job, pod: Pod | None, common: dict[str, Any]) -> ItemState:
     """Why a Job (or its pod) failed, and whether that is worth another attempt."""
-    conditions = _true_conditions(job)
-    decided = conditions.get("Failed") or conditions.get("FailureTarget") or {}
+    conditions = _true_conditions((job.get("status") or {}).get("conditions"))
+    decided: Condition = conditions.get("Failed") or conditions.get("FailureTarget") or {}
     if decided.get("reason") == "DeadlineExceeded":
         return _infra("DeadlineExceeded", decided.get("message") or "the Job ran past its "
                       "deadline", since=decided.get("lastTransitionTime"), **common)
@@ -283,7 +300,7 @@ def _failed(job: Obj, pod: Obj | None, common: dict[str, Any]) -> ItemState:
     return _failed_step(pod, common)
 
 
-def _failed_step(pod: Obj, common: dict[str, Any]) -> ItemState:
+def _failed_step(pod: Pod, common: dict[str, Any]) -> ItemState:
     """The first step that ended badly: OOM, killed (137), or a non-zero exit."""
     ended = [s for s in common["steps"] if s.state == "terminated"]
     for step in ended:  # killed by the kernel or the kubelet: 137 is SIGKILL, mostly memory
@@ -308,7 +325,7 @@ def _failed_step(pod: Obj, common: dict[str, Any]) -> ItemState:
     return _infra("PodFailed", message, **common)
 
 
-def _succeeded(job: Obj, pod: Obj | None, common: dict[str, Any]) -> ItemState:
+def _succeeded(job: Job, pod: Pod | None, common: dict[str, Any]) -> ItemState:
     """The grade step's compact result, or why it has to come from the grade log."""
     item_id = (job.get("metadata", {}).get("labels") or {}).get(LABEL_ITEM)
     # The grade step is the pod's one main container.
@@ -325,7 +342,7 @@ def _succeeded(job: Obj, pod: Obj | None, common: dict[str, Any]) -> ItemState:
                      result=result, **common)
 
 
-def _waiting_since(pod: Obj, steps: Sequence[Step], index: int) -> str | None:
+def _waiting_since(pod: Pod, steps: Sequence[Step], index: int) -> str | None:
     """When a step started waiting: the end of the step before it, else the pod's start."""
     before = [s.finished_at for s in steps[:index] if s.finished_at and not s.sidecar]
     status = pod.get("status") or {}
@@ -333,14 +350,14 @@ def _waiting_since(pod: Obj, steps: Sequence[Step], index: int) -> str | None:
         pod.get("metadata", {}).get("creationTimestamp")
 
 
-def _first_failure(pod: Obj, step: str, events: Sequence[Obj]) -> str | None:
+def _first_failure(pod: Pod, step: str, events: Sequence[Event]) -> str | None:
     """The first event of the kubelet failing a step (its image pull, its config)."""
     name = pod.get("metadata", {}).get("name") or ""
     return _earliest(e for e in events_of("Pod", name, events) if e.get("type") == "Warning"
                      and _about(e).get("fieldPath", "").endswith(f"{{{step}}}"))
 
 
-def _stuck(pod: Obj, steps: Sequence[Step], events: Sequence[Obj],
+def _stuck(pod: Pod, steps: Sequence[Step], events: Sequence[Event],
            common: dict[str, Any]) -> ItemState | None:
     """A step waiting on something that will not come by itself: an image, its config."""
     for index, step in enumerate(steps):
@@ -358,7 +375,7 @@ def _stuck(pod: Obj, steps: Sequence[Step], events: Sequence[Obj],
     return None
 
 
-def _live(pod: Obj, events: Sequence[Obj], common: dict[str, Any]) -> ItemState:
+def _live(pod: Pod, events: Sequence[Event], common: dict[str, Any]) -> ItemState:
     """A pod that has not ended: stuck, waiting to be scheduled, or running a step."""
     steps = common["steps"]
     stuck = _stuck(pod, steps, events, common)
@@ -371,8 +388,7 @@ def _live(pod: Obj, events: Sequence[Obj], common: dict[str, Any]) -> ItemState:
         return ItemState(phase=Phase.RUNNING, reason="Running",
                          since=step.started_at or started[-1].finished_at, **common)
     conditions = (pod.get("status") or {}).get("conditions") or []
-    scheduled: Mapping[str, Any] = next((c for c in conditions
-                                         if c.get("type") == "PodScheduled"), {})
+    scheduled = next((c for c in conditions if c.get("type") == "PodScheduled"), Condition())
     if scheduled.get("status") == "False":
         return ItemState(phase=Phase.PENDING, reason=scheduled.get("reason") or "Unschedulable",
                          message=scheduled.get("message") or "",
@@ -382,7 +398,7 @@ def _live(pod: Obj, events: Sequence[Obj], common: dict[str, Any]) -> ItemState:
                      "Pending", since=_waiting_since(pod, steps, 0), **common)
 
 
-def _no_pod(job: Obj, events: Sequence[Obj], common: dict[str, Any]) -> ItemState:
+def _no_pod(job: Job, events: Sequence[Event], common: dict[str, Any]) -> ItemState:
     """A Job without a pod: just created, or its pods refused (FailedCreate)."""
     name = job.get("metadata", {}).get("name") or ""
     refused = [e for e in events_of("Job", name, events) if e.get("reason") == "FailedCreate"]
@@ -395,10 +411,10 @@ def _no_pod(job: Obj, events: Sequence[Obj], common: dict[str, Any]) -> ItemStat
     return ItemState(phase=Phase.PENDING, reason="Created", since=created, **common)
 
 
-def _queued(job: Obj, common: dict[str, Any]) -> ItemState:
+def _queued(job: Job, common: dict[str, Any]) -> ItemState:
     """A suspended Job: in its Kueue queue, since it was created or suspended again."""
-    suspended: Obj = next((c for c in (job.get("status") or {}).get("conditions") or []
-                           if c.get("type") == "Suspended" and c.get("status") == "True"), {})
+    suspended = next((c for c in (job.get("status") or {}).get("conditions") or []
+                      if c.get("type") == "Suspended" and c.get("status") == "True"), Condition())
     queue = (job.get("metadata", {}).get("labels") or {}).get(KUEUE_QUEUE_NAME)
     return ItemState(phase=Phase.QUEUED, reason="Queued",
                      message=f"the Job waits for Kueue to admit it (queue {queue})",
@@ -406,7 +422,7 @@ def _queued(job: Obj, common: dict[str, Any]) -> ItemState:
                      or job.get("metadata", {}).get("creationTimestamp"), **common)
 
 
-def item_state(job: Obj, pods: Sequence[Obj] = (), events: Sequence[Obj] = ()) -> ItemState:
+def item_state(job: Job, pods: Sequence[Pod] = (), events: Sequence[Event] = ()) -> ItemState:
     """The state of one attempt: its Job, the pods listed for it, and their events.
 
     ``pods`` are the Job's own (`PodsByJob` picks them from a wider list); ``events`` may
@@ -416,7 +432,7 @@ def item_state(job: Obj, pods: Sequence[Obj] = (), events: Sequence[Obj] = ()) -
     pod = max(pods, default=None, key=lambda p: (p.get("metadata", {}).get("creationTimestamp")
                                                  or "", p.get("metadata", {}).get("name") or ""))
     common = _common(pod)
-    conditions = _true_conditions(job)
+    conditions = _true_conditions((job.get("status") or {}).get("conditions"))
     if "Failed" in conditions or "FailureTarget" in conditions:
         return _failed(job, pod, common)
     if "Complete" in conditions or "SuccessCriteriaMet" in conditions:

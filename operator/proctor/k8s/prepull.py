@@ -40,6 +40,7 @@ from proctor.core.model import Instance, WorkItem
 from proctor.core.spec import Evaluation
 from proctor.k8s.manifests import DEFAULT_ARCH, PULL_RESOURCES, JobDefaults, owner_labels
 from proctor.k8s.names import owner_part
+from proctor.k8s.objects import Event, Job, Pod
 from proctor.k8s.podstatus import DISK_PRESSURE, Phase, item_state, seconds_since
 from proctor.k8s.security import container_security_context, pod_security_context
 
@@ -53,7 +54,6 @@ DEADLINE_SECONDS = 3600
 """How long a pull Job may run: SWE-bench images are several GB; a cold node on a slow
 link takes minutes for one. Past it the Job fails and the image counts as failed."""
 
-Obj = Mapping[str, Any]
 Outcome = Literal["pulled", "failed", "pulling"]
 
 
@@ -112,12 +112,12 @@ def pull_job(evaluation: Evaluation, image: str,
     }
 
 
-def is_pull_job(job: Obj) -> bool:
+def is_pull_job(job: Job) -> bool:
     """Whether a Job is a pull Job (its component label)."""
     return (job.get("metadata", {}).get("labels") or {}).get(COMPONENT) == COMPONENT_VALUE
 
 
-def image_of(job: Obj) -> str:
+def image_of(job: Job) -> str:
     """The image a pull Job pulls ("" on another Job)."""
     return str((job.get("metadata", {}).get("annotations") or {}).get(ANNOTATION_IMAGE, ""))
 
@@ -132,7 +132,7 @@ class Pull:
     message: str = ""
 
 
-def pull_of(job: Obj, pods: Sequence[Obj], events: Sequence[Obj], now: datetime,
+def pull_of(job: Job, pods: Sequence[Pod], events: Sequence[Event], now: datetime,
             pull_timeout_s: float) -> Pull:
     """What a pull Job and its pod say: pulled or failed once the Job says so (its pod may
     be gone by then; a pod that ended counts once its Job does, so that no more than

@@ -30,6 +30,7 @@ from proctor.formats import agentbeats
 from proctor.formats.manifest import parse_kind
 from proctor.k8s.api import Kube, load_config
 from proctor.k8s.manifests import owner_labels, task_variants
+from proctor.k8s.objects import ConfigMap
 from proctor.k8s.store import (
     item_files,
     newer_schema,
@@ -52,7 +53,7 @@ Fetch = Callable[[list[Mapping[str, Any]]], list[Files]]
 """The files of each record, from the object store (`store_fetch`)."""
 
 
-def kept_files(configmaps: Iterable[Mapping[str, Any]], fetch: Fetch | None
+def kept_files(configmaps: Iterable[ConfigMap], fetch: Fetch | None
                ) -> list[tuple[RunResult, Files]]:
     """Each kept result with its item's files: from the ConfigMap itself, or, for a
     record, from the store (`fetch`; its full result is the stored result.json). Read
@@ -82,7 +83,7 @@ def kept_files(configmaps: Iterable[Mapping[str, Any]], fetch: Fetch | None
     return sorted(kept, key=lambda rf: (rf[0].instance_id, rf[0].variant_id, rf[0].repeat))
 
 
-def write_folder(evaluation: Evaluation, configmaps: Iterable[Mapping[str, Any]],
+def write_folder(evaluation: Evaluation, configmaps: Iterable[ConfigMap],
                  out: Path, fetch: Fetch | None = None) -> int:
     """Write the results folder; the number of results written."""
     kept = kept_files(configmaps, fetch)

@@ -67,6 +67,7 @@ from proctor.k8s.conditions import (
 )
 from proctor.k8s.figures import Reliability, status_of
 from proctor.k8s.manifests import job_asks_agent, selector
+from proctor.k8s.objects import ConfigMap, Job, Obj
 from proctor.k8s.podstatus import (
     DISK_PRESSURE,
     ItemState,
@@ -77,8 +78,6 @@ from proctor.k8s.podstatus import (
 )
 from proctor.k8s.slot_check import PENDING, READY, SlotCheck
 from proctor.k8s.store import result_labels
-
-Obj = Mapping[str, Any]
 
 
 class EventNote(TypedDict):
@@ -110,7 +109,7 @@ class ItemView:
     """One item as observed: its attempts (Jobs), the latest one's state, its result."""
 
     item: WorkItem
-    jobs: list[Obj] = field(default_factory=list)
+    jobs: list[Job] = field(default_factory=list)
     state: ItemState | None = None
     result: RunResult | None = None
     asked: bool = False
@@ -130,7 +129,7 @@ class ItemView:
     before the answer (None: not read yet)."""
 
     @property
-    def latest(self) -> Obj | None:
+    def latest(self) -> Job | None:
         return self.jobs[-1] if self.jobs else None
 
     @property
@@ -171,7 +170,7 @@ class Decision:
     """Failures to keep as error results."""
     start: list[WorkItem] = field(default_factory=list)
     """First attempts to create now: with the retries, never more than the free slots."""
-    stop: list[Obj] = field(default_factory=list)
+    stop: list[Job] = field(default_factory=list)
     """Jobs to delete: stuck past their limit (before a retry) or done with."""
     degraded: tuple[str, str] | None = None
     """A reason and message a person should see (pods refused, images not pulled)."""
@@ -179,18 +178,18 @@ class Decision:
     """The agent's task slots this Evaluation holds once the decision is carried out."""
 
 
-def item_of(job: Obj) -> str:
+def item_of(job: Job) -> str:
     """The id of the item a Job runs (its label; "" on a Job that is not an item's)."""
     return str((job.get("metadata", {}).get("labels") or {}).get(LABEL_ITEM, ""))
 
 
-def attempt_of(job: Obj) -> int:
+def attempt_of(job: Job) -> int:
     labels = job.get("metadata", {}).get("labels") or {}
     return int(labels.get(LABEL_ATTEMPT, "0"))
 
 
-def observe(items: Sequence[WorkItem], jobs: Sequence[Obj], kept: Mapping[str, RunResult],
-            state_of: Callable[[Obj], ItemState],
+def observe(items: Sequence[WorkItem], jobs: Sequence[Job], kept: Mapping[str, RunResult],
+            state_of: Callable[[Job], ItemState],
             answers: Mapping[str, Obj | None] | None = None,
             agent_tasks: Mapping[str, str] | None = None,
             checks: Mapping[str, SlotCheck] | None = None) -> list[ItemView]:
@@ -200,7 +199,7 @@ def observe(items: Sequence[WorkItem], jobs: Sequence[Obj], kept: Mapping[str, R
     ConfigMap of the patch kept from each (None: none yet); see `seen_asking`.
     ``agent_tasks``: by Job uid, the agent's task each sent (`awaiting_task`).
     ``checks``: by Job uid, the agent-slots check on its Workload (`slot_check`)."""
-    by_item: dict[str, list[Obj]] = {}
+    by_item: dict[str, list[Job]] = {}
     for job in sorted(jobs, key=attempt_of):
         by_item.setdefault(item_of(job), []).append(job)
     views = []
@@ -219,7 +218,7 @@ def observe(items: Sequence[WorkItem], jobs: Sequence[Obj], kept: Mapping[str, R
     return views
 
 
-def in_queue(job: Obj) -> bool:
+def in_queue(job: Job) -> bool:
     """Whether Kueue manages the Job (it carries Kueue's queue-name label)."""
     return bool((job.get("metadata", {}).get("labels") or {}).get(KUEUE_QUEUE_NAME))
 
@@ -237,7 +236,8 @@ def seen_asking(view: ItemView) -> bool:
             and solve.state in ("running", "terminated"))
 
 
-def restored_answers(jobs: Sequence[Obj], patches: Sequence[Obj]) -> dict[str, Obj]:
+def restored_answers(jobs: Sequence[Job], patches: Sequence[ConfigMap]
+                     ) -> dict[str, ConfigMap]:
     """What an operator that restarted knows again of the queued Jobs' answers, by Job
     uid: a Job in a queue that asks the agent, of an item with a kept patch, got that patch
     (a retry's attempt reuses a kept patch and asks nothing; an attempt asked again had
@@ -276,7 +276,7 @@ def preempted(view: ItemView) -> bool:
     return view.asked and view.state is not None and view.state.phase == Phase.QUEUED
 
 
-def in_play(items: Sequence[WorkItem], jobs: Sequence[Obj], kept: Set[str],
+def in_play(items: Sequence[WorkItem], jobs: Sequence[Job], kept: Set[str],
             rows: int) -> list[WorkItem]:
     """The items `decide` can act on or must count, in plan order: those with a Job and
     the next ``rows`` waiting (as many as it may start). On these alone it decides as on
@@ -653,7 +653,7 @@ def _times(views: Sequence[ItemView], results: Sequence[RunResult]) -> tuple[str
     """When the first attempt started and, once all are done, when the last finished."""
     starts = [j["metadata"]["creationTimestamp"] for v in views for j in v.jobs
               if j.get("metadata", {}).get("creationTimestamp")]
-    starts += [r.timings.started_at for r in results if r.timings.started_at]
+    starts += [started for r in results if (started := r.timings.started_at)]
     ends = [r.timings.finished_at for r in results if r.timings.finished_at]
     done = bool(views) and all(v.result is not None for v in views)
     start = min(starts, key=parse_time) if starts else None

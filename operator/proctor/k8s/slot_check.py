@@ -14,11 +14,12 @@ admit more Jobs than the agent has slots, and an admitted Job cannot be held bac
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from proctor.core.labels import KUEUE_JOB_UID
+from proctor.k8s.objects import Workload
 
 CHECK = "proctor-agent-slots"
 """The AdmissionCheck's name, as a ClusterQueue's admissionChecksStrategy lists it."""
@@ -48,7 +49,7 @@ class SlotCheck:
         return self.quota_reserved and self.state == PENDING
 
 
-def checks_by_job(workloads: Iterable[Mapping[str, Any]]) -> dict[str, SlotCheck]:
+def checks_by_job(workloads: Iterable[Workload]) -> dict[str, SlotCheck]:
     """The check of each Job's Workload, by the uid of the Job it admits (Kueue's job-uid
     label); a Job whose Workload is not made yet is not in this map."""
     found = {}

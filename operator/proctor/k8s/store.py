@@ -32,6 +32,7 @@ from proctor.core.result_files import RESULT_FILE, result_files
 from proctor.core.spec import Evaluation
 from proctor.k8s import manifests as m
 from proctor.k8s.names import configmap_name, label_value
+from proctor.k8s.objects import ConfigMap
 from proctor.runner.artifacts import unpack
 from proctor.store.location import S3Location, parse_s3_url
 from proctor.store.record import RECORD_VERSION, result_from_record
@@ -120,7 +121,7 @@ def record_configmap(evaluation: Evaluation, result: RunResult,
     return body
 
 
-def read_record(configmap: Mapping[str, Any]) -> dict[str, Any] | None:
+def read_record(configmap: ConfigMap) -> dict[str, Any] | None:
     """The record a ConfigMap keeps (its files in the store), or None."""
     text = (configmap.get("data") or {}).get(RECORD_KEY)
     try:
@@ -133,7 +134,7 @@ def read_record(configmap: Mapping[str, Any]) -> dict[str, Any] | None:
     return record if usable else None
 
 
-def read_result(configmap: Mapping[str, Any]) -> RunResult | None:
+def read_result(configmap: ConfigMap) -> RunResult | None:
     """The result a ConfigMap keeps (of a record: as far as it tells, `result_from_record`),
     or None if it keeps none that can be read (the operator's index must not stall on one
     bad object)."""
@@ -147,7 +148,7 @@ def read_result(configmap: Mapping[str, Any]) -> RunResult | None:
         return None
 
 
-def newer_schema(configmap: Mapping[str, Any]) -> int | None:
+def newer_schema(configmap: ConfigMap) -> int | None:
     """The schema version of a kept result (or record) newer than this Proctor reads (a
     newer operator wrote it), else None: such a result is unreadable here, not absent."""
     data = configmap.get("data") or {}
@@ -166,7 +167,7 @@ def newer_schema(configmap: Mapping[str, Any]) -> int | None:
     return version if newer else None
 
 
-def upload_failed(configmap: Mapping[str, Any]) -> bool:
+def upload_failed(configmap: ConfigMap) -> bool:
     """Whether a ConfigMap keeps a result in full because its upload failed."""
     labels = (configmap.get("metadata") or {}).get("labels") or {}
     return labels.get(LABEL_UPLOAD) == UPLOAD_FAILED and RESULT_KEY in (

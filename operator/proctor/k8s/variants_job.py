@@ -10,7 +10,6 @@ proceeds as with template variants. A task whose generation failed runs its orig
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +18,7 @@ from proctor.core.plan import Variant
 from proctor.core.spec import API_VERSION, Evaluation
 from proctor.k8s.manifests import owner_labels, runner_image
 from proctor.k8s.names import owner_part
+from proctor.k8s.objects import Job
 from proctor.k8s.security import (
     TMP_VOLUME,
     container_security_context,
@@ -114,14 +114,14 @@ class VariantsState:
     failed: tuple[str, ...] = ()
 
 
-def _job_finished(job: Mapping[str, Any]) -> str | None:
+def _job_finished(job: Job) -> str | None:
     for cond in (job.get("status") or {}).get("conditions") or ():
         if cond.get("status") == "True" and cond.get("type") in ("Complete", "Failed"):
             return str(cond["type"])
     return None
 
 
-def variants_state(job: Mapping[str, Any] | None, log: str | None,
+def variants_state(job: Job | None, log: str | None,
                    task_ids: tuple[str, ...]) -> VariantsState:
     """The variants of `task_ids` from the variants Job and its pod's log (None: not read
     yet). The log is read whether the Job completed or failed: `proctor variants generate`
