@@ -150,8 +150,7 @@ class Pass:
     instances: Mapping[str, Instance]
     nodes: Mapping[str, str] = field(default_factory=dict)  # where each task ran before
     defaults: manifests.JobDefaults = manifests.NO_JOB_DEFAULTS  # the operator's, for each Job
-    policy: MutableObj | None = None  # the Evaluation's NetworkPolicy (`netpol`); None: none
-    # is made
+    policy: MutableObj | None = None  # the Evaluation's NetworkPolicy (`netpol`), if one
     post: Callable[[MutableObj, str, str, str], None] = post_event
     """Where its Events go: (the Evaluation, Warning or Normal, reason, message)."""
 
