@@ -19,9 +19,9 @@ from proctor import datasets
 from proctor.core.model import Outcome, PassFail, RunResult
 from proctor.core.plan import PlanInputs, Variant, plan
 from proctor.formats.manifest import parse_resource
-from proctor.k8s.manifests import desired_objects
-from proctor.k8s.podstatus import item_state
-from proctor.k8s.reconcile import build_status, conditions_for, decide, observe
+from proctor.k8s.children.manifests import desired_objects
+from proctor.k8s.children.podstatus import item_state
+from proctor.k8s.evaluation.reconcile import build_status, conditions_for, decide, observe
 
 DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "swebench-verified" / \
     "SWE-bench_Verified_test.parquet"

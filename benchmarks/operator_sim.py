@@ -61,8 +61,8 @@ DATA = ROOT.parent / "shared" / "data" / "swebench-verified"
 import kwok_plane  # noqa: E402
 
 from proctor.core.model import Outcome, RunResult, WorkItem  # noqa: E402
-from proctor.k8s.manifests import ANNOTATION_ITEM, COMPONENT, LABEL_ITEM  # noqa: E402
-from proctor.k8s.store import RESULT_KEY, RESULT_KIND  # noqa: E402
+from proctor.k8s.children.manifests import ANNOTATION_ITEM, COMPONENT, LABEL_ITEM  # noqa: E402
+from proctor.k8s.children.store import RESULT_KEY, RESULT_KIND  # noqa: E402
 
 NAMESPACE = "bench"
 ROWS = 50

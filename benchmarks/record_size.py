@@ -24,7 +24,7 @@ from pathlib import Path
 from proctor.core.model import WorkItem
 from proctor.datasets import load
 from proctor.formats.manifest import parse_resource
-from proctor.k8s.store import item_files, record_configmap, result_configmap
+from proctor.k8s.children.store import item_files, record_configmap, result_configmap
 from proctor.runner.artifacts import collect
 from proctor.runner.grade import grade_work_dir
 from proctor.runner.workdir import WorkDir, write_task

@@ -205,7 +205,7 @@ def task_bytes(data: Path) -> float:
     """The mean task ConfigMap of the Verified rows, each with 3 variants as long as its
     problem statement, with the owner reference."""
     from proctor.datasets import load
-    from proctor.k8s.manifests import task_configmap
+    from proctor.k8s.children.manifests import task_configmap
 
     rows = load(str(data / "SWE-bench_Verified_test.parquet"), max_rows=-1).instances
     sizes = [len(json.dumps(record_size.owned(task_configmap(
@@ -289,7 +289,7 @@ def measure(items: int, args: argparse.Namespace) -> tuple[dict[str, Any], Shape
     import operator_sim
     import pyarrow.parquet as pq
 
-    from proctor.k8s.manifests import ANNOTATION_ITEM, LABEL_ITEM
+    from proctor.k8s.children.manifests import ANNOTATION_ITEM, LABEL_ITEM
 
     split = args.data / "SWE-bench_Verified_test.parquet"
     tasks_n = math.ceil(items / 4)
@@ -319,7 +319,7 @@ def measured_run(plane: Any, logs: Path, evaluation: dict, total: int,
     import operator_sim
     from kubernetes import client
 
-    from proctor.k8s.manifests import ANNOTATION_ITEM
+    from proctor.k8s.children.manifests import ANNOTATION_ITEM
 
     custom = client.CustomObjectsApi(plane.api)
     writer = kwok_plane.LogWriter(plane, logs, ANNOTATION_ITEM, operator_sim.full_result)

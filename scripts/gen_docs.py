@@ -104,7 +104,7 @@ def exported_metrics() -> list[tuple[str, str, tuple[str, ...], str]]:
     from prometheus_client import CollectorRegistry
     from prometheus_client.metrics import MetricWrapperBase
 
-    from proctor.k8s.exporter import Metrics
+    from proctor.k8s.evaluation.metrics import Metrics
 
     metrics = Metrics(CollectorRegistry())
     collectors: list[MetricWrapperBase] = []
@@ -125,7 +125,8 @@ def exported_metrics() -> list[tuple[str, str, tuple[str, ...], str]]:
 def metrics_reference() -> str:
     """docs/metrics.md's text, from the exporter's definitions."""
     lines = ["# Metrics reference", "",
-             "Generated from `operator/proctor/k8s/exporter.py` by `scripts/gen_docs.py`; "
+             "Generated from `operator/proctor/k8s/evaluation/metrics.py` by "
+             "`scripts/gen_docs.py`; "
              "do not edit by hand (`tests/test_docs.py` fails when it is stale). The operator "
              "serves them on port 9090 (`/metrics`). The leaderboard figures are named after "
              "the fields of summary.json's EvalResult (`resolved_pct` -> "

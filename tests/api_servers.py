@@ -14,7 +14,7 @@ from typing import Any, Self
 
 from kubernetes import client
 
-from proctor.k8s.api import Kube
+from proctor.k8s.machinery.api import Kube
 
 
 def answer(request: BaseHTTPRequestHandler, code: int, body: bytes,

@@ -91,7 +91,7 @@ def test_a2a_message_has_text_then_data_part():
 @pytest.mark.parametrize("task_data", [False, True])
 def test_task_data_reaches_the_solve_step_of_a_cluster_job(task_data):
     from proctor.formats.manifest import parse_resource
-    from proctor.k8s.manifests import solve_command
+    from proctor.k8s.children.manifests import solve_command
 
     evaluation = parse_resource({"apiVersion": "proctor.dev/v1alpha1", "kind": "Evaluation",
                                  "metadata": {"name": "ev"}, "spec": {"agentRef": {"name": "a"}}})

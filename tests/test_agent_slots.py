@@ -3,8 +3,8 @@ Jobs left for `kubectl logs`, and the Events a status calls for (pure: `reconcil
 
 from __future__ import annotations
 
-from proctor.k8s import reconcile
-from proctor.k8s.reconcile import Settings, decide
+from proctor.k8s.evaluation import reconcile
+from proctor.k8s.evaluation.reconcile import Settings, decide
 from test_k8s_reconcile import ITEMS, NOW, evaluation, job, observe, pod_for, result, ts
 
 ASKING = {"initContainers": [{"name": "solve", "command": [

@@ -5,7 +5,7 @@ another helm binary). Without helm the tests fail, saying how to get it; they ne
 
 What is checked, offline: `helm lint --strict`; `helm template` with the default values and
 with every toggle on; every rendered object against the Kubernetes 1.29 and 1.35 OpenAPI
-schemas (strict); the RBAC rules against the rights k8s/api.py's methods declare (each
+schemas (strict); the RBAC rules against the rights k8s/machinery/api.py's methods declare (each
 method's calls are checked against its declaration in tests/test_k8s_rbac.py) and those kopf
 needs for the handlers it registers (read from the decorators' source); the Deployment's
 arguments through proctor's own argument parser; the chart's CRDs against crds/; a comment
@@ -32,8 +32,8 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from k8s_tools import ToolMissing, tool_binary
-from proctor.k8s import slot_check
-from proctor.k8s.api import AdmissionChecks, Kube, Leases, Rule, needed
+from proctor.k8s.features import kueue
+from proctor.k8s.machinery.api import AdmissionChecks, Kube, Leases, Rule, needed
 from tracked import SYMLINK, fresh_clone, tracked_files
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -226,10 +226,10 @@ def test_the_agent_slots_check_is_made_and_only_its_status_is_granted(
     objects = rendered["slots-check"]
     check = only(objects, "AdmissionCheck")
     assert (check["metadata"]["name"], check["spec"]["controllerName"]) == (
-        slot_check.CHECK, slot_check.CONTROLLER)
+        kueue.CHECK, kueue.CONTROLLER)
     role = only(objects, "ClusterRole", f"{FULLNAME}-{NAMESPACE}-admissioncheck")
     assert granted(role) == needed(AdmissionChecks)
-    assert [r["resourceNames"] for r in role["rules"]] == [[slot_check.CHECK]]
+    assert [r["resourceNames"] for r in role["rules"]] == [[kueue.CHECK]]
     env = {e["name"]: e.get("value") for e in container(objects)["env"]}
     assert env["PROCTOR_AGENT_SLOTS_CHECK"] == "true"
     assert {e["name"]: e.get("value") for e in container(rendered["defaults"])["env"]}[
@@ -354,7 +354,7 @@ def test_the_default_image_is_the_one_the_operator_names(
         rendered: dict[str, list[dict[str, Any]]]) -> None:
     """Without values, the operator and its Jobs run proctor-runner:<version>, no registry."""
     from proctor import __version__
-    from proctor.k8s.manifests import DEFAULT_RUNNER_IMAGE
+    from proctor.k8s.children.manifests import DEFAULT_RUNNER_IMAGE
 
     operator = container(rendered["defaults"])
     env = {e["name"]: e.get("value") for e in operator["env"]}
@@ -585,7 +585,7 @@ def test_service_monitor_scrapes_the_metrics_service(
 
 def exported_metric_names() -> set[str]:
     """Every series name proctor's exporter can expose."""
-    from proctor.k8s.exporter import Metrics
+    from proctor.k8s.evaluation.metrics import Metrics
 
     registry = CollectorRegistry()
     Metrics(registry)
@@ -610,7 +610,7 @@ def _queries(node: Any) -> Iterator[str]:
 def test_the_dashboard_plots_metrics_the_operator_exports(
         rendered: dict[str, list[dict[str, Any]]]) -> None:
     from proctor.core.model import EvalResult
-    from proctor.k8s.exporter import figure_metric_name
+    from proctor.k8s.evaluation.metrics import figure_metric_name
 
     configmap = only(rendered["toggles"], "ConfigMap")
     assert configmap["metadata"]["namespace"] == "monitoring"
@@ -625,7 +625,7 @@ def test_the_dashboard_plots_metrics_the_operator_exports(
 
 
 def test_the_dashboard_has_the_reliability_panels() -> None:
-    from proctor.k8s.figures import COUNTS, ESTIMATES, metric_name
+    from proctor.k8s.evaluation.figures import COUNTS, ESTIMATES, metric_name
 
     dashboard = json.loads((ROOT / "charts/proctor/dashboards/leaderboard.json").read_text())
     by_title = {panel["title"]: list(_queries(panel)) for panel in dashboard["panels"]}
@@ -799,7 +799,7 @@ def test_kind_config_is_a_kind_cluster() -> None:
 
 
 def test_job_settings_reach_the_operator(helm: Path) -> None:
-    from proctor.k8s.manifests import JobDefaults
+    from proctor.k8s.children.manifests import JobDefaults
 
     def defaults(values: Mapping[str, Any]) -> JobDefaults:
         env = {e["name"]: e.get("value", "") for e in container(render(helm, values))["env"]}
@@ -812,7 +812,7 @@ def test_job_settings_reach_the_operator(helm: Path) -> None:
 
 
 def test_network_policy_settings_reach_the_operator(helm: Path) -> None:
-    from proctor.k8s.netpol import Boundary
+    from proctor.k8s.features.netpol import Boundary
 
     def boundary(values: Mapping[str, Any]) -> Boundary:
         env = {e["name"]: e.get("value", "") for e in container(render(helm, values))["env"]}
@@ -831,7 +831,7 @@ def test_network_policy_settings_reach_the_operator(helm: Path) -> None:
 def test_the_admission_policy_says_what_the_operator_says(helm: Path) -> None:
     """The policy's messages are the operator's own refusals, word for word."""
     from proctor.core.spec import VARIANTS_FILE_ON_CLUSTER
-    from proctor.k8s.conditions import LOCAL_ENDPOINT
+    from proctor.k8s.agents.status import LOCAL_ENDPOINT
     from proctor.prepare import PREDICTIONS_FILE_ON_CLUSTER
 
     objects = render(helm, {})
@@ -1034,7 +1034,7 @@ def test_the_crd_hook_applies_the_packaged_crds_before_install_and_upgrade(
 
 def test_the_crd_hook_may_only_get_and_patch_proctors_crds(
         rendered_all: dict[str, list[dict[str, Any]]]) -> None:
-    from proctor.k8s.crdapply import crd_names
+    from proctor.k8s.features.crds import crd_names
 
     hooks = _hooks(rendered_all["defaults"])
     (rule,) = hooks["ClusterRole"]["rules"]

@@ -32,8 +32,8 @@ import yaml
 import k8s_tools
 import real_cluster
 from proctor.core.spec import VARIANTS_FILE_ON_CLUSTER
-from proctor.k8s import security
-from proctor.k8s.conditions import LOCAL_ENDPOINT
+from proctor.k8s.agents.status import LOCAL_ENDPOINT
+from proctor.k8s.children import security
 from proctor.sandboxes.demo_images import demo_tasks
 
 ROOT = Path(__file__).resolve().parents[1]

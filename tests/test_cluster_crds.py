@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 import k8s_tools
-from proctor.k8s.crdapply import packaged_crds
+from proctor.k8s.features.crds import packaged_crds
 
 pytest_plugins = ["real_cluster_fixtures"]
 pytestmark = pytest.mark.cluster

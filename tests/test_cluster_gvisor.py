@@ -24,7 +24,7 @@ import pytest
 
 pytest.register_assert_rewrite("real_cluster_fixtures")
 
-from proctor.k8s.store import RESULT_KEY  # noqa: E402
+from proctor.k8s.children.store import RESULT_KEY  # noqa: E402
 from real_cluster import CLUSTER_SH  # noqa: E402
 from real_cluster_fixtures import (  # noqa: E402
     AdmissionWebhook,

@@ -36,7 +36,7 @@ from proctor.agents.answers import Answer, TaskRequest
 from proctor.agents.kinds import Tasks, solver_for
 from proctor.agents.server import SolverExecutor, agent_card, build_app, start_in_thread
 from proctor.datasets import demo
-from proctor.k8s import slot_check
+from proctor.k8s.features import kueue
 from real_cluster_fixtures import RealCluster
 from test_cluster_admission import (
     Cluster,
@@ -307,7 +307,7 @@ def slots_queues(per_job: int) -> list[dict[str, Any]]:
     flavor, cluster_queue, _ = queues(per_job)
     cluster_queue = {**cluster_queue, "metadata": {"name": SLOTS_QUEUE},
                      "spec": {**cluster_queue["spec"], "admissionChecksStrategy": {
-                         "admissionChecks": [{"name": slot_check.CHECK}]}}}
+                         "admissionChecks": [{"name": kueue.CHECK}]}}}
     return [flavor, cluster_queue,
             {"apiVersion": KUEUE, "kind": "LocalQueue",
              "metadata": {"name": SLOTS_QUEUE, "namespace": NS},
@@ -329,7 +329,7 @@ def test_with_the_agent_slots_check_a_job_takes_its_agents_slot_at_admission(
     per_job = one_job_request(tmp_path)
     cluster.apply(*slots_queues(per_job))
     check = wait("the check Active", lambda: [
-        c for c in (cluster.get("admissioncheck", slot_check.CHECK).get("status") or {}).get(
+        c for c in (cluster.get("admissioncheck", kueue.CHECK).get("status") or {}).get(
             "conditions") or [] if c["type"] == "Active" and c["status"] == "True"], 120, 1)
     assert check
     manifest = sh("bash", "scripts/demo-agent.sh", NS, IMAGE, "9009", "Never", "1",
@@ -356,7 +356,7 @@ def test_with_the_agent_slots_check_a_job_takes_its_agents_slot_at_admission(
         most_ready = max(most_ready, sum(
             c["state"] == "Ready" for w in loads
             for c in (w.get("status") or {}).get("admissionChecks") or []
-            if c["name"] == slot_check.CHECK))
+            if c["name"] == kueue.CHECK))
         return cluster.condition(NS, "slotted", "Succeeded").get("status") == "True"
     try:
         wait("slotted Succeeded", sample, 900, 0.5)

@@ -21,7 +21,7 @@ import pytest
 from llm_servers import ScriptedModel
 from proctor.agents.kinds import Tasks, solver_for
 from proctor.agents.server import SolverExecutor, agent_card, build_app, start_in_thread
-from proctor.k8s.variants_job import CONDITION
+from proctor.k8s.features.llm_variants import CONDITION
 from proctor.variants.template import reword
 from real_cluster_fixtures import RealCluster, in_process_operator, wait_for
 

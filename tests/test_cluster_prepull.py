@@ -21,7 +21,7 @@ import pytest
 from proctor import datasets
 from proctor.core.images import instance_image
 from proctor.core.labels import LABEL_ITEM
-from proctor.k8s import prepull
+from proctor.k8s.features import prepull
 from real_cluster_fixtures import in_process_operator, wait_for
 from test_operator import Watch
 

@@ -24,7 +24,7 @@ import kubernetes
 import pytest
 
 from proctor.agents.server import start_reference_agent
-from proctor.k8s.api import Kube
+from proctor.k8s.machinery.api import Kube
 from proctor.k8s.pull import pull
 from real_cluster_fixtures import in_process_operator, wait_for
 from test_secrets import files_holding

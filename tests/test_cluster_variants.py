@@ -27,8 +27,8 @@ from proctor.analysis.load import load_agents
 from proctor.analysis.run import compute
 from proctor.datasets import demo
 from proctor.formats.manifest import parse_resource
-from proctor.k8s import figures
-from proctor.k8s.api import Kube
+from proctor.k8s.evaluation import figures
+from proctor.k8s.machinery.api import Kube
 from proctor.k8s.pull import pull
 from proctor.local.engine import run_evaluation
 from proctor.results import ResultsFolder

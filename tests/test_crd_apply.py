@@ -1,4 +1,4 @@
-"""`proctor crds apply` (proctor.k8s.crdapply), what the chart's CRD hook runs.
+"""`proctor crds apply` (proctor.k8s.features.crds), what the chart's CRD hook runs.
 
 The pure parts directly; the command end to end against a loopback HTTP server that keeps
 CRDs the way the API server's server-side apply does for a single field manager (the
@@ -26,7 +26,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from proctor.k8s.crdapply import (
+from proctor.k8s.features.crds import (
     apply_body,
     apply_path,
     crd_names,

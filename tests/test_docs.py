@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 from prometheus_client import CollectorRegistry
 
-from proctor.k8s.exporter import Metrics
+from proctor.k8s.evaluation.metrics import Metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,8 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from proctor.core.metrics import aggregate
 from proctor.core.model import EvalResult, Outcome, RunResult
-from proctor.k8s.exporter import Metrics, figure_metric_name
-from proctor.k8s.figures import (
+from proctor.k8s.evaluation.figures import (
     COUNTS,
     ESTIMATES,
     TOP_TASKS,
@@ -19,6 +18,7 @@ from proctor.k8s.figures import (
     metric_name,
     reliability,
 )
+from proctor.k8s.evaluation.metrics import Metrics, figure_metric_name
 
 
 def scrape(registry: CollectorRegistry) -> dict[tuple[str, tuple], float]:

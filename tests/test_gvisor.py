@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from proctor.formats.manifest import parse_resource
-from proctor.k8s import manifests as m
+from proctor.k8s.children import manifests as m
 from proctor.prepare import load_selection, plan_items
 from proctor.runner.testlog import COMPLETE
 from proctor.runner.workdir import TEST_STEP_INPUTS

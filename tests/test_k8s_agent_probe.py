@@ -1,4 +1,4 @@
-"""The operator's probe of an agent (`agent_probes.probe`), against real agents on loopback:
+"""The operator's probe of an agent (`probes.probe`), against real agents on loopback:
 what an endpoint agent's card says, and what an agent that went away says."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from kubernetes import client
 
 from proctor.agents.server import start_reference_agent
 from proctor.core.spec import AgentAuth, AgentUnderTest, AgentUnderTestSpec, SecretKeyRef
-from proctor.k8s import agent_probes
-from proctor.k8s.agent_probes import (
+from proctor.k8s.agents import probes
+from proctor.k8s.agents.probes import (
     Agents,
     ProbedAgent,
     card_stale,
@@ -24,10 +24,10 @@ from proctor.k8s.agent_probes import (
     needs_probe,
     probe,
 )
-from proctor.k8s.api import Kube
-from proctor.k8s.conditions import AgentProbe, agent_ready
-from proctor.k8s.indexes import Indexes
-from proctor.k8s.workqueue import WorkQueue
+from proctor.k8s.agents.status import AgentProbe, agent_ready
+from proctor.k8s.machinery.api import Kube
+from proctor.k8s.machinery.indexes import Indexes
+from proctor.k8s.machinery.workqueue import WorkQueue
 
 NO_API = Kube(client.ApiClient())  # an endpoint agent's probe calls no Kubernetes API
 
@@ -147,7 +147,7 @@ def test_a_new_agent_or_a_new_spec_is_probed_at_once_its_own_status_write_is_not
 
 
 def test_a_ready_agent_is_probed_every_period_one_not_ready_at_each_resync() -> None:
-    period = agent_probes.AGENT_PROBE_SECONDS
+    period = probes.AGENT_PROBE_SECONDS
     ready = ProbedAgent(generation=1, probed_at=100.0, probe=AgentProbe(card=CARD))
     assert not is_due(ready, 100.0 + period / 2)
     assert is_due(ready, 100.0 + period)
@@ -176,7 +176,7 @@ def test_the_record_follows_the_last_probe(api_server) -> None:
             "spec": {"endpoint": server.url}}
     PATCHED.clear()
     agents = Agents(kube, Indexes({"agents": {("team-a", "mixed"): [body]},
-                                   "evaluations": {}}), {}, WorkQueue(_no_pass),
+                                   "evaluations": {}}), lambda: (), WorkQueue(_no_pass),
                     allow_local=True)
     try:
         asyncio.run(agents.probe_agent("team-a", "mixed"))

@@ -1,14 +1,14 @@
-"""An agent's task slots over its Evaluations (`agent_slots`), and an Evaluation's wait for
-the objects of an earlier one of its name (`evaluations.predecessors_left`): pure."""
+"""An agent's task slots over its Evaluations (`agents.slots`), and an Evaluation's wait for
+the objects of an earlier one of its name (`passes.predecessors_left`): pure."""
 
 from __future__ import annotations
 
 from proctor.core.model import Outcome, RunResult
 from proctor.core.spec import AgentUnderTest, AgentUnderTestSpec
-from proctor.k8s import agent_slots
-from proctor.k8s.act import Tracked
-from proctor.k8s.backlog import Kept
-from proctor.k8s.evaluations import predecessors_left
+from proctor.k8s.agents import slots
+from proctor.k8s.agents.slots import Holding
+from proctor.k8s.evaluation.passes import predecessors_left
+from proctor.k8s.features.store_backlog import Kept
 
 
 def agent(name: str = "mixed", slots: int = 4) -> AgentUnderTest:
@@ -16,29 +16,27 @@ def agent(name: str = "mixed", slots: int = 4) -> AgentUnderTest:
         endpoint="http://agent.example:9009/", max_concurrent_tasks=slots))
 
 
-def holding(agent_name: str | None, tasks: int) -> Tracked:
-    tracked = Tracked(uid=f"uid-{agent_name}-{tasks}", name="ev")
-    tracked.slot_agent = ("team-a", agent_name) if agent_name else None
-    tracked.agent_tasks = tasks
-    return tracked
+def holding(agent_name: str | None, tasks: int) -> Holding:
+    return Holding(("team-a", agent_name) if agent_name else None, tasks)
 
 
 def test_an_evaluation_gets_the_slots_its_agents_other_evaluations_leave() -> None:
     mine = holding("mixed", 1)
     tracked = {"a": mine, "b": holding("mixed", 2), "c": holding("other", 3)}
-    assert agent_slots.slots_left(tracked, mine, agent(slots=4)) == 2  # its own 1 not counted
-    assert agent_slots.slots_left(tracked, mine, None) is None
-    assert agent_slots.tasks_in_flight(tracked, ("team-a", "mixed")) == 3
-    assert agent_slots.tasks_in_flight(tracked, ("team-a", "gone")) == 0
+    # its own 1 not counted
+    assert slots.slots_left(tracked.values(), mine, agent(slots=4)) == 2
+    assert slots.slots_left(tracked.values(), mine, None) is None
+    assert slots.tasks_in_flight(tracked.values(), ("team-a", "mixed")) == 3
+    assert slots.tasks_in_flight(tracked.values(), ("team-a", "gone")) == 0
 
 
 def test_slots_given_back_wake_the_agents_other_evaluations_and_no_others() -> None:
     tracked = {"a": holding("mixed", 3), "b": holding("mixed", 1), "c": holding("other", 1)}
-    assert agent_slots.hold(tracked, "a", agent(), 1) == ["b"]
-    assert (tracked["a"].slot_agent, tracked["a"].agent_tasks) == (("team-a", "mixed"), 1)
-    assert agent_slots.hold(tracked, "a", agent(), 2) == []  # it took more: none given back
-    assert agent_slots.hold(tracked, "a", None, 0) == ["b"]  # no agent now: all given back
-    assert (tracked["a"].slot_agent, tracked["a"].agent_tasks) == (None, 0)
+    assert slots.hold(tracked, "a", agent(), 1) == ["b"]
+    assert tracked["a"] == Holding(("team-a", "mixed"), 1)
+    assert slots.hold(tracked, "a", agent(), 2) == []  # it took more: none given back
+    assert slots.hold(tracked, "a", None, 0) == ["b"]  # no agent now: all given back
+    assert tracked["a"] == Holding(None, 0)
 
 
 def test_objects_of_an_earlier_evaluation_of_the_name_are_waited_for() -> None:

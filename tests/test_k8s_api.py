@@ -9,7 +9,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from proctor.core.labels import LABEL_ITEM
-from proctor.k8s.api import Kube, NameTaken
+from proctor.k8s.machinery.api import Kube, NameTaken
 from real_cluster_fixtures import wait_for
 
 pytest_plugins = ["real_cluster_fixtures"]
@@ -101,7 +101,7 @@ def test_delete_job_lets_its_pods_go_in_the_background(kube: Kube, cluster_names
 def test_apply_creates_a_service_agent_then_changes_only_what_differs(
         kube: Kube, cluster_namespace: str) -> None:
     from proctor.core.spec import AgentUnderTest, AgentUnderTestSpec
-    from proctor.k8s import agent_manifests
+    from proctor.k8s.children import agent_manifests
 
     def agent(port: int) -> AgentUnderTest:
         return AgentUnderTest(name="mixed", namespace=cluster_namespace, spec=(
@@ -125,7 +125,7 @@ def test_the_api_server_takes_every_shape_of_network_policy(
     """Each agent's policy, as the API server validates it (IPv4 and IPv6 blocks, a pod
     selector, rules with and without ports); applied again unchanged, it stays as it was."""
     from proctor.core.spec import AgentUnderTest, AgentUnderTestSpec, Evaluation, EvaluationSpec
-    from proctor.k8s.netpol import Boundary, network_policy
+    from proctor.k8s.features.netpol import Boundary, network_policy
 
     boundary = Boundary(True, ("151.101.0.0/16", "2a04:4e42::/32"), (443, 3141))
     shapes = {"endpoint": {"endpoint": "http://[2001:db8::7]:9009/"},

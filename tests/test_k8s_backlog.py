@@ -1,15 +1,12 @@
-"""Results kept in full while the object store was down (proctor.k8s.backlog): which the
-operator moves once it answers, and StoreUnavailable as the API shows it after a restart."""
+"""Results kept in full while the object store was down (proctor.k8s.features.store_backlog):
+which the operator moves once it answers, and StoreUnavailable as the API shows it after a
+restart."""
 
 from __future__ import annotations
 
 from proctor.core.model import Outcome, RunResult
 from proctor.formats.manifest import parse_resource
-from proctor.k8s.backlog import Kept, kept_of, plan_moves
-from proctor.k8s.conditions import find_condition
-from proctor.k8s.pull import write_folder
-from proctor.k8s.reconcile import Decision, StoreState, conditions_for, store_condition
-from proctor.k8s.store import (
+from proctor.k8s.children.store import (
     RECORD_KIND,
     item_files,
     record_configmap,
@@ -17,6 +14,10 @@ from proctor.k8s.store import (
     store_of,
     upload_failed,
 )
+from proctor.k8s.evaluation.reconcile import Decision, StoreState, conditions_for, store_condition
+from proctor.k8s.features.store_backlog import Kept, kept_of, plan_moves
+from proctor.k8s.machinery.conditions import find_condition
+from proctor.k8s.pull import write_folder
 from proctor.store.record import item_record
 from proctor.store.s3 import differing
 

@@ -10,17 +10,16 @@ import pytest
 from proctor.core.model import ErrorKind, Outcome, PassFail, RunResult, WorkItem
 from proctor.core.spec import AgentUnderTest, AgentUnderTestSpec
 from proctor.formats.manifest import ManifestError, openapi_schema, parse_resource
-from proctor.k8s.conditions import (
+from proctor.k8s.agents.status import (
     AgentProbe,
     agent_ready,
     agent_refusal,
     agent_status,
-    find_condition,
     is_local_endpoint,
-    results_table,
-    set_condition,
 )
-from proctor.k8s.reconcile import ItemView, build_status
+from proctor.k8s.evaluation.reconcile import ItemView, build_status
+from proctor.k8s.evaluation.status import results_table
+from proctor.k8s.machinery.conditions import find_condition, set_condition
 
 T0, T1, T2 = "2026-05-01T10:00:00Z", "2026-05-01T11:00:00Z", "2026-05-01T12:00:00Z"
 

@@ -1,11 +1,11 @@
-"""proctor.k8s.expectations: what the controller wrote, until its indexes show it."""
+"""proctor.k8s.machinery.expectations: what the controller wrote, until its indexes show it."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from proctor.core.model import Outcome, RunResult
-from proctor.k8s.expectations import FORGET_AFTER_S, Expectations
+from proctor.k8s.machinery.expectations import FORGET_AFTER_S, Expectations
 
 
 class FakeClock:

@@ -16,9 +16,9 @@ from proctor.analysis.load import load_agent
 from proctor.analysis.reliability import agent_figures
 from proctor.core.model import ErrorKind, Outcome, RunResult, WorkItem
 from proctor.formats.manifest import openapi_schema, parse_resource
-from proctor.k8s.act import Tracked
-from proctor.k8s.figures import ESTIMATES, FIGURES, TOP_TASKS, reliability
-from proctor.k8s.reconcile import ItemView, build_status
+from proctor.k8s.evaluation.act import Tracked
+from proctor.k8s.evaluation.figures import ESTIMATES, FIGURES, TOP_TASKS, reliability
+from proctor.k8s.evaluation.reconcile import ItemView, build_status
 
 
 def results(tasks: int, variants: int = 1, repeats: int = 3, seed: int = 7,

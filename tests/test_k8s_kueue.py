@@ -19,13 +19,19 @@ from prometheus_client import CollectorRegistry
 from api_servers import StandInApi, answer, read_json
 from proctor.core.labels import KUEUE_QUEUE_NAME, LABEL_ATTEMPT, LABEL_ITEM
 from proctor.core.model import Instance
-from proctor.k8s import manifests as m
-from proctor.k8s import reconcile
-from proctor.k8s.act import Pass, Tracked, restore_answers
-from proctor.k8s.conditions import status_reason
-from proctor.k8s.exporter import Metrics
-from proctor.k8s.podstatus import Phase, PodsByJob, item_state
-from proctor.k8s.reconcile import Decision, ItemView, build_status, conditions_for, decide
+from proctor.k8s.children import manifests as m
+from proctor.k8s.children.podstatus import Phase, PodsByJob, item_state
+from proctor.k8s.evaluation import reconcile
+from proctor.k8s.evaluation.act import Pass, Tracked, restore_answers
+from proctor.k8s.evaluation.metrics import Metrics
+from proctor.k8s.evaluation.reconcile import (
+    Decision,
+    ItemView,
+    build_status,
+    conditions_for,
+    decide,
+)
+from proctor.k8s.evaluation.status import status_reason
 from proctor.runner.solve import PATCH_BEGIN, PATCH_END, task_line
 from test_k8s_manifests import (  # noqa: F401
     agent,

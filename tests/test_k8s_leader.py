@@ -1,4 +1,4 @@
-"""proctor.k8s.leader: who may act, from a Lease as the API server returns it."""
+"""proctor.k8s.features.election.leader: who may act, from a Lease as the API server returns it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from proctor.k8s.leader import Seen, Step, Timing, next_step, released
+from proctor.k8s.features.election.leader import Seen, Step, Timing, next_step, released
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 TIMING = Timing()  # client-go's defaults: 15s lease, 10s renew deadline, 2s retry

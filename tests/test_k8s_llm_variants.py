@@ -21,7 +21,7 @@ import yaml
 from llm_servers import HttpError, ScriptedModel
 from proctor.datasets import demo
 from proctor.formats.manifest import parse_manifests
-from proctor.k8s.variants_job import (
+from proctor.k8s.features.llm_variants import (
     KEY_ENV,
     variants_job,
     variants_job_name,

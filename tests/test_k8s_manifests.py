@@ -18,8 +18,8 @@ from proctor.core.labels import LABEL_ATTEMPT
 from proctor.core.model import Instance, WorkItem
 from proctor.core.plan import PlanInputs, Variant, plan
 from proctor.core.spec import AgentUnderTest, AgentUnderTestSpec, Evaluation, EvaluationSpec
-from proctor.k8s import manifests as m
-from proctor.k8s.names import is_dns_label, is_label_value
+from proctor.k8s.children import manifests as m
+from proctor.k8s.machinery.names import is_dns_label, is_label_value
 from proctor.runner.solve import init_from_task
 from proctor.runner.workdir import TEST_STEP_INPUTS, WorkDir, eval_script_of
 from proctor.variants import variants_for

@@ -9,7 +9,7 @@ import pytest
 from conftest import VERIFIED_PARQUET, shared
 from proctor import datasets
 from proctor.core.plan import PlanInputs, Variant, plan
-from proctor.k8s.names import (
+from proctor.k8s.machinery.names import (
     ITEM_HASH_CHARS,
     MAX_LABEL,
     configmap_name,

@@ -16,12 +16,12 @@ from pydantic import ValidationError
 from api_servers import StandInApi, answer, read_json
 from proctor.core.model import Instance
 from proctor.core.spec import AgentUnderTest, AgentUnderTestSpec
-from proctor.k8s import netpol
-from proctor.k8s.act import Pass, Tracked
-from proctor.k8s.agent_manifests import deployment
-from proctor.k8s.exporter import Metrics
-from proctor.k8s.netpol import Boundary, policy_while_open
-from proctor.k8s.reconcile import Decision
+from proctor.k8s.children.agent_manifests import deployment
+from proctor.k8s.evaluation.act import Pass, Tracked
+from proctor.k8s.evaluation.metrics import Metrics
+from proctor.k8s.evaluation.reconcile import Decision
+from proctor.k8s.features import netpol
+from proctor.k8s.features.netpol import Boundary, policy_while_open
 from test_k8s_manifests import (  # noqa: F401
     evaluation,
     item_of,

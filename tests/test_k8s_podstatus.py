@@ -21,8 +21,8 @@ from proctor.core.model import (
     WorkItem,
 )
 from proctor.core.spec import AgentUnderTest, AgentUnderTestSpec, Evaluation, EvaluationSpec
-from proctor.k8s import manifests as m
-from proctor.k8s.podstatus import (
+from proctor.k8s.children import manifests as m
+from proctor.k8s.children.podstatus import (
     Phase,
     PodsByJob,
     item_state,

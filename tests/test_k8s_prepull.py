@@ -14,10 +14,11 @@ import pytest
 
 from proctor import datasets
 from proctor.core.model import ErrorKind, WorkItem
-from proctor.k8s import manifests as m
-from proctor.k8s import prepull, reconcile
-from proctor.k8s.podstatus import DISK_PRESSURE, Phase, item_state
-from proctor.k8s.reconcile import ItemView, Settings, decide
+from proctor.k8s.children import manifests as m
+from proctor.k8s.children.podstatus import DISK_PRESSURE, Phase, item_state
+from proctor.k8s.evaluation import reconcile
+from proctor.k8s.evaluation.reconcile import ItemView, Settings, decide
+from proctor.k8s.features import prepull
 from proctor.k8s.render import render
 from test_k8s_manifests import evaluation, validate
 from test_k8s_podstatus import (

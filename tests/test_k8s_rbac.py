@@ -1,5 +1,5 @@
-"""Each API method of k8s/api.py (Kube, Leases, AdmissionChecks) makes exactly the calls it
-declares (@needs).
+"""Each API method of k8s/machinery/api.py (Kube, Leases, AdmissionChecks) makes exactly the
+calls it declares (@needs).
 
 Every method is run, through the official client's own request path, against a loopback
 HTTP server that records each request and turns it into the RBAC right the API server would
@@ -23,8 +23,8 @@ import pytest
 from kubernetes import client
 
 from proctor.core.labels import LABEL_ITEM
-from proctor.k8s.api import NEEDS, AdmissionChecks, Kube, Leases, Rule, needed
-from proctor.k8s.slot_check import active, check_state
+from proctor.k8s.features.kueue import active, check_state
+from proctor.k8s.machinery.api import NEEDS, AdmissionChecks, Kube, Leases, Rule, needed
 
 NAMESPACE = "team-a"
 VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
@@ -168,7 +168,7 @@ def made(server: Recorder, method: str) -> set[Rule]:
 
 
 def test_every_api_method_declares_its_rights_and_is_run_here() -> None:
-    assert set(NEEDS) == api_methods(), "declare it with @needs in k8s/api.py"
+    assert set(NEEDS) == api_methods(), "declare it with @needs in k8s/machinery/api.py"
     assert set(RUNS) == api_methods(), "add a run of it to RUNS above"
 
 

@@ -9,10 +9,9 @@ from datetime import UTC, datetime, timedelta
 from proctor.core.labels import LABEL_ATTEMPT, LABEL_ITEM
 from proctor.core.model import ErrorKind, Outcome, RunResult, WorkItem
 from proctor.formats.manifest import parse_resource
-from proctor.k8s import reconcile
-from proctor.k8s.conditions import status_reason
-from proctor.k8s.podstatus import PodsByJob, item_state
-from proctor.k8s.reconcile import (
+from proctor.k8s.children.podstatus import PodsByJob, item_state
+from proctor.k8s.evaluation import reconcile
+from proctor.k8s.evaluation.reconcile import (
     ItemView,
     Settings,
     build_status,
@@ -22,6 +21,7 @@ from proctor.k8s.reconcile import (
     in_play,
     invalid_conditions,
 )
+from proctor.k8s.evaluation.status import status_reason
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 

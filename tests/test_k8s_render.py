@@ -23,8 +23,8 @@ from proctor.cli.main import main as cli_main
 from proctor.core.labels import LABEL_EVALUATION, MANAGED_BY
 from proctor.datasets import demo
 from proctor.formats.manifest import parse_manifests
-from proctor.k8s.manifests import item_labels
-from proctor.k8s.names import is_dns_label, job_name
+from proctor.k8s.children.manifests import item_labels
+from proctor.k8s.machinery.names import is_dns_label, job_name
 from proctor.k8s.render import agent_of, render, to_yaml
 from proctor.prepare import Refusal, load_selection, plan_items
 from real_cluster_fixtures import RealCluster, in_process_operator, wait_for

@@ -1,4 +1,4 @@
-"""The agent-slots AdmissionCheck (k8s/slot_check.py): where a ClusterQueue lists it, a queued
+"""The agent-slots AdmissionCheck (k8s/features/kueue.py): where a ClusterQueue lists it, a queued
 Job holds none of its agent's task slots; the operator marks the check Ready on the Workloads
 Kueue reserved quota for, as many as the agent has slots free, and Kueue admits those.
 
@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from proctor.k8s import reconcile, slot_check
-from proctor.k8s.reconcile import ItemView, decide
-from proctor.k8s.slot_check import CHECK, SlotCheck, checks_by_job
+from proctor.k8s.evaluation import reconcile
+from proctor.k8s.evaluation.reconcile import ItemView, decide
+from proctor.k8s.features import kueue
+from proctor.k8s.features.kueue import CHECK, SlotCheck, checks_by_job
 from test_k8s_kueue import agent_eval, kueue_job, solving
 from test_k8s_reconcile import ITEMS, NOW, ts
 
@@ -36,7 +37,7 @@ def workload(job: dict, state: str | None = "Pending", reserved: bool = True,
 
 
 def views_of(jobs: list[dict], workloads: list[dict], pods: list[dict] = ()) -> list[ItemView]:
-    from proctor.k8s.podstatus import PodsByJob, item_state
+    from proctor.k8s.children.podstatus import PodsByJob, item_state
 
     by_job = PodsByJob(list(pods))
     return reconcile.observe(ITEMS, jobs, {}, lambda j: item_state(j, by_job.of(j)), {},
@@ -124,10 +125,10 @@ def test_nothing_is_admitted_while_suspended_or_while_the_agent_is_not_ready() -
 
 
 def test_the_check_state_and_active_status_are_server_side_apply_bodies() -> None:
-    body = slot_check.check_state("w", "team-a", "Ready", "a slot", ts(0))
+    body = kueue.check_state("w", "team-a", "Ready", "a slot", ts(0))
     assert body["metadata"] == {"name": "w", "namespace": "team-a"}
     assert body["status"]["admissionChecks"] == [
         {"name": CHECK, "state": "Ready", "lastTransitionTime": ts(0), "message": "a slot"}]
-    active = slot_check.active(ts(0))["status"]["conditions"][0]
+    active = kueue.active(ts(0))["status"]["conditions"][0]
     assert (active["type"], active["status"]) == ("Active", "True")
-    assert slot_check.admission_check()["spec"]["controllerName"] == slot_check.CONTROLLER
+    assert kueue.admission_check()["spec"]["controllerName"] == kueue.CONTROLLER

@@ -1,4 +1,4 @@
-"""proctor.k8s.store: one item's result kept in a ConfigMap (or, with an object store, its
+"""proctor.k8s.children.store: one item's result kept in a ConfigMap (or, with an object store, its
 record), and read back; when a store is used, and the condition that says it failed."""
 
 from __future__ import annotations
@@ -10,9 +10,7 @@ import pytest
 from proctor.core.model import Outcome, PassFail, PatchInfo, RunResult
 from proctor.core.spec import Evaluation
 from proctor.formats.manifest import parse_resource
-from proctor.k8s.conditions import find_condition
-from proctor.k8s.reconcile import Decision, StoreState, conditions_for, store_condition
-from proctor.k8s.store import (
+from proctor.k8s.children.store import (
     StoreConfig,
     item_files,
     keep_mode,
@@ -23,6 +21,8 @@ from proctor.k8s.store import (
     result_configmap,
     store_of,
 )
+from proctor.k8s.evaluation.reconcile import Decision, StoreState, conditions_for, store_condition
+from proctor.k8s.machinery.conditions import find_condition
 from proctor.runner.artifacts import pack
 from proctor.store.location import StoreError, parse_s3_url
 from proctor.store.record import item_record

@@ -21,15 +21,15 @@ from proctor.core.model import ORIGINAL_VARIANT
 from proctor.core.spec import LLM_VARIANTS_NOT_RENDERED, VARIANTS_FILE_ON_CLUSTER
 from proctor.datasets import demo
 from proctor.formats.manifest import parse_manifests, parse_resource
-from proctor.k8s import reconcile
-from proctor.k8s.act import Tracked
-from proctor.k8s.manifests import (
+from proctor.k8s.children.manifests import (
     TaskTooLarge,
     check_task_sizes,
     prompt_key,
     task_variants,
     variant_texts,
 )
+from proctor.k8s.evaluation import reconcile
+from proctor.k8s.evaluation.act import Tracked
 from proctor.k8s.render import agent_of, render
 from proctor.prepare import Refusal, check_runnable, load_selection, plan_items, prompt_variants
 from proctor.variants import read_variants, template_variants, text_hash, write_variants

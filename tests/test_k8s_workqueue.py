@@ -1,11 +1,11 @@
-"""proctor.k8s.workqueue: each key once in the queue, never processed twice at once, and
+"""proctor.k8s.machinery.workqueue: each key once in the queue, never processed twice at once, and
 processed once more when added while it is processed."""
 
 from __future__ import annotations
 
 import asyncio
 
-from proctor.k8s.workqueue import WorkQueue
+from proctor.k8s.machinery.workqueue import WorkQueue
 
 
 async def test_keys_added_many_times_before_a_pass_make_one_pass() -> None:

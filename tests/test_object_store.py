@@ -28,9 +28,7 @@ from conftest import SHARED_DATA, shared
 from ports import free_port
 from proctor.core.model import RunResult
 from proctor.formats.manifest import parse_resource
-from proctor.k8s.act import moved_record
-from proctor.k8s.pull import PullError, store_fetch, write_folder
-from proctor.k8s.store import (
+from proctor.k8s.children.store import (
     item_files,
     read_record,
     read_result,
@@ -38,6 +36,8 @@ from proctor.k8s.store import (
     result_configmap,
     store_of,
 )
+from proctor.k8s.evaluation.act import moved_record
+from proctor.k8s.pull import PullError, store_fetch, write_folder
 from proctor.runner.artifacts import collect
 from proctor.runner.workdir import WorkDir
 from proctor.store.location import S3Location, StoreError, item_location, parse_s3_url

@@ -51,10 +51,10 @@ from proctor.core.integrity import START_MARK
 from proctor.datasets import demo, to_instance
 from proctor.datasets.hostile import CREDITED, SUITE
 from proctor.formats.manifest import parse_resource
-from proctor.k8s.api import Kube
-from proctor.k8s.names import label_value
+from proctor.k8s.children.store import RESULT_KEY, result_labels
+from proctor.k8s.machinery.api import Kube
+from proctor.k8s.machinery.names import label_value
 from proctor.k8s.pull import pull
-from proctor.k8s.store import RESULT_KEY, result_labels
 from proctor.local.engine import run_evaluation
 from proctor.results import ResultsFolder
 from proctor.sandboxes import process
@@ -957,7 +957,7 @@ def test_an_item_no_node_can_take_says_so_in_the_running_condition(
 
 
 def _results(client: Any, namespace: str) -> list[Any]:
-    from proctor.k8s.store import read_result
+    from proctor.k8s.children.store import read_result
 
     kube = Kube(client)
     return [read_result(c) for c in kube.list_configmaps(

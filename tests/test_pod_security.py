@@ -12,8 +12,8 @@ import pytest
 
 from conftest import git
 from proctor import datasets
-from proctor.k8s import manifests as m
-from proctor.k8s import security
+from proctor.k8s.children import manifests as m
+from proctor.k8s.children import security
 from test_k8s_manifests import SHAPES, agent, containers, evaluation, job_for, validate
 
 

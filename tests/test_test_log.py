@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from proctor.k8s import manifests as m
+from proctor.k8s.children import manifests as m
 from proctor.runner import testlog
 from proctor.runner.workdir import RUN_SCRIPT, TEST_STEP_INPUTS, WorkDir
 

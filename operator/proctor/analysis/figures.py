@@ -2,10 +2,10 @@
 
 `reliability.agent_figures` computes them; the report's summary table
 (`markdown.summary_table`), the pass@k table, the plots' error bars and the figures an
-Evaluation's status and metrics carry (`proctor.k8s.figures.FIGURES`) are read from
+Evaluation's status and metrics carry (`proctor.k8s.evaluation.figures.FIGURES`) are read from
 `DECLARED`, so they cannot drift apart. Only a published figure's pydantic field (its
 help text goes into the CRD schema and docs) is written out beside it, in
-`proctor.k8s.figures.Reliability`; a test holds the two together.
+`proctor.k8s.evaluation.figures.Reliability`; a test holds the two together.
 """
 
 from __future__ import annotations

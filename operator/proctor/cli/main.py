@@ -19,7 +19,7 @@ from proctor.core.model import Summary
 from proctor.core.report import terminal_table
 
 if TYPE_CHECKING:
-    from proctor.k8s.election import Election
+    from proctor.k8s.features.election.elected import Election
 
 EXIT_EPILOG = "exit status:\n" + (exits.__doc__ or "").split("\n\n", 1)[1].rstrip()
 
@@ -522,8 +522,8 @@ def _election(args: argparse.Namespace) -> Election:
     import socket
     import uuid
 
-    from proctor.k8s.election import Election
-    from proctor.k8s.leader import Timing
+    from proctor.k8s.features.election.elected import Election
+    from proctor.k8s.features.election.leader import Timing
 
     namespace = args.lease_namespace or os.environ.get("POD_NAMESPACE")
     if not namespace:
@@ -585,7 +585,7 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 
 def cmd_crds_apply(args: argparse.Namespace) -> int:
-    from proctor.k8s.crdapply import apply_packaged
+    from proctor.k8s.features.crds import apply_packaged
 
     for line in apply_packaged(dry_run=args.dry_run):
         print(line, flush=True)  # each as it is done: a later refusal keeps them

@@ -3,28 +3,28 @@
 Run it with `proctor operator` (the chart's Deployment) or `kopf run -m
 proctor.k8s.controller` (then PROCTOR_ALLOW_LOCAL_ENDPOINTS=1 stands for the flag). With
 `--leader-election`, several may run: only the holder of a Lease runs the handlers
-(`proctor.k8s.election`, `proctor.k8s.leader`).
+(`features.election`).
 
 Where each rule lives:
 
-* a pass of one Evaluation, and its queue and resync: `evaluations.Controller`;
+* a pass of one Evaluation, and its queue and resync: `passes.Controller`;
 * which items exist, refusals, the dataset: `proctor.prepare` (shared with `proctor run`);
-  the dataset and prompt variants as loaded and kept: `evaluation_inputs`;
-* what an attempt's Job, pod and events say: `proctor.k8s.podstatus.item_state`;
-* slots, retries, giving up, when to start: `proctor.k8s.reconcile.decide` (pure). An
+  the dataset and prompt variants as loaded and kept: `inputs`;
+* what an attempt's Job, pod and events say: `children.podstatus.item_state`;
+* slots, retries, giving up, when to start: `evaluation.reconcile.decide` (pure). An
   attempt holds its slot until its pod has ended or its Job is terminal, whichever first;
-  an agent's slots over its Evaluations: `agent_slots`;
+  an agent's slots over its Evaluations: `agents.slots`;
 * the one place a Job is created: `act.Pass.create_job`, in the slots `decide` gave
   (never more than maxConcurrentRows); never for an Evaluation deleted or being deleted
   (`act.still_there` asks the API server before a pass creates any);
 * Job, ConfigMap and result objects: `manifests`, `store` (pure); names: `names`;
-* conditions, the status and its `reason`, LocalEndpoint, an agent's Ready: `conditions`,
-  `reconcile`;
+* conditions: `machinery.conditions`; the status and its `reason`: `evaluation.status`,
+  `reconcile`; LocalEndpoint, an agent's Ready: `agents.status`;
 * each item's API calls (keep, retry, delete, create): `act`; what was written but not
   yet seen: `expectations`; the queue of passes: `workqueue`; kopf's indexes as a pass
   reads them: `indexes`.
 
-Agents (`agent_probes`): on a new spec, and then every AGENT_PROBE_SECONDS (each resync
+Agents (`agents.probes`): on a new spec, and then every AGENT_PROBE_SECONDS (each resync
 while not ready), a service agent's Deployment and Service are applied and the agent's
 card is fetched; its status shows the card and Ready. While an Evaluation's agent is not
 ready, no item of it starts and its Ready is False with reason AgentNotReady (`decide`'s
@@ -59,15 +59,16 @@ import kopf
 
 from proctor.core.exits import BadInput
 from proctor.core.labels import COMPONENT, LABEL_EVALUATION, MANAGED_BY
-from proctor.k8s import backlog, manifests, netpol, store
-from proctor.k8s.api import AdmissionChecks, Kube, Leases, load_config, owner_uid
-from proctor.k8s.election import Election, run_elected
-from proctor.k8s.evaluations import RESYNC_SECONDS, Controller
-from proctor.k8s.exporter import Metrics
-from proctor.k8s.indexes import Key
-from proctor.k8s.names import label_value
-from proctor.k8s.objects import ConfigMap, Obj
-from proctor.k8s.reconcile import Settings
+from proctor.k8s.children import manifests, store
+from proctor.k8s.evaluation.metrics import Metrics
+from proctor.k8s.evaluation.passes import RESYNC_SECONDS, Controller
+from proctor.k8s.evaluation.reconcile import Settings
+from proctor.k8s.features import netpol, store_backlog
+from proctor.k8s.features.election.elected import Election, run_elected
+from proctor.k8s.machinery.api import AdmissionChecks, Kube, Leases, load_config, owner_uid
+from proctor.k8s.machinery.indexes import Key
+from proctor.k8s.machinery.names import label_value, selector
+from proctor.k8s.machinery.objects import ConfigMap, Obj
 
 log = logging.getLogger("proctor.controller")
 PROCTOR = {MANAGED_BY: "proctor"}
@@ -125,7 +126,7 @@ async def _startup(settings: kopf.OperatorSettings, **kwargs: Any) -> None:
     # Watch only what the operator made (and Warning events), not every pod of the cluster.
     for resource, labels in ((("batch", "jobs"), PROCTOR), (("v1", "pods"), PROCTOR),
                              (("v1", "configmaps"), RESULTS)):
-        settings.watching.label_selectors[resource] = manifests.selector(labels)
+        settings.watching.label_selectors[resource] = selector(labels)
     settings.watching.field_selectors["v1", "events"] = "type=Warning"
     load_config()
     _METRICS = _METRICS or Metrics()
@@ -182,10 +183,10 @@ def children(body: Obj, **_: Any) -> dict[Any, Any]:
 @kopf.index("", "v1", "configmaps", labels=RESULTS)
 def results(body: Obj, **_: Any) -> dict[Any, Any]:
     """Of a kept result, only the RunResult, its owner's uid and name, and whether it is
-    in the store (`backlog.Kept`): its logs stay on the server."""
+    in the store (`store_backlog.Kept`): its logs stay on the server."""
     configmap = cast(ConfigMap, body)  # what kopf watched: the API server's JSON of it
     result = store.read_result(configmap)
-    return {_owner_key(body): backlog.kept_of(configmap, owner_uid(body), result)
+    return {_owner_key(body): store_backlog.kept_of(configmap, owner_uid(body), result)
             } if result is not None else {}
 
 
@@ -256,8 +257,8 @@ def check_settings(environ: Mapping[str, str]) -> None:
 
 def run(namespaces: list[str], *, verbose: bool, probe_port: int,
         allow_local_endpoints: bool = False, election: Election | None = None) -> None:
-    """`proctor operator`: run the handlers above until stopped; with `election`, only
-    while this process holds its Lease (`proctor.k8s.election`)."""
+    """`proctor operator`: run the handlers above until stopped; with `elected`, only
+    while this process holds its Lease (`proctor.k8s.features.election.elected`)."""
     if allow_local_endpoints:
         os.environ["PROCTOR_ALLOW_LOCAL_ENDPOINTS"] = "1"
     check_settings(os.environ)

@@ -28,16 +28,16 @@ from proctor.core.result_files import RESULT_FILE
 from proctor.core.spec import Evaluation
 from proctor.formats import agentbeats
 from proctor.formats.manifest import parse_kind
-from proctor.k8s.api import Kube, load_config
-from proctor.k8s.manifests import owner_labels, task_variants
-from proctor.k8s.objects import ConfigMap
-from proctor.k8s.store import (
+from proctor.k8s.children.manifests import owner_labels, task_variants
+from proctor.k8s.children.store import (
     item_files,
     newer_schema,
     read_record,
     read_result,
     result_labels,
 )
+from proctor.k8s.machinery.api import Kube, load_config
+from proctor.k8s.machinery.objects import ConfigMap
 from proctor.prepare import Refusal, load_selection
 from proctor.results import ResultsFolder, write_outputs
 from proctor.store.record import object_keys
@@ -67,7 +67,7 @@ def kept_files(configmaps: Iterable[ConfigMap], fetch: Fetch | None
         elif (result := read_result(cm)) is not None:
             kept.append((result, item_files(result, cm.get("binaryData"))))
     # An operator stopped while moving an item to the store leaves its full ConfigMap
-    # beside the record (`backlog`): the full one is read, once.
+    # beside the record (`store_backlog`): the full one is read, once.
     full = {result.item_id for result, _ in kept}
     records = [r for r in records if r["item"] not in full]
     if records and fetch is None:

@@ -22,9 +22,10 @@ from proctor.core.model import WorkItem
 from proctor.core.plan import Variant
 from proctor.core.spec import AgentUnderTest, Evaluation
 from proctor.datasets import Selection
-from proctor.k8s import agent_manifests, prepull
-from proctor.k8s.conditions import agent_refusal
-from proctor.k8s.manifests import TaskTooLarge, desired_objects, variant_texts
+from proctor.k8s.agents.status import agent_refusal
+from proctor.k8s.children import agent_manifests
+from proctor.k8s.children.manifests import TaskTooLarge, desired_objects, variant_texts
+from proctor.k8s.features import prepull
 from proctor.prepare import Refusal
 
 

@@ -6,5 +6,5 @@
 * `demo_images`: the demo dataset's images, built offline (`proctor images build-demo`);
 * `images`: swebench-compatible images of real rows, built from source (`proctor images build`).
 
-On Kubernetes the test step runs in the Job's pod instead (`proctor.k8s.manifests`).
+On Kubernetes the test step runs in the Job's pod instead (`proctor.k8s.children.manifests`).
 """

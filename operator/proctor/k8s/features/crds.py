@@ -7,7 +7,7 @@ with field manager ``proctor`` and ``force``: the fields the CRD files set are t
 from whoever set them before (Helm's create, a `kubectl apply`), so the files win.
 
 The pure parts (which CRDs, each apply's body and path, the takeover of other managers'
-fields, what changed) are here; the calls are in proctor.k8s.api.
+fields, what changed) are here; the calls are in proctor.k8s.machinery.api.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from kubernetes.config import ConfigException
 from urllib3.exceptions import HTTPError
 
 from proctor.core.exits import BadInput, NotRun
-from proctor.k8s.api import apply_crd, describe, load_config, patch_crd, read_crd
-from proctor.k8s.objects import MutableObj, Obj
+from proctor.k8s.machinery.api import apply_crd, describe, load_config, patch_crd, read_crd
+from proctor.k8s.machinery.objects import MutableObj, Obj
 
 FIELD_MANAGER = "proctor"
 CRD_API = "apiextensions.k8s.io/v1"

@@ -1,7 +1,7 @@
 """What a work item's Job, its pod and their events say about the item (pure).
 
 ``item_state(job, pods, events)`` reads the objects as the API returns them (plain dicts,
-typed in `proctor.k8s.objects`) and answers one of five phases:
+typed in `proctor.k8s.machinery.objects`) and answers one of five phases:
 
 * queued: the Job is suspended and has not ended: it waits for Kueue to admit it (created
   suspended with a queue name), or Kueue preempted it (suspended it again; the Job
@@ -38,7 +38,7 @@ from typing import Any, Literal
 
 from proctor.core.labels import KUEUE_QUEUE_NAME, LABEL_ITEM
 from proctor.core.model import ErrorKind, Outcome
-from proctor.k8s.objects import (
+from proctor.k8s.machinery.objects import (
     Condition,
     ContainerState,
     ContainerStateDetail,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from proctor.core.model import RunResult
-from proctor.k8s.objects import Job, Obj
+from proctor.k8s.machinery.objects import Job, Obj
 
 FORGET_AFTER_S = 120.0
 """A write older than this is surely in the index (or the watch is broken, and stale

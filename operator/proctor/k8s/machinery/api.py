@@ -2,7 +2,7 @@
 
 Objects come back as plain dicts, exactly as the API server wrote them (camelCase),
 so that the pure modules read what a real cluster sends; those Proctor reads are typed
-(`proctor.k8s.objects`). Calls are synchronous; the controller runs them in asyncio's
+(`proctor.k8s.machinery.objects`). Calls are synchronous; the controller runs them in asyncio's
 default executor. Reads of what the controller watches (Evaluations, agents, Jobs, pods,
 kept results, events) come from kopf's indexes instead.
 """
@@ -20,8 +20,8 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from proctor.core.labels import LABEL_ITEM
-from proctor.k8s.manifests import selector
-from proctor.k8s.objects import (
+from proctor.k8s.machinery.names import selector
+from proctor.k8s.machinery.objects import (
     ConfigMap,
     ConfigMapList,
     Lease,
@@ -85,7 +85,7 @@ def _json(response: Any) -> MutableObj:
 
 # The typed reads below cast what `_json` decoded to the kind they asked for: the API server
 # answers with that kind, having checked it against its schema, so the types of
-# `proctor.k8s.objects` hold without a check here (they are the server's own, in part).
+# `proctor.k8s.machinery.objects` hold without a check here (they are the server's own, in part).
 
 
 class SecretUnreadable(Exception):
@@ -343,7 +343,7 @@ class Leases:
 
 
 class AdmissionChecks:
-    """The agent-slots AdmissionCheck's status (`slot_check`), cluster-scoped: granted by
+    """The agent-slots AdmissionCheck's status (`kueue`), cluster-scoped: granted by
     the chart's ClusterRole only where it makes the check (kueue.agentSlotsCheck)."""
 
     def __init__(self, api_client: client.ApiClient | None = None):

@@ -28,8 +28,8 @@ from urllib.parse import urlsplit
 
 from proctor.core.labels import COMPONENT, LABEL_EVALUATION, MANAGED_BY
 from proctor.core.spec import AgentUnderTest, Evaluation, check_cidr
-from proctor.k8s.agent_manifests import pod_labels
-from proctor.k8s.names import label_value, network_policy_name
+from proctor.k8s.children.agent_manifests import pod_labels
+from proctor.k8s.machinery.names import label_value, network_policy_name
 
 DNS_PORT = 53
 DEFAULT_DNS_NAMESPACE = "kube-system"

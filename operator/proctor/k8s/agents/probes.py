@@ -3,7 +3,7 @@
 On a new spec, and then every AGENT_PROBE_SECONDS (each resync while not ready), a service
 agent's Deployment and Service are applied (server-side apply: `agent_manifests`, owned
 by the AgentUnderTest) and the agent's card is fetched; its status shows the card and Ready
-(`conditions.agent_ready`). A readiness change gives the namespace's Evaluations a pass.
+(`agent_ready`). A readiness change gives the namespace's Evaluations a pass.
 
 What this process knows of each agent is one `ProbedAgent`; the rules on it (is a probe
 due, is the card stale) are pure functions; `Agents` is the shell that probes and writes.
@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -22,12 +22,14 @@ from typing import Any
 from proctor.a2a.client import AgentProblem, fetch_card
 from proctor.core.spec import AgentUnderTest
 from proctor.formats.manifest import ManifestError
-from proctor.k8s import agent_manifests, agent_slots, conditions, manifests
-from proctor.k8s.act import Tracked, now_text
-from proctor.k8s.api import Kube, SecretUnreadable, describe
-from proctor.k8s.conditions import AgentProbe
-from proctor.k8s.indexes import Indexes, Key
-from proctor.k8s.workqueue import WorkQueue
+from proctor.k8s.agents import slots
+from proctor.k8s.agents.slots import Holding
+from proctor.k8s.agents.status import AgentProbe, agent_ready, agent_refusal, agent_status
+from proctor.k8s.children import agent_manifests
+from proctor.k8s.machinery.api import Kube, SecretUnreadable, describe
+from proctor.k8s.machinery.conditions import now_text
+from proctor.k8s.machinery.indexes import Indexes, Key
+from proctor.k8s.machinery.workqueue import WorkQueue
 
 log = logging.getLogger("proctor.controller")
 AGENT_PROBE_SECONDS = 30.0  # a ready agent's card is fetched again this often (others: each
@@ -91,7 +93,7 @@ async def auth_header(kube: Kube, agent: AgentUnderTest) -> tuple[str, str] | No
 async def probe(kube: Kube, agent: AgentUnderTest, uid: str | None, *, allow_local: bool,
                 first: bool = False) -> AgentProbe:
     """What the agent's card and (service agents) Deployment say now."""
-    if agent.spec.sidecar or conditions.agent_refusal(agent, allow_local):
+    if agent.spec.sidecar or agent_refusal(agent, allow_local):
         return AgentProbe()  # nothing to fetch: it runs per task, or it is refused
     if agent.spec.service:
         try:
@@ -108,7 +110,7 @@ async def probe(kube: Kube, agent: AgentUnderTest, uid: str | None, *, allow_loc
         unavailable = agent_manifests.unavailable(applied[0])
         if unavailable is not None:  # the Service has no pod to send the fetch to
             return AgentProbe(unavailable=unavailable)
-    endpoint, header = manifests.agent_endpoint(agent), None
+    endpoint, header = agent_manifests.agent_endpoint(agent), None
     if agent.spec.auth is not None:
         try:
             header = await auth_header(kube, agent)
@@ -125,9 +127,10 @@ async def probe(kube: Kube, agent: AgentUnderTest, uid: str | None, *, allow_loc
 class Agents:
     """The agents' probes and status writes (the shell): one `ProbedAgent` per agent."""
 
-    def __init__(self, kube: Kube, indexes: Indexes, tracked: Mapping[Key, Tracked],
+    def __init__(self, kube: Kube, indexes: Indexes, holdings: Callable[[], Iterable[Holding]],
                  queue: WorkQueue[Key], allow_local: bool):
-        self.kube, self.indexes, self.tracked = kube, indexes, tracked
+        # holdings: the slots each Evaluation holds now (the Evaluations' controller keeps them)
+        self.kube, self.indexes, self.holdings = kube, indexes, holdings
         self.queue, self.allow_local = queue, allow_local
         self.known: dict[Key, ProbedAgent] = {}  # by (namespace, AgentUnderTest name)
 
@@ -153,7 +156,7 @@ class Agents:
         Evaluation's Ready=False), or None: no agent asked, or it is ready."""
         if agent is None:
             return None
-        ready, why, message = conditions.agent_ready(
+        ready, why, message = agent_ready(
             agent, self.probe_of(agent.namespace, agent.name), self.allow_local)
         return None if ready else ("AgentNotReady", f"AgentUnderTest {agent.name} is not "
                                    f"ready ({why}: {message}); no item starts until it is")
@@ -192,7 +195,7 @@ class Agents:
         generation = body["metadata"].get("generation")
         known = self.known.get(key)
         first = needs_probe(known, generation)
-        was = conditions.agent_ready(agent, known.probe if known else None, self.allow_local)
+        was = agent_ready(agent, known.probe if known else None, self.allow_local)
         if known is None:
             known = self.known[key] = ProbedAgent(generation, time.monotonic())
         else:
@@ -203,7 +206,7 @@ class Agents:
         known.fetched_at = fetched_at
         if known.probe.card is not None:
             known.card_at = fetched_at
-        now = conditions.agent_ready(agent, known.probe, self.allow_local)
+        now = agent_ready(agent, known.probe, self.allow_local)
         if now[:2] != was[:2]:
             log.info("AgentUnderTest %s/%s ready=%s reason=%s", namespace, name, *now[:2])
             for other in self.indexes.keys("evaluations"):
@@ -222,10 +225,10 @@ class Agents:
             agent = self.indexes.parse(body, AgentUnderTest)
         except ManifestError:  # the API server checks the same schema: only a CRD changed
             return log.exception("AgentUnderTest %s/%s is invalid", namespace, name)
-        status = conditions.agent_status(
+        status = agent_status(
             agent, seen.get("conditions") or [], now=now_text(),
             generation=generation, allow_local=self.allow_local,
-            tasks_in_flight=agent_slots.tasks_in_flight(self.tracked, (namespace, name)),
+            tasks_in_flight=slots.tasks_in_flight(self.holdings(), (namespace, name)),
             probe=self.probe_of(namespace, name))
         if not all(seen.get(k) == v for k, v in status.items()):
             await asyncio.to_thread(self.kube.patch_status, "agentundertests", namespace, name,

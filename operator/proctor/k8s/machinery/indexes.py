@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from proctor.core.spec import AgentUnderTest, Evaluation, Resource
 from proctor.formats.manifest import parse_kind
-from proctor.k8s.objects import Event, Job, MutableObj, Pod
+from proctor.k8s.machinery.objects import Event, Job, MutableObj, Pod
 
 Key = tuple[str, str]  # (namespace, Evaluation label value): how the indexes key its objects
 _Kind = TypeVar("_Kind", Evaluation, AgentUnderTest)
@@ -50,7 +50,7 @@ class Indexes:
         return self.all("warnings", (namespace, name))
 
     def kept(self, key: Key) -> list[Any]:
-        """The kept results (the index holds each as a `backlog.Kept`)."""
+        """The kept results (the index holds each as a `store_backlog.Kept`)."""
         return [kept.result for kept in self.all("results", key)]
 
     def parse(self, body: MutableObj, kind: type[_Kind]) -> _Kind:

@@ -16,7 +16,6 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, cast
 
 import kopf
@@ -27,16 +26,20 @@ from proctor.core.model import Instance, Outcome, RunResult, WorkItem
 from proctor.core.plan import Variant
 from proctor.core.spec import AgentUnderTest, Evaluation
 from proctor.datasets import Selection
-from proctor.k8s import backlog, figures, manifests, reconcile, slot_check, store
-from proctor.k8s.api import Kube
-from proctor.k8s.expectations import Expectations
-from proctor.k8s.exporter import Metrics
-from proctor.k8s.figures import Reliability
-from proctor.k8s.objects import ConfigMap, Job, MutableObj
-from proctor.k8s.prepull import ANNOTATION_IMAGE, PullState
-from proctor.k8s.reconcile import Decision, ItemView
-from proctor.k8s.slot_check import SlotCheck
-from proctor.k8s.variants_job import VariantsState
+from proctor.k8s.agents.slots import Holding
+from proctor.k8s.children import manifests, store
+from proctor.k8s.evaluation import figures, reconcile
+from proctor.k8s.evaluation.figures import Reliability
+from proctor.k8s.evaluation.metrics import Metrics
+from proctor.k8s.evaluation.reconcile import Decision, ItemView
+from proctor.k8s.features import kueue, store_backlog
+from proctor.k8s.features.kueue import SlotCheck
+from proctor.k8s.features.llm_variants import VariantsState
+from proctor.k8s.features.prepull import ANNOTATION_IMAGE, PullState
+from proctor.k8s.machinery.api import Kube
+from proctor.k8s.machinery.conditions import now_text
+from proctor.k8s.machinery.expectations import Expectations
+from proctor.k8s.machinery.objects import ConfigMap, Job, MutableObj
 from proctor.prepare import plan_items
 from proctor.runner.artifacts import parse_grade_log
 from proctor.runner.solve import patch_from_log, task_id_from_log
@@ -45,11 +48,6 @@ from proctor.store.record import item_record
 from proctor.store.s3 import StoreUnreachable, upload_checked, upload_item
 
 log = logging.getLogger("proctor.controller")
-
-
-def now_text() -> str:
-    """Now, as a condition's lastTransitionTime says it."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _body(obj: MutableObj) -> kopf.Body:
@@ -76,9 +74,8 @@ class Tracked:
     status_at: float = float("-inf")
     written: MutableObj | None = None
     policy: MutableObj | None = None  # the NetworkPolicy last applied (`Pass.apply_policy`)
-    agent_tasks: int = 0  # the agent's task slots it holds (`reconcile.Decision.agent_tasks`)
-    slot_agent: tuple[str, str] | None = None  # the agent those slots are of
-    # (slot_agent, agent_tasks) as that agent's status last counted them (tasksInFlight)
+    slots: Holding = field(default_factory=Holding)  # the agent's task slots it holds
+    # (agent, tasks) of its slots as that agent's status last counted them (tasksInFlight)
     shown: tuple[tuple[str, str] | None, int] = (None, 0)
     # (the results' item ids and outcomes, their reliability figures): see `reliability`
     figures_of: tuple[frozenset[Any], Reliability | None] = (frozenset(), None)
@@ -91,7 +88,7 @@ class Tracked:
     # from each, {} when its solve log held none, None while not read (`reconcile.observe`)
     answers: dict[str, MutableObj | None] = field(default_factory=dict)
     answers_restored: bool = False  # the kept patches listed once (`restore_answers`)
-    # The agent-slots check on each queued Job's Workload, by Job uid (`slot_check`)
+    # The agent-slots check on each queued Job's Workload, by Job uid (`kueue`)
     slot_checks: dict[str, SlotCheck] = field(default_factory=dict)
     # The agent's task each queued Job sent, by Job uid, read from its solve log while it
     # waits (`reconcile.awaiting_task`): in this process's memory only
@@ -272,8 +269,8 @@ class Pass:
         return store.record_configmap(self.evaluation, result,
                                       item_record(result, config.run, files)), False
 
-    async def move_backlog(self, moves: backlog.Moves) -> None:
-        """Move results kept in full to the store (`backlog`): each one's files uploaded
+    async def move_backlog(self, moves: store_backlog.Moves) -> None:
+        """Move results kept in full to the store (`store_backlog`): each one's files uploaded
         and read back, its record ConfigMap created, and only then the full one deleted.
         A store that fails stops the moves (the rest wait for the next try)."""
         namespace = self.evaluation.namespace
@@ -351,8 +348,8 @@ class Pass:
         asks = view.latest is not None and manifests.job_asks_agent(view.latest)
         message = ("the agent has a task slot for it" if asks
                    else "it reuses a kept patch: it asks the agent nothing")
-        await asyncio.to_thread(self.kube.apply_workload_status, slot_check.check_state(
-            view.slot_check.workload, self.evaluation.namespace, slot_check.READY, message,
+        await asyncio.to_thread(self.kube.apply_workload_status, kueue.check_state(
+            view.slot_check.workload, self.evaluation.namespace, kueue.READY, message,
             now_text()))
         log.info("Admitted item=%s attempt=%d: %s", view.item.key, view.attempt, message)
     async def _read_task(self, view: ItemView) -> None:
@@ -425,7 +422,7 @@ def moved_record(evaluation: Evaluation, full: ConfigMap, result: RunResult,
                  environ: Mapping[str, str]) -> dict[str, Any]:
     """The record ConfigMap (kind RECORD_KIND) of an item kept in full, once its files,
     as the full ConfigMap holds them, are uploaded to the Evaluation's store and read back
-    unchanged (the shell of `backlog`: it blocks). A StoreError or StoreUnreachable when
+    unchanged (the shell of `store_backlog`: it blocks). A StoreError or StoreUnreachable when
     the store is not there or fails."""
     config = store.store_of(evaluation, environ)
     if config is None:
@@ -438,7 +435,7 @@ def moved_record(evaluation: Evaluation, full: ConfigMap, result: RunResult,
 
 
 async def create_variants_job(kube: Kube, body: MutableObj, job: MutableObj) -> None:
-    """Create an Evaluation's llm variants Job (`variants_job`), owned by the Evaluation;
+    """Create an Evaluation's llm variants Job (`llm_variants`), owned by the Evaluation;
     one that is there already (a restart, an index behind) is left as it is."""
     kopf.adopt(job, owner=_body(body))
     if await asyncio.to_thread(kube.create, job):

@@ -6,7 +6,7 @@ A pass (`Controller.reconcile`), in a dozen lines:
     evaluation, agent, dataset = parse, check      refused: Ready=False, reason, stop
                                                    (finished: its agent is not looked up)
     items = plan_items(evaluation, dataset,        once per spec generation, with the
-                       prompt_variants(...))       variants of `evaluation_inputs`
+                       prompt_variants(...))       variants of `inputs`
     pre-pull (spec.images.prePull)                 a Job per task image, N at a time; no
                                                    item starts until each ended (ImagesPulled)
     jobs, pods, results, events = the indexes      + what this process wrote (expectations)
@@ -17,7 +17,7 @@ A pass (`Controller.reconcile`), in a dozen lines:
     status = build_status(every item's view)      at most every STATUS_SECONDS
     write it; metrics; the agent's tasksInFlight   Events: Degraded, Succeeded, items in error
 
-The agents' probes are `agent_probes`; their slots, `agent_slots`; what the indexes hold,
+The agents' probes are `agents.probes`; their slots, `agents.slots`; what the indexes hold,
 `indexes`; the kopf handlers that queue passes, `controller`.
 """
 
@@ -37,37 +37,30 @@ from proctor.core.metrics import aggregate
 from proctor.core.model import WorkItem
 from proctor.core.spec import AgentUnderTest, Evaluation
 from proctor.formats.manifest import ManifestError
-from proctor.k8s import (
-    agent_slots,
-    backlog,
-    conditions,
-    manifests,
-    netpol,
-    prepull,
-    reconcile,
-    slot_check,
-    store,
-    variants_job,
-)
-from proctor.k8s.act import (
+from proctor.k8s.agents import slots
+from proctor.k8s.agents.probes import Agents
+from proctor.k8s.agents.status import agent_refusal
+from proctor.k8s.children import manifests, store
+from proctor.k8s.children.podstatus import ItemState, PodsByJob, item_state
+from proctor.k8s.evaluation import reconcile
+from proctor.k8s.evaluation.act import (
     Pass,
     Tracked,
     create_pull_job,
-    now_text,
     restore_answers,
     still_there,
     write_status,
 )
-from proctor.k8s.agent_probes import Agents
-from proctor.k8s.api import AdmissionChecks, Kube, describe, owner_uid
-from proctor.k8s.backlog import Kept
-from proctor.k8s.evaluation_inputs import Inputs
-from proctor.k8s.exporter import Metrics
-from proctor.k8s.indexes import Indexes, Key
-from proctor.k8s.objects import Job, MutableObj
-from proctor.k8s.podstatus import ItemState, PodsByJob, item_state
-from proctor.k8s.reconcile import Decision, ItemView, Settings
-from proctor.k8s.workqueue import WorkQueue
+from proctor.k8s.evaluation.inputs import Inputs
+from proctor.k8s.evaluation.metrics import Metrics
+from proctor.k8s.evaluation.reconcile import Decision, ItemView, Settings
+from proctor.k8s.features import kueue, llm_variants, netpol, prepull, store_backlog
+from proctor.k8s.features.store_backlog import Kept
+from proctor.k8s.machinery.api import AdmissionChecks, Kube, describe, owner_uid
+from proctor.k8s.machinery.conditions import now_text, set_condition
+from proctor.k8s.machinery.indexes import Indexes, Key
+from proctor.k8s.machinery.objects import Job, MutableObj
+from proctor.k8s.machinery.workqueue import WorkQueue
 from proctor.prepare import Refusal, agent_label, check_runnable
 
 log = logging.getLogger("proctor.controller")
@@ -88,7 +81,7 @@ def store_state(evaluation: Evaluation, tracked: Tracked, environ: Mapping[str, 
         return reconcile.StoreState(url="", error=str(exc))
     if config is None:
         return None
-    waiting = backlog.backlog(k for k in kept if k.name not in tracked.moved)
+    waiting = store_backlog.backlog(k for k in kept if k.name not in tracked.moved)
     return reconcile.StoreState(url=str(config.run), error=tracked.store_error,
                                 tried=tracked.store_tried, backlog=len(waiting))
 
@@ -108,7 +101,7 @@ class Controller:
                  job_defaults: manifests.JobDefaults = manifests.NO_JOB_DEFAULTS,
                  boundary: netpol.Boundary = netpol.NO_BOUNDARY,
                  resync_s: float = RESYNC_SECONDS, slots_check: AdmissionChecks | None = None):
-        """``slots_check``: run the agent-slots AdmissionCheck (`slot_check`) through it."""
+        """``slots_check``: run the agent-slots AdmissionCheck (`kueue`) through it."""
         self.kube, self.metrics, self.settings = kube, metrics, settings
         self.slots_check, self.slots_check_active = slots_check, False
         self.indexes = Indexes(indexes)
@@ -117,7 +110,8 @@ class Controller:
         self.queue: WorkQueue[Key] = WorkQueue(self.reconcile)
         self.tracked: dict[Key, Tracked] = {}
         self.inputs = Inputs(kube, self.indexes, runner_image)
-        self.agents = Agents(kube, self.indexes, self.tracked, self.queue, allow_local)
+        self.agents = Agents(kube, self.indexes, lambda: self._holdings().values(), self.queue,
+                             allow_local)
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
@@ -144,13 +138,13 @@ class Controller:
         a ClusterQueue that lists an inactive check); until it is there (the chart makes it
         after the operator's Deployment, or Kueue comes later), again on each resync."""
         try:
-            if await asyncio.to_thread(checks.apply_status, slot_check.active(now_text())):
-                log.info("Marked AdmissionCheck %s Active", slot_check.CHECK)
+            if await asyncio.to_thread(checks.apply_status, kueue.active(now_text())):
+                log.info("Marked AdmissionCheck %s Active", kueue.CHECK)
                 return True
             log.warning("AdmissionCheck %s is not there yet (is Kueue installed?)",
-                        slot_check.CHECK)
+                        kueue.CHECK)
         except Exception as exc:  # refused, say: told, and tried again on the next resync
-            log.error("Marking AdmissionCheck %s Active failed: %s", slot_check.CHECK,
+            log.error("Marking AdmissionCheck %s Active failed: %s", kueue.CHECK,
                       describe(exc))
         return False
 
@@ -158,6 +152,10 @@ class Controller:
         self.queue.stop()
         for task in self._tasks:
             task.cancel()
+
+    def _holdings(self) -> dict[Key, slots.Holding]:
+        """The agent's task slots each Evaluation holds."""
+        return {key: tracked.slots for key, tracked in self.tracked.items()}
 
     async def forget(self, key: Key) -> None:
         """The Evaluation is gone or being deleted: drop all that is kept about it."""
@@ -225,7 +223,7 @@ class Controller:
             await restore_answers(self.kube, evaluation, tracked, self.indexes.jobs(key))
             # Read each pass while items are in play (no watch: Kueue may be installed
             # after the operator starts); a finished Evaluation has none to admit.
-            tracked.slot_checks = {} if finished else slot_check.checks_by_job(
+            tracked.slot_checks = {} if finished else kueue.checks_by_job(
                 await asyncio.to_thread(self.kube.list_workloads, key[0]))
         rows = evaluation.spec.max_concurrent_rows if refusal is None else 0
         views = self._observe(key, tracked, items, rows)
@@ -242,7 +240,7 @@ class Controller:
             decision.preempted, decision.grant = [], []
         if decision.watch_workloads:
             self.queue.add_after(key, WORKLOAD_SECONDS)
-        for other in agent_slots.hold(self.tracked, key, agent, decision.agent_tasks):
+        for other in slots.hold(self._holdings(), key, agent, decision.agent_tasks):
             self.queue.add(other)  # slots given back: the agent's other Evaluations take them
         if (decision.start or decision.retry or decision.ask_again or decision.preempted) \
                 and not await still_there(self.kube, key[0], tracked):
@@ -294,7 +292,7 @@ class Controller:
                 evaluation, image, self.job_defaults)) for image in state.create))
         if not state.ready:
             generation = body["metadata"].get("generation")
-            waiting = conditions.set_condition(
+            waiting = set_condition(
                 (body.get("status") or {}).get("conditions") or [], prepull.CONDITION,
                 *state.condition, now=now_text(), observed_generation=generation)
             await write_status(self.kube, tracked, body, {
@@ -303,12 +301,13 @@ class Controller:
         return state.ready
 
     async def _move_backlog(self, key: Key, p: Pass) -> None:
-        """Move results kept in full while the store was down to it (`backlog`); another
+        """Move results kept in full while the store was down to it (`store_backlog`); another
         pass soon while some are left and the store answers."""
         kept = self.indexes.all("results", key)
-        if not backlog.backlog(kept) or store_state(p.evaluation, p.tracked, os.environ) is None:
+        if not store_backlog.backlog(kept) \
+                or store_state(p.evaluation, p.tracked, os.environ) is None:
             return
-        moves = backlog.plan_moves(kept, failed_at=p.tracked.store_failed_at,
+        moves = store_backlog.plan_moves(kept, failed_at=p.tracked.store_failed_at,
                                    now=time.monotonic(), moved=p.tracked.moved)
         try:
             await p.move_backlog(moves)
@@ -324,7 +323,8 @@ class Controller:
                 waiting: tuple[str, str] | None) -> Decision:
         return reconcile.decide(
             evaluation, views, datetime.now(UTC), self.settings,
-            agent_slots.slots_left(self.tracked, tracked, agent), agent_ready=waiting is None,
+            slots.slots_left(self._holdings().values(), tracked.slots, agent),
+            agent_ready=waiting is None,
             card_at=self.agents.card_at(agent) if agent is not None else None)
 
     def _finished(self, key: Key, tracked: Tracked, items: list[WorkItem]) -> bool:
@@ -341,7 +341,7 @@ class Controller:
             raise Refusal("AgentNotFound", f"AgentUnderTest {ref!r} does not exist in "
                                            f"namespace {evaluation.namespace}")
         agent = self.indexes.parse(body, AgentUnderTest)  # (the API server checked it)
-        refusal = conditions.agent_refusal(agent, self.allow_local)
+        refusal = agent_refusal(agent, self.allow_local)
         if refusal is not None:
             raise Refusal(*refusal)
         return agent
@@ -398,13 +398,13 @@ class Controller:
                                                      self.indexes.all("results", key)))
         made = p.tracked.llm_variants
         if made is not None:
-            conditions_now = conditions.set_condition(
-                conditions_now, variants_job.CONDITION, made.ready, made.reason, made.message,
+            conditions_now = set_condition(
+                conditions_now, llm_variants.CONDITION, made.ready, made.reason, made.message,
                 now=now, observed_generation=generation)
         # None after a restart once items started: the status keeps what it said last.
         pulls = p.tracked.pulls if p.evaluation.spec.images.pre_pull else None
         if pulls is not None:
-            conditions_now = conditions.set_condition(
+            conditions_now = set_condition(
                 conditions_now, prepull.CONDITION, *pulls.condition, now=now,
                 observed_generation=generation)
         status = reconcile.build_status(
@@ -418,7 +418,7 @@ class Controller:
                              aggregate(results, selection.by_id), status["items"], figures)
         # The agent's tasks are the slots its items hold (solve steps not ended), not the
         # items running: an item in its test step asks nothing of the agent.
-        shown = (p.tracked.slot_agent, p.tracked.agent_tasks)
+        shown = (p.tracked.slots.agent, p.tracked.slots.tasks)
         if shown != p.tracked.shown:
             before, p.tracked.shown = p.tracked.shown[0], shown
             for changed in {c for c in (before, shown[0]) if c is not None}:

@@ -49,15 +49,15 @@ from proctor.core.model import ORIGINAL_VARIANT, Instance, WorkItem
 from proctor.core.plan import Variant
 from proctor.core.spec import AgentUnderTest, Evaluation
 from proctor.formats.predictions import patch_for
-from proctor.k8s.agent_manifests import agent_args, env_var, service_url
-from proctor.k8s.names import configmap_name, job_name, label_value
-from proctor.k8s.objects import ConfigMap
-from proctor.k8s.security import (
+from proctor.k8s.children.agent_manifests import agent_args, agent_endpoint, env_var
+from proctor.k8s.children.security import (
     PROFILES,
     TMP_VOLUME,
     container_security_context,
     pod_security_context,
 )
+from proctor.k8s.machinery.names import configmap_name, job_name, label_value
+from proctor.k8s.machinery.objects import ConfigMap
 from proctor.runner.workdir import TEST_STEP_INPUTS
 
 WORK_DIR = "/proctor"
@@ -208,11 +208,6 @@ class TaskTooLarge(ValueError):
 
 def _digest(data: Mapping[str, str]) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
-
-
-def selector(labels: Mapping[str, str]) -> str:
-    """The label selector of the objects that carry all of ``labels``."""
-    return ",".join(f"{k}={v}" for k, v in labels.items())
 
 
 def owner_labels(evaluation: Evaluation) -> dict[str, str]:
@@ -369,15 +364,6 @@ def patch_configmap(evaluation: Evaluation, item: WorkItem, patch: str) -> dict[
 
 
 # --- The pod's steps ------------------------------------------------------------------------
-
-
-def agent_endpoint(agent: AgentUnderTest) -> str:
-    """The URL the solve step sends the task to: the endpoint, the service agent's Service,
-    or the sidecar's loopback port."""
-    spec = agent.spec
-    if spec.sidecar:
-        return f"http://127.0.0.1:{spec.sidecar.port}/"
-    return service_url(agent) if spec.service else spec.endpoint or ""
 
 
 def solve_command(evaluation: Evaluation, agent: AgentUnderTest | None,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from proctor.core.labels import KUEUE_JOB_UID
-from proctor.k8s.objects import Workload
+from proctor.k8s.machinery.objects import Workload
 
 CHECK = "proctor-agent-slots"
 """The AdmissionCheck's name, as a ClusterQueue's admissionChecksStrategy lists it."""

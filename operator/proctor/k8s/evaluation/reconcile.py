@@ -29,7 +29,7 @@ Per item, level-based:
 The agent's task slots: an attempt that asks the agent holds one of them from its Job's
 creation (its solve step may start once the pull step is done) until its solve step ends
 or its pod does (a Job queued in Kueue reserves its slot: `holds_agent_slot`), except
-where its Workload carries the agent-slots AdmissionCheck (`slot_check`): there a queued
+where its Workload carries the agent-slots AdmissionCheck (`kueue`): there a queued
 Job holds none, and takes one when the check is marked Ready for it (`grant`), which
 Kueue waits for to admit it. The controller passes the slots the agent's other
 Evaluations leave free.
@@ -58,17 +58,8 @@ from proctor.core.model import (
     WorkItem,
 )
 from proctor.core.spec import Evaluation
-from proctor.k8s.conditions import (
-    ItemCounts,
-    find_condition,
-    results_table,
-    set_condition,
-    status_reason,
-)
-from proctor.k8s.figures import Reliability, status_of
-from proctor.k8s.manifests import job_asks_agent, selector
-from proctor.k8s.objects import ConfigMap, Job, Obj
-from proctor.k8s.podstatus import (
+from proctor.k8s.children.manifests import job_asks_agent
+from proctor.k8s.children.podstatus import (
     DISK_PRESSURE,
     ItemState,
     Phase,
@@ -76,8 +67,13 @@ from proctor.k8s.podstatus import (
     parse_time,
     seconds_since,
 )
-from proctor.k8s.slot_check import PENDING, READY, SlotCheck
-from proctor.k8s.store import result_labels
+from proctor.k8s.children.store import result_labels
+from proctor.k8s.evaluation.figures import Reliability, status_of
+from proctor.k8s.evaluation.status import ItemCounts, results_table, status_reason
+from proctor.k8s.features.kueue import PENDING, READY, SlotCheck
+from proctor.k8s.machinery.conditions import find_condition, set_condition
+from proctor.k8s.machinery.names import selector
+from proctor.k8s.machinery.objects import ConfigMap, Job, Obj
 
 
 class EventNote(TypedDict):
@@ -121,7 +117,7 @@ class ItemView:
     solve step ended (`answered`): what its next attempt reuses; {} when its solve log was
     read and held none; None while not read."""
     slot_check: SlotCheck | None = None
-    """The agent-slots AdmissionCheck on the latest attempt's Workload (`slot_check`);
+    """The agent-slots AdmissionCheck on the latest attempt's Workload (`kueue`);
     None: no Workload seen for it (yet)."""
     agent_task: str | None = None
     """The id of the agent's task the latest attempt sent, read from its solve step's log
@@ -198,7 +194,7 @@ def observe(items: Sequence[WorkItem], jobs: Sequence[Job], kept: Mapping[str, R
     and events. ``answers``: by Job uid, the queued Jobs seen asking the agent, with the
     ConfigMap of the patch kept from each (None: none yet); see `seen_asking`.
     ``agent_tasks``: by Job uid, the agent's task each sent (`awaiting_task`).
-    ``checks``: by Job uid, the agent-slots check on its Workload (`slot_check`)."""
+    ``checks``: by Job uid, the agent-slots check on its Workload (`kueue`)."""
     by_item: dict[str, list[Job]] = {}
     for job in sorted(jobs, key=attempt_of):
         by_item.setdefault(item_of(job), []).append(job)
@@ -320,7 +316,7 @@ def holds_agent_slot(view: ItemView, checked: bool = False) -> bool:
     the agent, queued or admitted, never outnumber its slots.
 
     Unless the queue has the agent-slots AdmissionCheck (``checked``: seen on a Workload
-    of the Evaluation; `slot_check`): Kueue then admits a Job only once the operator marks
+    of the Evaluation; `kueue`): Kueue then admits a Job only once the operator marks
     its check Ready, so a queued Job holds a slot only from then."""
     state = view.state
     if state is None or view.latest is None or state.phase not in (
@@ -613,7 +609,7 @@ class StoreState:
     """Whether this process has tried an upload (False after a restart, until one)."""
     backlog: int = 0
     """Results kept in full because their upload failed (labelled so in the API; moved
-    to the store once it answers: `backlog`)."""
+    to the store once it answers: `store_backlog`)."""
 
 
 def store_condition(store: StoreState, previous: Mapping[str, Any] | None = None

@@ -14,7 +14,7 @@ higher priority is alive, through a CRD of its own: not an election), so `procto
 * every write carries the resourceVersion that was read, so of two candidates writing at
   once the API server refuses one (409): at most one wins.
 
-The shell (`proctor.k8s.election`) reads the Lease, calls `next_step`, writes what it says.
+The shell (`elected`) reads the Lease, calls `next_step`, writes what it says.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from proctor.k8s.objects import Lease, MutableObj
+from proctor.k8s.machinery.objects import Lease, MutableObj
 
 MICRO_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"  # the API's MicroTime
 

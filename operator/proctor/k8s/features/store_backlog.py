@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from proctor.core.model import RunResult
-from proctor.k8s.objects import ConfigMap
-from proctor.k8s.store import read_record, upload_failed
+from proctor.k8s.children.store import read_record, upload_failed
+from proctor.k8s.machinery.objects import ConfigMap
 
 BATCH = 16
 """Items moved in one pass while the store answers: the pass waits for their uploads."""

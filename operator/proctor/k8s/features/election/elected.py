@@ -2,8 +2,8 @@
 
 One asyncio loop (kopf's own): the candidate waits for the Lease, answering /healthz
 meanwhile as a ready standby; once it holds it, kopf starts, and a task renews the Lease
-every retry period. The decisions are `proctor.k8s.leader.next_step` (pure); this module
-only reads and writes the Lease (`api.Leases`, in asyncio's default executor) and waits.
+every retry period. The decisions are `leader.next_step` (pure); this module only reads
+and writes the Lease (`api.Leases`, in asyncio's default executor) and waits.
 
 A leader that cannot renew within the renew deadline ends its process at once (exit 1,
 the pod restarts as a follower) rather than stopping kopf gracefully: a graceful stop lets
@@ -25,8 +25,8 @@ from datetime import UTC, datetime
 
 from aiohttp import web
 
-from proctor.k8s.api import Leases, describe
-from proctor.k8s.leader import Seen, Timing, next_step, released
+from proctor.k8s.features.election.leader import Seen, Timing, next_step, released
+from proctor.k8s.machinery.api import Leases, describe
 
 log = logging.getLogger("proctor.election")
 LOST = 1  # the exit status of a leader that lost its Lease (the pod restarts)

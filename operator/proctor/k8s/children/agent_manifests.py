@@ -21,8 +21,8 @@ from a2a.types import AgentCard
 
 from proctor.core.labels import COMPONENT, LABEL_AGENT, MANAGED_BY
 from proctor.core.spec import API_VERSION, AgentContainer, AgentUnderTest, EnvVar
-from proctor.k8s.names import agent_service_name, label_value
-from proctor.k8s.security import container_security_context, pod_security_context
+from proctor.k8s.children.security import container_security_context, pod_security_context
+from proctor.k8s.machinery.names import agent_service_name, label_value
 
 CARD_PATH = "/.well-known/agent-card.json"
 """Where an A2A agent serves its card (a2a-sdk's default)."""
@@ -148,3 +148,12 @@ def card_status(card: AgentCard) -> dict[str, Any]:
     names, at most SKILLS_SHOWN of them)."""
     skills = [{"id": skill.id, "name": skill.name} for skill in card.skills[:SKILLS_SHOWN]]
     return {"name": card.name, "version": card.version, "skills": skills}
+
+
+def agent_endpoint(agent: AgentUnderTest) -> str:
+    """The URL the solve step sends the task to: the endpoint, the service agent's Service,
+    or the sidecar's loopback port."""
+    spec = agent.spec
+    if spec.sidecar:
+        return f"http://127.0.0.1:{spec.sidecar.port}/"
+    return service_url(agent) if spec.service else spec.endpoint or ""

@@ -2,7 +2,7 @@
 variants, loaded once and kept (off the loop: loading takes seconds).
 
 Template variants are made in-process (`prompt_variants`, shared with `proctor run`); llm
-ones are read from the Evaluation's variants Job (`variants_job`), whose VariantsReady
+ones are read from the Evaluation's variants Job (`llm_variants`), whose VariantsReady
 condition stays False until it ends.
 """
 
@@ -15,12 +15,14 @@ from typing import Any
 from proctor import __version__, datasets
 from proctor.core.plan import Variant
 from proctor.core.spec import Evaluation
-from proctor.k8s import conditions, manifests, variants_job
-from proctor.k8s.act import Tracked, create_variants_job, now_text, still_there, write_status
-from proctor.k8s.api import Kube, owner_uid
-from proctor.k8s.indexes import Indexes, Key
-from proctor.k8s.objects import MutableObj
-from proctor.k8s.podstatus import PodsByJob
+from proctor.k8s.children import manifests
+from proctor.k8s.children.podstatus import PodsByJob
+from proctor.k8s.evaluation.act import Tracked, create_variants_job, still_there, write_status
+from proctor.k8s.features import llm_variants
+from proctor.k8s.machinery.api import Kube, owner_uid
+from proctor.k8s.machinery.conditions import now_text, set_condition
+from proctor.k8s.machinery.indexes import Indexes, Key
+from proctor.k8s.machinery.objects import MutableObj
 from proctor.prepare import Refusal, load_selection, prompt_variants
 
 log = logging.getLogger("proctor.controller")
@@ -73,8 +75,8 @@ class Inputs:
         state = tracked.llm_variants
         if not state.ready:
             generation = body["metadata"].get("generation")
-            waiting = conditions.set_condition(
-                (body.get("status") or {}).get("conditions") or [], variants_job.CONDITION,
+            waiting = set_condition(
+                (body.get("status") or {}).get("conditions") or [], llm_variants.CONDITION,
                 False, state.reason, state.message, now=now_text(),
                 observed_generation=generation)
             await write_status(self.kube, tracked, body, {
@@ -88,25 +90,25 @@ class Inputs:
 
     async def llm_variants(self, key: Key, tracked: Tracked, body: MutableObj,
                            evaluation: Evaluation, selection: datasets.Selection
-                           ) -> variants_job.VariantsState:
+                           ) -> llm_variants.VariantsState:
         """Where the Evaluation's variants Job stands (created here when it has none); its
         pod's log is read once the Job has ended (its pod gone: no variants, every task
         its original only)."""
-        name = variants_job.variants_job_name(evaluation)
+        name = llm_variants.variants_job_name(evaluation)
         job = next((j for j in self.indexes.jobs(key) if j["metadata"]["name"] == name
                     and owner_uid(j) == tracked.uid), None)
         task_ids = tuple(i.instance_id for i in selection.instances)
         if job is None and await still_there(self.kube, key[0], tracked):
-            await create_variants_job(self.kube, body, variants_job.variants_job(
+            await create_variants_job(self.kube, body, llm_variants.variants_job(
                 evaluation, runner_version=__version__, runner_image_default=self.runner_image))
-        state = variants_job.variants_state(job, None, task_ids)
+        state = llm_variants.variants_state(job, None, task_ids)
         if state.reason == "ReadingLog":
             assert job is not None
             pods = PodsByJob(self.indexes.pods(key)).of(job)
             text = await asyncio.to_thread(self.kube.pod_log, key[0],
                                            pods[-1]["metadata"]["name"], "variants"
                                            ) if pods else ""
-            state = variants_job.variants_state(job, text, task_ids)
+            state = llm_variants.variants_state(job, text, task_ids)
         if state.ready:
             log.info("Read the llm variants evaluation=%s tasks=%d failed=%d reason=%s",
                      tracked.name, len(task_ids), len(state.failed), state.reason)

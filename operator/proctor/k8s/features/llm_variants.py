@@ -16,14 +16,14 @@ from typing import Any
 from proctor.core.labels import COMPONENT
 from proctor.core.plan import Variant
 from proctor.core.spec import API_VERSION, Evaluation
-from proctor.k8s.manifests import owner_labels, runner_image
-from proctor.k8s.names import owner_part
-from proctor.k8s.objects import Job
-from proctor.k8s.security import (
+from proctor.k8s.children.manifests import owner_labels, runner_image
+from proctor.k8s.children.security import (
     TMP_VOLUME,
     container_security_context,
     pod_security_context,
 )
+from proctor.k8s.machinery.names import owner_part
+from proctor.k8s.machinery.objects import Job
 from proctor.variants import store
 
 CONDITION = "VariantsReady"

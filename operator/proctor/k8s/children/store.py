@@ -30,9 +30,9 @@ from proctor.core.labels import (
 from proctor.core.model import RESULT_SCHEMA_VERSION, RunResult
 from proctor.core.result_files import RESULT_FILE, result_files
 from proctor.core.spec import Evaluation
-from proctor.k8s import manifests as m
-from proctor.k8s.names import configmap_name, label_value
-from proctor.k8s.objects import ConfigMap
+from proctor.k8s.children import manifests as m
+from proctor.k8s.machinery.names import configmap_name, label_value
+from proctor.k8s.machinery.objects import ConfigMap
 from proctor.runner.artifacts import unpack
 from proctor.store.location import S3Location, parse_s3_url
 from proctor.store.record import RECORD_VERSION, result_from_record

@@ -17,7 +17,13 @@ import contextlib
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
 from proctor.core.model import EvalResult, Outcome, Summary
-from proctor.k8s.figures import COUNTS, ESTIMATES, Reliability, SensitiveTask, metric_name
+from proctor.k8s.evaluation.figures import (
+    COUNTS,
+    ESTIMATES,
+    Reliability,
+    SensitiveTask,
+    metric_name,
+)
 
 EVAL_LABELS = ("namespace", "evaluation", "agent")
 STATES = ("waiting", "queued", "pending", "running", "done")

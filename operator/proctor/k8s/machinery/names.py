@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 
 MAX_LABEL = 63
 """Longest DNS-1123 label and longest label value."""
@@ -113,3 +114,7 @@ def configmap_name(evaluation: str, kind: str, content_digest: str) -> str:
     owner = _dns_part(evaluation, MAX_LABEL - len(kind) - 2 - ITEM_HASH_CHARS)
     return f"{owner}-{kind}-{content_digest[:ITEM_HASH_CHARS]}"
 
+
+def selector(labels: Mapping[str, str]) -> str:
+    """The label selector of the objects that carry all of ``labels``."""
+    return ",".join(f"{k}={v}" for k, v in labels.items())

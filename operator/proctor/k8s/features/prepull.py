@@ -38,11 +38,11 @@ from proctor.core.images import instance_image
 from proctor.core.labels import COMPONENT
 from proctor.core.model import Instance, WorkItem
 from proctor.core.spec import Evaluation
-from proctor.k8s.manifests import DEFAULT_ARCH, PULL_RESOURCES, JobDefaults, owner_labels
-from proctor.k8s.names import owner_part
-from proctor.k8s.objects import Event, Job, Pod
-from proctor.k8s.podstatus import DISK_PRESSURE, Phase, item_state, seconds_since
-from proctor.k8s.security import container_security_context, pod_security_context
+from proctor.k8s.children.manifests import DEFAULT_ARCH, PULL_RESOURCES, JobDefaults, owner_labels
+from proctor.k8s.children.podstatus import DISK_PRESSURE, Phase, item_state, seconds_since
+from proctor.k8s.children.security import container_security_context, pod_security_context
+from proctor.k8s.machinery.names import owner_part
+from proctor.k8s.machinery.objects import Event, Job, Pod
 
 CONDITION = "ImagesPulled"
 """The condition that says whether an Evaluation's task images are pulled."""

@@ -1,0 +1,1 @@
+"""The agents under test: their probes and status, and the task slots their Evaluations share."""

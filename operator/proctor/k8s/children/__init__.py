@@ -1,0 +1,1 @@
+"""The objects an Evaluation or an agent owns, as plain dicts (pure): built, and read back."""

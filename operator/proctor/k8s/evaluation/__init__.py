@@ -1,0 +1,1 @@
+"""An Evaluation's reconcile: observe and decide (pure), its status, act, and the pass."""
