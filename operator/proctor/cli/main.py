@@ -13,9 +13,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from proctor import __version__
+from proctor.cli.options import (
+    add_agent_options,
+    add_s3_endpoint,
+    add_sandbox_options,
+    agent_token,
+    load_evaluation,
+    sandbox_options,
+    seconds,
+    store_client,
+)
+from proctor.cli.summaries import print_errors, print_summary
 from proctor.core import exits
 from proctor.core.exits import ExitCode, UsageError
-from proctor.core.model import Summary
 from proctor.core.report import terminal_table
 
 if TYPE_CHECKING:
@@ -24,61 +34,19 @@ if TYPE_CHECKING:
 EXIT_EPILOG = "exit status:\n" + (exits.__doc__ or "").split("\n\n", 1)[1].rstrip()
 
 
-def _load_manifests(files: Sequence[str], agent_needed: bool = True):
-    """The one Evaluation in the files, and every AgentUnderTest beside it."""
-    from proctor.core.spec import AgentUnderTest, Evaluation
-    from proctor.formats.manifest import load_manifests
-
-    docs = [doc for f in files for doc in load_manifests(Path(f), agent_needed=agent_needed)]
-    evaluations = [d for d in docs if isinstance(d, Evaluation)]
-    if len(evaluations) != 1:
-        raise UsageError(f"expected exactly one Evaluation in {', '.join(files)}, "
-                         f"found {len(evaluations)}")
-    return evaluations[0], [d for d in docs if isinstance(d, AgentUnderTest)]
-
-
-def _print_summary(summary: Summary, output_dir: Path) -> None:
-    print("\n".join(terminal_table([(summary.agent, summary.results)], "Agent")))
-    if summary.partial:
-        print(f"\nPartial: {summary.items} of {summary.items_planned} items done")
-    _print_errors([summary])
-    print(f"\nResults in {output_dir}/ (summary.json, report.md with every column, "
-          f"results.jsonl)")
-
-
-def _print_errors(summaries: Sequence[Summary]) -> None:
-    for s in summaries:
-        count = exits.error_items(s)
-        if count:
-            kinds = ", ".join(f"{k} {v}" for k, v in sorted(s.error_kinds.items()))
-            print(f"{s.agent}: {count} items ended in error ({kinds}); see report.md")
-
-
-def _sandbox_options(args: argparse.Namespace):
-    from proctor.sandboxes.choose import SandboxOptions
-
-    return SandboxOptions(mode=args.sandbox, pull=args.pull, network=args.network)
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     from proctor.local.engine import run_evaluation
 
-    evaluation, agents = _load_manifests(args.file)
-    store = _store_client(args) if args.upload else None  # no credentials: before the run
+    evaluation, agents = load_evaluation(args.file)
+    store = store_client(args) if args.upload else None  # no credentials: before the run
     summary = run_evaluation(evaluation, Path(args.output_dir), progress=not args.quiet,
                              agents=agents, retry_errors=args.retry_errors,
-                             sandbox=_sandbox_options(args), agent_wait_s=args.agent_wait,
-                             agent_token=_agent_token(args, os.environ))
-    _print_summary(summary, Path(args.output_dir))
+                             sandbox=sandbox_options(args), agent_wait_s=args.agent_wait,
+                             agent_token=agent_token(args, os.environ))
+    print_summary(summary, Path(args.output_dir))
     if store is not None:
         _upload(store, Path(args.output_dir), args.upload)
     return exits.for_summaries([summary])
-
-
-def _store_client(args: argparse.Namespace):
-    from proctor.store import s3
-
-    return s3.client(args.s3_endpoint)
 
 
 def _upload(store, output_dir: Path, to) -> None:
@@ -103,7 +71,7 @@ def _reliability_demo(args: argparse.Namespace) -> int:
 
     out = Path(args.output_dir or "proctor-results/demo-reliability")
     found = run_reliability_demo(out, max_concurrent_rows=args.max_concurrent_rows,
-                                 progress=not args.quiet, sandbox=_sandbox_options(args))
+                                 progress=not args.quiet, sandbox=sandbox_options(args))
     print("\n".join(summary_table(found.figures)))
     print(f"\nResults in {out}/<agent>/; analysis in {out}/analysis/ (sensitivity_report.md)")
     return 0
@@ -164,15 +132,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
             load_predictions(args.predictions, _dataset_ids(evaluation))
         raise
     summary = run_evaluation(evaluation, run_dir, progress=not args.quiet, agents=agents,
-                             sandbox=_sandbox_options(args), selection=selection,
+                             sandbox=sandbox_options(args), selection=selection,
                              retry_errors=args.retry_errors, agent_wait_s=args.agent_wait,
                              inputs={"predictions_sha256": preds.digest} if preds else None,
-                             agent_token=_agent_token(args, os.environ),
+                             agent_token=agent_token(args, os.environ),
                              advice=f"use another --run_id, or remove {run_dir} to start "
                                     f"the run again")
     report = write_run_logs(out, evaluation, selection, args.run_id, summary.agent,
                             preds.patches if preds else None, options.instance_ids)
-    _print_summary(summary, run_dir)
+    print_summary(summary, run_dir)
     print(f"swebench's logs in {out / 'logs' / 'run_evaluation' / args.run_id}/, "
           f"its run report in {report}")
     return exits.for_summaries([summary])
@@ -186,9 +154,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         return _reliability_demo(args)
     out = Path(args.output_dir or "proctor-results/demo")
     summaries = run_demo(out, max_concurrent_rows=args.max_concurrent_rows,
-                         progress=not args.quiet, sandbox=_sandbox_options(args))
+                         progress=not args.quiet, sandbox=sandbox_options(args))
     print("\n".join(leaderboard(summaries)))
-    _print_errors(list(summaries.values()))
+    print_errors(list(summaries.values()))
     print(f"\nResults in {out}/<agent>/ (summary.json, report.md with every column, "
           f"results.jsonl)")
     return exits.for_summaries(summaries.values())
@@ -231,7 +199,7 @@ def cmd_variants_generate(args: argparse.Namespace) -> int:
     from proctor.prepare import check_runnable, load_selection, stored_variants
     from proctor.variants import store
 
-    evaluation, _ = _load_manifests(args.file, agent_needed=False)  # prompts only
+    evaluation, _ = load_evaluation(args.file, agent_needed=False)  # prompts only
     check_runnable(evaluation, on_cluster=False)  # e.g. more template variants than exist
     selection = load_selection(evaluation)
 
@@ -270,17 +238,17 @@ def cmd_variants_show(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     from proctor.local.validate import validate
 
-    evaluation, _ = _load_manifests(args.file)
+    evaluation, _ = load_evaluation(args.file)
     out = Path(args.output_dir)
     found = validate(evaluation, out, runs=args.runs, progress=not args.quiet,
-                     sandbox=_sandbox_options(args))
+                     sandbox=sandbox_options(args))
     rows = [(label, s.results) for label, s in found.summaries.items()]
     print("\n".join(terminal_table(rows, "Predictions")))
     for title, tasks in (("Broken tasks", found.broken), ("Flaky tasks", found.flaky)):
         print(f"\n{title}: {len(tasks) or 'none'}")
         for task, problems in sorted(tasks.items()):
             print(f"  {task}: {'; '.join(problems)}")
-    _print_errors(list(found.summaries.values()))
+    print_errors(list(found.summaries.values()))
     print(f"\nDetails in {out}/validation.json")
     if args.strict and (found.broken or found.flaky):
         return ExitCode.ITEM_ERRORS
@@ -376,24 +344,6 @@ def _auth_header(env: Mapping[str, str]) -> tuple[str, str] | None:
         f"{scheme} {token}" if scheme else token
 
 
-def _agent_token(args: argparse.Namespace, env: Mapping[str, str]) -> str | None:
-    """The token of an agent whose spec.auth names a Secret, on one machine: the file's
-    first line (--agent-token-file), else the environment's PROCTOR_AGENT_TOKEN."""
-    from proctor.local.engine import AGENT_TOKEN_ENV
-
-    if not args.agent_token_file:
-        return (env.get(AGENT_TOKEN_ENV) or "").strip() or None
-    try:
-        lines = Path(args.agent_token_file).read_text().splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"--agent-token-file {args.agent_token_file}: cannot be read "
-                         f"({getattr(exc, 'strerror', None) or type(exc).__name__})") from None
-    if not lines or not lines[0].strip():
-        raise UsageError(f"--agent-token-file {args.agent_token_file}: its first line is "
-                         f"empty (it should hold the token)")
-    return lines[0].strip()
-
-
 def cmd_runner_solve(args: argparse.Namespace) -> int:
     from proctor.runner.solve import (
         AgentTarget,
@@ -485,7 +435,7 @@ def cmd_green_serve(args: argparse.Namespace) -> int:
     from proctor.green.server import serve
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    serve(args.host, args.port, args.card_url, Path(args.output_dir), _sandbox_options(args))
+    serve(args.host, args.port, args.card_url, Path(args.output_dir), sandbox_options(args))
     return 0
 
 
@@ -570,7 +520,7 @@ def cmd_render(args: argparse.Namespace) -> int:
         prompt_variants,
     )
 
-    evaluation, agents = _load_manifests(args.file)
+    evaluation, agents = load_evaluation(args.file)
     check_runnable(evaluation, on_cluster=True)
     sensitivity = evaluation.spec.prompt_sensitivity
     if sensitivity.enabled and sensitivity.strategy == "llm":
@@ -616,7 +566,7 @@ def _pull_from_store(args: argparse.Namespace) -> int:
     from proctor.store.location import parse_s3_url
 
     where = parse_s3_url(args.evaluation)
-    count = s3.download_folder(_store_client(args), where, Path(args.output_dir))
+    count = s3.download_folder(store_client(args), where, Path(args.output_dir))
     print(f"Pulled {count} files of {where}/ into {args.output_dir}/")
     return 0
 
@@ -628,50 +578,6 @@ def _s3_url(text: str):
         return parse_s3_url(text)
     except StoreError as exc:  # argparse would print only "invalid value"
         raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"{text} is below 0")
-    return value
-
-
-def _add_agent_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--retry-errors", action="store_true",
-                        help="on resume, also run again items that ended in agent or timeout "
-                             "errors, asking the agent again (infra and sandbox errors are "
-                             "always run again, with the patch already obtained)")
-    parser.add_argument("--agent-wait", type=_seconds, default=60, metavar="SECONDS",
-                        help="after 3 requests in a row fail to reach the agent, no new task "
-                             "is sent and its card is probed this long: if it answers the run "
-                             "goes on, else it stops with exit 3 (default 60)")
-    parser.add_argument("--agent-token-file", metavar="FILE",
-                        help="the token of an agent whose AgentUnderTest has spec.auth (on a "
-                             "cluster, its Secret's value): the file's first line; without "
-                             "it, $PROCTOR_AGENT_TOKEN. Sent in spec.auth's header, never "
-                             "written down")
-
-
-def _add_sandbox_options(parser: argparse.ArgumentParser, default: str) -> None:
-    parser.add_argument("--sandbox", choices=("auto", "docker", "process"), default=default,
-                        help="where each row's tests run: docker (the row's image), process "
-                             "(portable rows, in a checkout), auto (docker when a daemon "
-                             f"answers and the image is here or may be pulled; default {default})")
-    parser.add_argument("--pull", choices=("missing", "never"), default="missing",
-                        help="pull a row's missing image (once, with progress), or never")
-    parser.add_argument("--network", help="Docker network of the test containers: none, host, "
-                                          "or a network's name (default: the daemon's default)")
-
-
-def _add_s3_endpoint(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--s3-endpoint", metavar="URL",
-                        help="the S3-compatible store's URL (default: a cluster "
-                             "Evaluation's spec.results.store.endpoint, else "
-                             "AWS_ENDPOINT_URL, else AWS S3); requests are path-style")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -701,9 +607,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="after the run, put the results folder in this S3-compatible "
                           "store, at PREFIX/<the folder's name>/ (keys from AWS_ACCESS_KEY_ID "
                           "and AWS_SECRET_ACCESS_KEY)")
-    _add_s3_endpoint(run)
-    _add_agent_options(run)
-    _add_sandbox_options(run, default="auto")
+    add_s3_endpoint(run)
+    add_agent_options(run)
+    add_sandbox_options(run, default="auto")
     run.set_defaults(func=cmd_run)
 
     ev = sub.add_parser("eval", help="grade predictions (or an agent) with the swebench "
@@ -731,8 +637,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "many run ids side by side, Proctor's results of each in "
                     "logs/proctor/<run_id>/ (default: here)")
     ev.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    _add_agent_options(ev)
-    _add_sandbox_options(ev, default="auto")
+    add_agent_options(ev)
+    add_sandbox_options(ev, default="auto")
     ev.set_defaults(func=cmd_eval)
 
     dem = sub.add_parser("demo", help="serve the reference agents on loopback and evaluate "
@@ -747,7 +653,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="items run at a time (default 2); with --reliability, the oracle's "
                           "only: the seeded sensitive agent runs one at a time")
     dem.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
-    _add_sandbox_options(dem, default="process")
+    add_sandbox_options(dem, default="process")
     dem.set_defaults(func=cmd_demo)
 
     ana = sub.add_parser("analyze", help="prompt sensitivity and reliability figures of one "
@@ -806,7 +712,7 @@ def build_parser() -> argparse.ArgumentParser:
     val.add_argument("--runs", type=int, default=1, help="runs of each (2+ finds flaky tasks)")
     val.add_argument("--strict", action="store_true", help="exit 1 if any task is broken/flaky")
     val.add_argument("-q", "--quiet", action="store_true")
-    _add_sandbox_options(val, default="auto")
+    add_sandbox_options(val, default="auto")
     val.set_defaults(func=cmd_validate)
 
     scen = sub.add_parser("scenario", help="Agentbeats scenarios")
@@ -834,7 +740,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the URL the agent card names (default http://HOST:PORT/)")
     gserve.add_argument("--output-dir", default="proctor-results/green",
                         help="each assessment's results folder goes in <output-dir>/<task id>/")
-    _add_sandbox_options(gserve, default="auto")
+    add_sandbox_options(gserve, default="auto")
     gserve.set_defaults(func=cmd_green_serve)
 
     exp = sub.add_parser("export", help="a results folder in another tool's layout")
@@ -944,7 +850,7 @@ def build_parser() -> argparse.ArgumentParser:
     pull.add_argument("evaluation", help="the Evaluation's name, or s3://BUCKET/PREFIX/RUN")
     pull.add_argument("-n", "--namespace", default="default")
     pull.add_argument("-o", "--output-dir", required=True)
-    _add_s3_endpoint(pull)
+    add_s3_endpoint(pull)
     pull.set_defaults(func=cmd_results_pull)
 
     runner = sub.add_parser("runner", help="one step of a work item (what a Job runs)")
@@ -958,7 +864,7 @@ def build_parser() -> argparse.ArgumentParser:
                                           "PROCTOR_AGENT_TOKEN, _AUTH_HEADER, _AUTH_SCHEME)")
     solve.add_argument("--timeout", type=float, default=1800, help="seconds to wait for it")
     solve.add_argument("--repo-dir", help="the agent's checkout, sent as REPO_DIR")
-    solve.add_argument("--card-wait", type=_seconds, metavar="SECONDS",
+    solve.add_argument("--card-wait", type=seconds, metavar="SECONDS",
                        help="fetch the agent's card first, retrying this long (a sidecar "
                             "agent); if it never answers, the item is an agent error naming "
                             "it, and no task is sent")
