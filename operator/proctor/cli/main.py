@@ -13,56 +13,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from proctor import __version__
+from proctor.cli import analyze, compare, run, validate
+from proctor.cli import eval as eval_command  # `eval` alone would hide the builtin
 from proctor.cli.options import (
-    add_agent_options,
     add_s3_endpoint,
     add_sandbox_options,
-    agent_token,
     load_evaluation,
     sandbox_options,
     seconds,
     store_client,
 )
-from proctor.cli.summaries import print_errors, print_summary
+from proctor.cli.summaries import print_errors
 from proctor.core import exits
 from proctor.core.exits import ExitCode, UsageError
-from proctor.core.report import terminal_table
 
 if TYPE_CHECKING:
     from proctor.k8s.election import Election
 
 EXIT_EPILOG = "exit status:\n" + (exits.__doc__ or "").split("\n\n", 1)[1].rstrip()
-
-
-def cmd_run(args: argparse.Namespace) -> int:
-    from proctor.local.engine import run_evaluation
-
-    evaluation, agents = load_evaluation(args.file)
-    store = store_client(args) if args.upload else None  # no credentials: before the run
-    summary = run_evaluation(evaluation, Path(args.output_dir), progress=not args.quiet,
-                             agents=agents, retry_errors=args.retry_errors,
-                             sandbox=sandbox_options(args), agent_wait_s=args.agent_wait,
-                             agent_token=agent_token(args, os.environ))
-    print_summary(summary, Path(args.output_dir))
-    if store is not None:
-        _upload(store, Path(args.output_dir), args.upload)
-    return exits.for_summaries([summary])
-
-
-def _upload(store, output_dir: Path, to) -> None:
-    """The results folder, to `to`/<its name>/; a failure keeps the folder and says so."""
-    from proctor.results import LOCK_FILE
-    from proctor.store import s3
-    from proctor.store.location import StoreError
-
-    where = to.child(output_dir.resolve().name)
-    try:
-        count = s3.upload_folder(store, output_dir, where, skip={LOCK_FILE})
-    except (StoreError, s3.StoreUnreachable) as exc:
-        raise type(exc)(f"{exc}; the results are kept in {output_dir}/ (run the same "
-                        f"command again to upload them)") from None
-    print(f"Uploaded {count} files of {output_dir}/ to {where}/ (proctor results pull "
-          f"{where} --output-dir DIR gets them back)")
 
 
 def _reliability_demo(args: argparse.Namespace) -> int:
@@ -75,75 +43,6 @@ def _reliability_demo(args: argparse.Namespace) -> int:
     print("\n".join(summary_table(found.figures)))
     print(f"\nResults in {out}/<agent>/; analysis in {out}/analysis/ (sensitivity_report.md)")
     return 0
-
-
-def _eval_agents(args: argparse.Namespace) -> list:
-    """The agent `proctor eval` evaluates, if any: from -f AGENT.yaml or --agent URL."""
-    from proctor.cli.eval_options import agent_manifest
-    from proctor.core.spec import AgentUnderTest
-    from proctor.formats.manifest import load_manifests, parse_resource
-
-    if args.agent:
-        return [parse_resource(agent_manifest(args.agent), f"--agent {args.agent}")]
-    if not args.file:
-        return []
-    agents = [d for d in load_manifests(Path(args.file)) if isinstance(d, AgentUnderTest)]
-    if len(agents) != 1:
-        raise UsageError(f"expected exactly one AgentUnderTest in {args.file}, "
-                         f"found {len(agents)}")
-    return agents
-
-
-def _dataset_ids(evaluation) -> set[str]:
-    """Every instance id of the evaluation's dataset (read again: only on a refusal)."""
-    from proctor.datasets import read_rows
-
-    ds = evaluation.spec.dataset
-    return {str(r.get("instance_id")) for r in read_rows(ds.name, ds.split, ds.revision)}
-
-
-def cmd_eval(args: argparse.Namespace) -> int:
-    from proctor.cli.eval_options import SOURCES, EvalOptions, evaluation_manifest
-    from proctor.core.spec import Evaluation
-    from proctor.formats.harness_logs import results_dir, write_run_logs
-    from proctor.formats.manifest import parse_kind
-    from proctor.formats.predictions import load_predictions
-    from proctor.local.engine import run_evaluation
-    from proctor.prepare import Refusal, load_selection
-
-    if sum(bool(x) for x in (args.predictions, args.agent, args.file)) != 1:
-        raise UsageError("give one of --predictions FILE|gold|empty, --agent URL, "
-                         "-f AGENT.yaml")
-    agents = _eval_agents(args)
-    preds = load_predictions(args.predictions) if args.predictions not in (None, *SOURCES) \
-        else None
-    options = EvalOptions(predictions=args.predictions, agent=agents[0].name if agents else None,
-                          dataset=args.dataset, split=args.split,
-                          instance_ids=tuple(args.instance_ids or ()),
-                          max_workers=args.max_workers, run_id=args.run_id, timeout=args.timeout)
-    evaluation = parse_kind(evaluation_manifest(options, preds.patches if preds else None),
-                            Evaluation, "proctor eval's options")
-    out = Path(args.output_dir)
-    run_dir = results_dir(out, options.run_id)
-    try:
-        selection = load_selection(evaluation)  # once, for the run and the harness's logs
-    except Refusal:
-        if preds:  # an id the dataset lacks: name the predictions file's line, not the id
-            load_predictions(args.predictions, _dataset_ids(evaluation))
-        raise
-    summary = run_evaluation(evaluation, run_dir, progress=not args.quiet, agents=agents,
-                             sandbox=sandbox_options(args), selection=selection,
-                             retry_errors=args.retry_errors, agent_wait_s=args.agent_wait,
-                             inputs={"predictions_sha256": preds.digest} if preds else None,
-                             agent_token=agent_token(args, os.environ),
-                             advice=f"use another --run_id, or remove {run_dir} to start "
-                                    f"the run again")
-    report = write_run_logs(out, evaluation, selection, args.run_id, summary.agent,
-                            preds.patches if preds else None, options.instance_ids)
-    print_summary(summary, run_dir)
-    print(f"swebench's logs in {out / 'logs' / 'run_evaluation' / args.run_id}/, "
-          f"its run report in {report}")
-    return exits.for_summaries([summary])
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -160,39 +59,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(f"\nResults in {out}/<agent>/ (summary.json, report.md with every column, "
           f"results.jsonl)")
     return exits.for_summaries(summaries.values())
-
-
-def cmd_analyze(args: argparse.Namespace) -> int:
-    from proctor.analysis.markdown import summary_table
-    from proctor.analysis.run import AnalysisError, analyze
-
-    out = Path(args.output_dir)
-    chosen = {k: v for k, v in (("seed", args.seed), ("resamples", args.resamples)) if v}
-    try:
-        found = analyze([Path(f) for f in args.results], out, score=args.score, **chosen)
-    except AnalysisError as exc:
-        raise UsageError(str(exc)) from exc
-    print("\n".join(summary_table(found.figures)))
-    print(f"\nAnalysis in {out}/ (sensitivity_report.md, CSVs, PNGs)")
-    return 0
-
-
-def cmd_compare(args: argparse.Namespace) -> int:
-    from proctor.analysis.compare import holm, table, warnings
-    from proctor.analysis.run import AnalysisError, compare
-
-    out = Path(args.output_dir)
-    chosen = {k: v for k, v in (("seed", args.seed), ("resamples", args.resamples)) if v}
-    try:
-        found = compare([Path(f) for f in args.results], out, points=args.detect or (5.0, 10.0),
-                        score=args.score, **chosen)
-    except AnalysisError as exc:
-        raise UsageError(str(exc)) from exc
-    for line in warnings(found):  # said, not refused: the comparison may still be wanted
-        print(line, file=sys.stderr)
-    print("\n".join(table(found, holm([c.p_value for c in found]))))
-    print(f"\nComparison in {out}/ (compare_report.md, comparison.csv, sample_size.csv)")
-    return 0
 
 
 def cmd_variants_generate(args: argparse.Namespace) -> int:
@@ -233,26 +99,6 @@ def cmd_variants_show(args: argparse.Namespace) -> int:
         raise exits.BadInput(f"{args.store} holds no variants of {args.instance}")
     print(text)
     return 0
-
-
-def cmd_validate(args: argparse.Namespace) -> int:
-    from proctor.local.validate import validate
-
-    evaluation, _ = load_evaluation(args.file)
-    out = Path(args.output_dir)
-    found = validate(evaluation, out, runs=args.runs, progress=not args.quiet,
-                     sandbox=sandbox_options(args))
-    rows = [(label, s.results) for label, s in found.summaries.items()]
-    print("\n".join(terminal_table(rows, "Predictions")))
-    for title, tasks in (("Broken tasks", found.broken), ("Flaky tasks", found.flaky)):
-        print(f"\n{title}: {len(tasks) or 'none'}")
-        for task, problems in sorted(tasks.items()):
-            print(f"  {task}: {'; '.join(problems)}")
-    print_errors(list(found.summaries.values()))
-    print(f"\nDetails in {out}/validation.json")
-    if args.strict and (found.broken or found.flaky):
-        return ExitCode.ITEM_ERRORS
-    return exits.for_summaries(found.summaries.values())
 
 
 def cmd_images_build_demo(args: argparse.Namespace) -> int:
@@ -571,15 +417,6 @@ def _pull_from_store(args: argparse.Namespace) -> int:
     return 0
 
 
-def _s3_url(text: str):
-    from proctor.store.location import StoreError, parse_s3_url
-
-    try:
-        return parse_s3_url(text)
-    except StoreError as exc:  # argparse would print only "invalid value"
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
 class _Parser(argparse.ArgumentParser):
     """argparse, but a mistake in the flags is one line (with where to read more), as
     every other bad input is, not the usage text followed by the error."""
@@ -598,48 +435,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_agent_parser(sub)
 
-    run = sub.add_parser("run", help="run an Evaluation on this machine")
-    run.add_argument("-f", "--file", action="append", required=True,
-                     help="a YAML file with the Evaluation (and its AgentUnderTest); repeatable")
-    run.add_argument("--output-dir", required=True, help="results folder (resumed if present)")
-    run.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    run.add_argument("--upload", type=_s3_url, metavar="s3://BUCKET/PREFIX",
-                     help="after the run, put the results folder in this S3-compatible "
-                          "store, at PREFIX/<the folder's name>/ (keys from AWS_ACCESS_KEY_ID "
-                          "and AWS_SECRET_ACCESS_KEY)")
-    add_s3_endpoint(run)
-    add_agent_options(run)
-    add_sandbox_options(run, default="auto")
-    run.set_defaults(func=cmd_run)
-
-    ev = sub.add_parser("eval", help="grade predictions (or an agent) with the swebench "
-                                     "harness's options; writes its logs and run report too")
-    what = ev.add_argument_group("what to evaluate (one of)")
-    what.add_argument("-p", "--predictions", "--predictions_path", metavar="FILE|gold|empty",
-                      help="a swebench predictions file (.json or .jsonl), or gold or empty")
-    what.add_argument("--agent", metavar="URL", help="an A2A agent already running there")
-    what.add_argument("-f", "--file", metavar="AGENT.yaml", help="an AgentUnderTest manifest")
-    ev.add_argument("-d", "--dataset", "--dataset_name", default="SWE-bench/SWE-bench_Verified",
-                    help="hub dataset id, short name or alias (verified, lite, full, "
-                         "multilingual, ...), proctor-demo, or a local .json/.jsonl/.parquet")
-    ev.add_argument("-s", "--split", default="test")
-    ev.add_argument("-i", "--instance_ids", "--instance-ids", nargs="+", action="extend",
-                    metavar="ID", help="only these instances (default: all of the dataset's, "
-                                       "or the predictions file's)")
-    ev.add_argument("-j", "--max_workers", "--max-workers", "--workers", type=int, default=4,
-                    help="instances evaluated at once")
-    ev.add_argument("--run_id", "--run-id", default="run",
-                    help="names the run: its logs' folders and its run report; running a run "
-                         "id again resumes it")
-    ev.add_argument("-t", "--timeout", type=int, default=1800,
-                    help="seconds each instance's tests may run")
-    ev.add_argument("--output-dir", default=".", help="where logs/ and the run reports go, "
-                    "many run ids side by side, Proctor's results of each in "
-                    "logs/proctor/<run_id>/ (default: here)")
-    ev.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    add_agent_options(ev)
-    add_sandbox_options(ev, default="auto")
-    ev.set_defaults(func=cmd_eval)
+    run.add_parser(sub)
+    eval_command.add_parser(sub)
 
     dem = sub.add_parser("demo", help="serve the reference agents on loopback and evaluate "
                                       "each over A2A on the demo dataset")
@@ -656,33 +453,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_sandbox_options(dem, default="process")
     dem.set_defaults(func=cmd_demo)
 
-    ana = sub.add_parser("analyze", help="prompt sensitivity and reliability figures of one "
-                                         "or more results folders (one per agent)")
-    ana.add_argument("results", nargs="+", help="results folders (proctor run, demo, "
-                                                "results pull)")
-    ana.add_argument("--output-dir", required=True, help="where the CSVs, PNGs and "
-                                                         "sensitivity_report.md go")
-    ana.add_argument("--score", choices=("resolved", "f2p"), default="resolved",
-                     help="an item's score: 1 if resolved else 0, or the share of its "
-                          "FAIL_TO_PASS tests that pass")
-    ana.add_argument("--seed", type=int, help="the bootstrap's seed (default: a fixed one)")
-    ana.add_argument("--resamples", type=int, help="bootstrap resamples (default 2000)")
-    ana.set_defaults(func=cmd_analyze)
-
-    cmp_ = sub.add_parser("compare", help="paired comparison of two or more finished runs on "
-                                          "the same tasks: difference, interval, test, "
-                                          "detectable effect, tasks needed")
-    cmp_.add_argument("results", nargs="+", help="results folders, two or more (matched by "
-                                                 "task, variant and repeat)")
-    cmp_.add_argument("--output-dir", required=True, help="where compare_report.md, "
-                                                          "comparison.csv and sample_size.csv go")
-    cmp_.add_argument("--detect", type=float, action="append", metavar="POINTS",
-                      help="a difference in percentage points to plan for (repeatable; "
-                           "default 5 and 10)")
-    cmp_.add_argument("--score", choices=("resolved", "f2p"), default="resolved")
-    cmp_.add_argument("--seed", type=int, help="the bootstrap's and test's seed")
-    cmp_.add_argument("--resamples", type=int, help="bootstrap resamples (default 2000)")
-    cmp_.set_defaults(func=cmd_compare)
+    analyze.add_parser(sub)
+    compare.add_parser(sub)
 
     var = sub.add_parser("variants", help="prompt variants (llm or template), stored ahead "
                                           "of runs")
@@ -705,15 +477,7 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--instance", help="only this task")
     show.set_defaults(func=cmd_variants_show)
 
-    val = sub.add_parser("validate", help="run gold and empty predictions to find broken "
-                                          "and flaky tasks of the Evaluation's dataset")
-    val.add_argument("-f", "--file", action="append", required=True)
-    val.add_argument("--output-dir", required=True)
-    val.add_argument("--runs", type=int, default=1, help="runs of each (2+ finds flaky tasks)")
-    val.add_argument("--strict", action="store_true", help="exit 1 if any task is broken/flaky")
-    val.add_argument("-q", "--quiet", action="store_true")
-    add_sandbox_options(val, default="auto")
-    val.set_defaults(func=cmd_validate)
+    validate.add_parser(sub)
 
     scen = sub.add_parser("scenario", help="Agentbeats scenarios")
     scen_sub = scen.add_subparsers(dest="scenario_command", required=True)
