@@ -1007,7 +1007,8 @@ def _hooks(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def test_the_crd_hook_applies_the_packaged_crds_before_install_and_upgrade(
         rendered_all: dict[str, list[dict[str, Any]]]) -> None:
-    from proctor.cli.main import build_parser, cmd_crds_apply
+    from proctor.cli.crds import cmd_crds_apply
+    from proctor.cli.main import build_parser
 
     hooks = _hooks(rendered_all["defaults"])
     assert sorted(hooks) == ["ClusterRole", "ClusterRoleBinding", "Job", "ServiceAccount"]

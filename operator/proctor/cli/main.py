@@ -13,15 +13,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from proctor import __version__
-from proctor.cli import analyze, compare, run, validate
+from proctor.cli import (
+    analyze,
+    compare,
+    crds,
+    export,
+    green,
+    images,
+    render,
+    results,
+    run,
+    validate,
+    variants,
+)
 from proctor.cli import eval as eval_command  # `eval` alone would hide the builtin
 from proctor.cli.options import (
-    add_s3_endpoint,
     add_sandbox_options,
-    load_evaluation,
     sandbox_options,
     seconds,
-    store_client,
 )
 from proctor.cli.summaries import print_errors
 from proctor.core import exits
@@ -59,107 +68,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(f"\nResults in {out}/<agent>/ (summary.json, report.md with every column, "
           f"results.jsonl)")
     return exits.for_summaries(summaries.values())
-
-
-def cmd_variants_generate(args: argparse.Namespace) -> int:
-    from proctor.prepare import check_runnable, load_selection, stored_variants
-    from proctor.variants import store
-
-    evaluation, _ = load_evaluation(args.file, agent_needed=False)  # prompts only
-    check_runnable(evaluation, on_cluster=False)  # e.g. more template variants than exist
-    selection = load_selection(evaluation)
-
-    def progress(done: int, total: int, instance_id: str, what: str) -> None:
-        print(f"{done}/{total} {instance_id}: {what}", file=sys.stderr, flush=True)
-
-    records = stored_variants(evaluation, selection, store_path=Path(args.output),
-                              retry_failed=args.retry_failed, progress=progress)
-    failed = [r for r in records.values() if r["status"] != "ok"]
-    if args.print_records:  # a cluster's variants Job: the operator reads them from its log
-        print(store.records_line(records), flush=True)
-    print(f"{len(records) - len(failed)} of {len(records)} tasks have variants in "
-          f"{args.output}" + (f"; {len(failed)} failed (see `proctor variants show "
-                              f"{args.output}`; --retry-failed tries them again)"
-                              if failed else ""))
-    return ExitCode.ITEM_ERRORS if failed else ExitCode.OK
-
-
-def cmd_variants_show(args: argparse.Namespace) -> int:
-    from proctor.variants import store
-    from proctor.variants.show import render_store
-
-    if not Path(args.store).exists():
-        raise exits.BadInput(f"{args.store}: no such variants file")
-    try:
-        records = store.load(Path(args.store))
-    except store.StoreError as exc:
-        raise exits.BadInput(str(exc)) from exc
-    text = render_store(records, args.instance)
-    if not text:
-        raise exits.BadInput(f"{args.store} holds no variants of {args.instance}")
-    print(text)
-    return 0
-
-
-def cmd_images_build_demo(args: argparse.Namespace) -> int:
-    from proctor.sandboxes.demo_images import build_demo_images
-    from proctor.sandboxes.docker import START_DOCKER, connect
-
-    client, problem = connect()
-    if client is None:
-        raise UsageError(f"{problem}; {START_DOCKER}")
-    built = build_demo_images(client, force=args.force)
-    print(f"Built {len(built)} images" if built else "The demo images are all here")
-    return 0
-
-
-def cmd_images_build(args: argparse.Namespace) -> int:
-    from proctor.cli.eval_options import dataset_name
-    from proctor.datasets import load
-    from proctor.sandboxes.docker import START_DOCKER, connect
-    from proctor.sandboxes.images.build import build_images, source_of
-    from proctor.sandboxes.images.debian import native_arch
-
-    source = Path(args.source) if args.source else None
-    if source is not None and not source.exists():
-        raise UsageError(f"--source {args.source}: no such file or folder")
-    native = f"linux/{native_arch()}"
-    if args.platform and args.platform != native:
-        raise UsageError(f"--platform {args.platform}: images are built natively, and this "
-                         f"machine is {native}; build them on a {args.platform} machine")
-    name = dataset_name(args.dataset)
-    rows = list(load(name, instance_ids=args.instance or (), max_rows=-1).instances)
-    if source is not None and not args.instance:
-        rows = [row for row in rows if source_of(row, source) is not None]
-        if not rows:
-            raise UsageError(f"no row of {args.dataset} has its repository in {source}")
-        print(f"{len(rows)} rows of {args.dataset} have their repository in {source}")
-    client, problem = connect()
-    if client is None:
-        raise UsageError(f"{problem}; {START_DOCKER}")
-    results = build_images(client, rows, source=source, registry=args.registry,
-                           force=args.force)
-    print("\n".join(_build_table(results)))
-    failed = [r for r in results if r.status == "failed"]
-    return ExitCode.ITEM_ERRORS if failed else 0
-
-
-def _build_table(results: Sequence) -> list[str]:
-    from proctor.sandboxes.images.build import megabytes
-
-    lines = ["", f"{'instance':32} {'status':7} {'seconds':>8} {'size':>9}  image"]
-    for r in results:
-        seconds = f"{r.seconds:8.0f}" if r.status == "built" else f"{'':8}"
-        size = megabytes(r.size_bytes) if r.size_bytes else ""
-        lines.append(f"{r.instance_id:32} {r.status:7} {seconds} {size:>9}  {r.image}")
-    built = [r for r in results if r.status == "built"]
-    counts = {s: sum(r.status == s for r in results) for s in ("built", "kept", "failed")}
-    total = sum(r.size_bytes or 0 for r in results if r.status != "failed")
-    lines.append(f"\n{counts['built']} built ({sum(r.seconds for r in built):.0f} s), "
-                 f"{counts['kept']} kept, {counts['failed']} failed; {total / 1e9:.2f} GB in "
-                 f"all (layers shared between images are counted once per image)")
-    lines += [f"  {r.error}" for r in results if r.status == "failed"]
-    return lines
 
 
 def cmd_runner_test(args: argparse.Namespace) -> int:
@@ -275,30 +183,6 @@ def cmd_scenario_import(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_green_serve(args: argparse.Namespace) -> int:
-    import logging
-
-    from proctor.green.server import serve
-
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    serve(args.host, args.port, args.card_url, Path(args.output_dir), sandbox_options(args))
-    return 0
-
-
-def cmd_export_submission(args: argparse.Namespace) -> int:
-    from proctor.formats.swebench_submission import export
-
-    done = export(Path(args.results), Path(args.output))
-    print(f"Wrote {done.folder}/: all_preds.jsonl and logs/ of {done.tasks} tasks "
-          f"({done.resolved} resolved), trajs/ of {done.trajectories}; fill in "
-          f"metadata.yaml and README.md, then add the folder to evaluation/<split>/ "
-          f"of the leaderboard's repository as <date>_<model>")
-    if done.left_out:
-        print(f"{done.left_out} items besides each task's first attempt were left out "
-              f"(the leaderboard takes one attempt per task)")
-    return 0
-
-
 def cmd_operator(args: argparse.Namespace) -> int:
     from prometheus_client import start_http_server
 
@@ -347,73 +231,10 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
-def _non_negative(text: str) -> int:
-    if not text.lstrip("-").isdigit():
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
-    if int(text) < 0:
-        raise argparse.ArgumentTypeError(f"{text} is below 0")
-    return int(text)
-
-
-def cmd_render(args: argparse.Namespace) -> int:
-    from proctor.core.spec import LLM_VARIANTS_NOT_RENDERED
-    from proctor.k8s.render import agent_of, render, to_yaml
-    from proctor.prepare import (
-        Refusal,
-        check_runnable,
-        load_selection,
-        plan_items,
-        prompt_variants,
-    )
-
-    evaluation, agents = load_evaluation(args.file)
-    check_runnable(evaluation, on_cluster=True)
-    sensitivity = evaluation.spec.prompt_sensitivity
-    if sensitivity.enabled and sensitivity.strategy == "llm":
-        raise Refusal("PromptSensitivityUnsupported", LLM_VARIANTS_NOT_RENDERED)
-    agent = agent_of(evaluation, agents, allow_local=args.allow_local_endpoints)
-    selection = load_selection(evaluation)
-    variants = prompt_variants(evaluation, selection)
-    objects = render(evaluation, agent, selection, plan_items(evaluation, selection, variants),
-                     args.items, runner_image_default=args.runner_image, variants=variants)
-    print(to_yaml(objects), end="")
-    return 0
-
-
-def cmd_crds_apply(args: argparse.Namespace) -> int:
-    from proctor.k8s.crdapply import apply_packaged
-
-    for line in apply_packaged(dry_run=args.dry_run):
-        print(line, flush=True)  # each as it is done: a later refusal keeps them
-    return 0
-
-
 def cmd_show(args: argparse.Namespace) -> int:
     from proctor.cli.show import show
 
     print(show(Path(args.results), args.item))
-    return 0
-
-
-def cmd_results_pull(args: argparse.Namespace) -> int:
-    if "://" in args.evaluation:  # an Evaluation's name has none
-        return _pull_from_store(args)
-    from proctor.k8s.pull import pull_from_cluster
-
-    count = pull_from_cluster(args.namespace, args.evaluation, Path(args.output_dir),
-                              args.s3_endpoint)
-    print(f"Pulled {count} results of {args.namespace}/{args.evaluation} into "
-          f"{args.output_dir}/ (summary.json, report.md, results.jsonl)")
-    return 0
-
-
-def _pull_from_store(args: argparse.Namespace) -> int:
-    from proctor.store import s3
-    from proctor.store.location import parse_s3_url
-
-    where = parse_s3_url(args.evaluation)
-    count = s3.download_folder(store_client(args), where, Path(args.output_dir))
-    print(f"Pulled {count} files of {where}/ into {args.output_dir}/")
     return 0
 
 
@@ -455,28 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     analyze.add_parser(sub)
     compare.add_parser(sub)
-
-    var = sub.add_parser("variants", help="prompt variants (llm or template), stored ahead "
-                                          "of runs")
-    var_sub = var.add_subparsers(dest="variants_command", required=True)
-    gen = var_sub.add_parser("generate", help="write each task's variants by the "
-                                              "Evaluation's strategy (llm: ask its model), "
-                                              "and store them (stored ones are reused)")
-    gen.add_argument("-f", "--file", action="append", required=True)
-    gen.add_argument("--output", required=True, help="the variants file (JSON lines) to add "
-                                                     "to; name it as promptSensitivity."
-                                                     "variantsFile")
-    gen.add_argument("--retry-failed", action="store_true",
-                     help="ask again for tasks whose generation failed before")
-    gen.add_argument("--print-records", action="store_true",
-                     help="also print every task's record as one JSON line on stdout")
-    gen.set_defaults(func=cmd_variants_generate)
-    show = var_sub.add_parser("show", help="each variant beside the original, protected "
-                                           "spans marked, with the checks' results")
-    show.add_argument("store", help="a variants file")
-    show.add_argument("--instance", help="only this task")
-    show.set_defaults(func=cmd_variants_show)
-
+    variants.add_parser(sub)
     validate.add_parser(sub)
 
     scen = sub.add_parser("scenario", help="Agentbeats scenarios")
@@ -493,61 +293,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "pod (cluster); repeatable")
     imp.set_defaults(func=cmd_scenario_import)
 
-    green = sub.add_parser("green", help="Proctor as an Agentbeats green agent")
-    green_sub = green.add_subparsers(dest="green_command", required=True)
-    gserve = green_sub.add_parser("serve", help="serve the green agent over A2A until stopped: "
-                                                "each assessment request runs on this "
-                                                "machine's engine")
-    gserve.add_argument("--host", default="0.0.0.0", help="address to listen on")
-    gserve.add_argument("--port", type=int, default=9009, help="port to listen on")
-    gserve.add_argument("--card-url", default=None,
-                        help="the URL the agent card names (default http://HOST:PORT/)")
-    gserve.add_argument("--output-dir", default="proctor-results/green",
-                        help="each assessment's results folder goes in <output-dir>/<task id>/")
-    add_sandbox_options(gserve, default="auto")
-    gserve.set_defaults(func=cmd_green_serve)
-
-    exp = sub.add_parser("export", help="a results folder in another tool's layout")
-    exp_sub = exp.add_subparsers(dest="export_command", required=True)
-    sub_exp = exp_sub.add_parser("swebench-submission",
-                                 help="the SWE-bench leaderboard's submission folder: "
-                                      "all_preds.jsonl, logs/, trajs/, metadata.yaml and "
-                                      "README.md stubs")
-    sub_exp.add_argument("results", help="a results folder (proctor run, eval, demo, "
-                                         "results pull)")
-    sub_exp.add_argument("--output", required=True, help="the submission folder to write "
-                                                         "(new or empty)")
-    sub_exp.set_defaults(func=cmd_export_submission)
-
-    images = sub.add_parser("images", help="Docker images: SWE-bench rows' built from source, "
-                                           "and the demo dataset's")
-    images_sub = images.add_subparsers(dest="images_command", required=True)
-    build_demo = images_sub.add_parser("build-demo", help="build the demo dataset's images "
-                                       "offline (Debian's packages via mmdebstrap, then one "
-                                       "image per repository version); existing ones are kept")
-    build_demo.add_argument("--force", action="store_true", help="rebuild them all")
-    build_demo.set_defaults(func=cmd_images_build_demo)
-    build = images_sub.add_parser(
-        "build", help="build swebench-compatible images of SWE-bench rows from source "
-        "(Debian with the Python of swebench's specs, the repository at the base commit as "
-        "/testbed, pinned dependencies from PyPI), tagged with each row's image name; "
-        "existing ones are kept")
-    build.add_argument("-d", "--dataset", "--dataset_name", default="SWE-bench/SWE-bench_Verified",
-                       help="hub dataset id, short name or alias (verified, lite, full, "
-                            "multilingual, ...), or a .json/.jsonl/.parquet file")
-    build.add_argument("-i", "--instance", "--instance_ids", nargs="+", action="extend",
-                       metavar="ID", help="only these rows (default: every row, or with "
-                                          "--source, every row whose repository it holds)")
-    build.add_argument("--source", help="where the repositories come from: a git bundle or "
-                                        "repository, or a folder of them (owner__name.bundle, "
-                                        "owner/name.git, ...); default: PROCTOR_REPO_MIRROR, "
-                                        "else GitHub")
-    build.add_argument("--platform", help="linux/amd64 or linux/arm64; images build natively, "
-                                          "so only this machine's (the default)")
-    build.add_argument("--registry", default="", help="tag under this registry instead "
-                                                      "(as runner.instanceImageRegistry)")
-    build.add_argument("--force", action="store_true", help="rebuild images that exist")
-    build.set_defaults(func=cmd_images_build)
+    green.add_parser(sub)
+    export.add_parser(sub)
+    images.add_parser(sub)
 
     op = sub.add_parser("operator", help="run the Kubernetes operator (kopf)")
     op.add_argument("--namespace", action="append", help="watch only this namespace "
@@ -574,30 +322,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="seconds between renewals and between a standby's tries")
     op.set_defaults(func=cmd_operator)
 
-    ren = sub.add_parser("render", help="print, as YAML, the objects the operator would create "
-                                        "for an Evaluation: pull Jobs (spec.images.prePull), task "
-                                        "ConfigMaps, then Jobs")
-    ren.add_argument("-f", "--file", action="append", required=True,
-                     help="a YAML file with the Evaluation (and its AgentUnderTest); repeatable")
-    ren.add_argument("--items", type=_non_negative, metavar="N",
-                     help="only the first N items' Jobs (and their task ConfigMaps); default all")
-    ren.add_argument("--runner-image", metavar="IMAGE",
-                     help="the operator's default runner image (the chart's image), used when "
-                          "spec.runner.image is unset; default proctor-runner:<version>")
-    ren.add_argument("--allow-local-endpoints", action="store_true",
-                     help="render agents at loopback or link-local addresses, as an operator "
-                          "started with --allow-local-endpoints runs them; refused otherwise")
-    ren.set_defaults(func=cmd_render)
-
-    crds = sub.add_parser("crds", help="the CRDs packaged with proctor (crds/)")
-    crds_sub = crds.add_subparsers(dest="crds_command", required=True)
-    crds_apply = crds_sub.add_parser(
-        "apply", help="apply them to the cluster server-side (field manager proctor, forced) "
-                      "and say what changed; the chart's upgrade hook runs it")
-    crds_apply.add_argument("--dry-run", action="store_true",
-                            help="ask the server what would change (dryRun=All), change "
-                                 "nothing")
-    crds_apply.set_defaults(func=cmd_crds_apply)
+    render.add_parser(sub)
+    crds.add_parser(sub)
 
     sho = sub.add_parser("show", help="one item for a person to read: its task, what the "
                                       "agent sent back, the patch, the test log, the verdict")
@@ -606,16 +332,7 @@ def build_parser() -> argparse.ArgumentParser:
                                   "prompt's first repeat), or the start of an item id")
     sho.set_defaults(func=cmd_show)
 
-    res = sub.add_parser("results", help="results kept on a cluster or in an object store")
-    res_sub = res.add_subparsers(dest="results_command", required=True)
-    pull = res_sub.add_parser("pull", help="write a cluster Evaluation's results, or a run "
-                                           "stored with --upload, as the folder `proctor run` "
-                                           "writes")
-    pull.add_argument("evaluation", help="the Evaluation's name, or s3://BUCKET/PREFIX/RUN")
-    pull.add_argument("-n", "--namespace", default="default")
-    pull.add_argument("-o", "--output-dir", required=True)
-    add_s3_endpoint(pull)
-    pull.set_defaults(func=cmd_results_pull)
+    results.add_parser(sub)
 
     runner = sub.add_parser("runner", help="one step of a work item (what a Job runs)")
     steps = runner.add_subparsers(dest="step", required=True)
