@@ -291,7 +291,7 @@ def _parse_operator_args(args: list[str]) -> Any:
 @pytest.mark.parametrize("scenario", ["defaults", "toggles", "namespaced", "replicas"])
 def test_the_operator_is_started_as_the_values_say(rendered: dict[str, list[dict[str, Any]]],
                                                    scenario: str) -> None:
-    from proctor.cli.main import cmd_operator
+    from proctor.cli.operator import cmd_operator
 
     operator = container(rendered[scenario])
     parsed = _parse_operator_args(operator["args"])
