@@ -291,7 +291,7 @@ def _parse_operator_args(args: list[str]) -> Any:
 @pytest.mark.parametrize("scenario", ["defaults", "toggles", "namespaced", "replicas"])
 def test_the_operator_is_started_as_the_values_say(rendered: dict[str, list[dict[str, Any]]],
                                                    scenario: str) -> None:
-    from proctor.cli.main import cmd_operator
+    from proctor.cli.operator import cmd_operator
 
     operator = container(rendered[scenario])
     parsed = _parse_operator_args(operator["args"])
@@ -1007,7 +1007,8 @@ def _hooks(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def test_the_crd_hook_applies_the_packaged_crds_before_install_and_upgrade(
         rendered_all: dict[str, list[dict[str, Any]]]) -> None:
-    from proctor.cli.main import build_parser, cmd_crds_apply
+    from proctor.cli.crds import cmd_crds_apply
+    from proctor.cli.main import build_parser
 
     hooks = _hooks(rendered_all["defaults"])
     assert sorted(hooks) == ["ClusterRole", "ClusterRoleBinding", "Job", "ServiceAccount"]

@@ -68,7 +68,7 @@ def test_patch_from_a_torn_log_is_none():
 
 
 def test_agent_credentials_come_from_the_environment():
-    from proctor.cli.main import _auth_header
+    from proctor.cli.runner import _auth_header
 
     assert _auth_header({}) is None
     assert _auth_header({"PROCTOR_AGENT_TOKEN": "t"}) == ("Authorization", "Bearer t")

@@ -8,20 +8,44 @@ written.
 
 from __future__ import annotations
 
+import argparse
+import sys
 from collections.abc import Sequence
 from pathlib import Path
-
-import yaml
+from typing import TYPE_CHECKING
 
 from proctor.core.exits import UsageError
-from proctor.formats.agentbeats import (
-    Imported,
-    k8s_name,
-    read_scenario,
-    scenario_manifests,
-    secret_commands,
-)
-from proctor.formats.manifest import parse_resource
+
+# The scenario's reader and the CRDs' schemas are imported where they are used:
+# `proctor` imports this module for its parser, whatever the command.
+if TYPE_CHECKING:
+    from proctor.formats.agentbeats import Imported
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    scen = sub.add_parser("scenario", help="Agentbeats scenarios")
+    scen_sub = scen.add_subparsers(dest="scenario_command", required=True)
+    imp = scen_sub.add_parser("import", help="turn an Agentbeats scenario.toml into "
+                                             "Proctor's manifests (checked against the CRDs)")
+    imp.add_argument("scenario", help="a scenario.toml")
+    imp.add_argument("--output-dir", help="write one YAML file per manifest here (default: "
+                                          "a YAML stream on stdout)")
+    imp.add_argument("--endpoint", action="append", metavar="NAME=URL",
+                     help="where participant NAME already runs; repeatable")
+    imp.add_argument("--image", action="append", metavar="NAME=IMAGE",
+                     help="run participant NAME from this image, as a sidecar of each task's "
+                          "pod (cluster); repeatable")
+    imp.set_defaults(func=cmd_scenario_import)
+
+
+def cmd_scenario_import(args: argparse.Namespace) -> int:
+    imported = import_scenario(Path(args.scenario), pairs(args.endpoint, "--endpoint"),
+                               pairs(args.image, "--image"))
+    lines = write(imported, Path(args.output_dir) if args.output_dir else None)
+    if lines:
+        print("\n".join(lines), file=sys.stdout if args.output_dir else sys.stderr)
+    return 0
+
 
 
 def pairs(values: Sequence[str] | None, flag: str) -> dict[str, str]:
@@ -38,6 +62,9 @@ def pairs(values: Sequence[str] | None, flag: str) -> dict[str, str]:
 def import_scenario(path: Path, endpoints: dict[str, str], images: dict[str, str]
                     ) -> Imported:
     """The scenario's manifests, each validated against its CRD."""
+    from proctor.formats.agentbeats import k8s_name, read_scenario, scenario_manifests
+    from proctor.formats.manifest import parse_resource
+
     name = k8s_name(path.stem if path.stem != "scenario" else path.parent.name or "scenario",
                     "scenario")
     imported = scenario_manifests(read_scenario(path), name, endpoints, images, str(path))
@@ -49,6 +76,10 @@ def import_scenario(path: Path, endpoints: dict[str, str], images: dict[str, str
 def write(imported: Imported, output_dir: Path | None) -> list[str]:
     """Write the manifests (one file each, or a YAML stream on stdout); the lines to print
     after them."""
+    import yaml
+
+    from proctor.formats.agentbeats import secret_commands
+
     lines: list[str] = []
     if output_dir is None:
         print(yaml.safe_dump_all(imported.documents, sort_keys=False), end="")

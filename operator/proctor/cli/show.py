@@ -3,17 +3,35 @@ sent back, the patch, the test log and the verdict."""
 
 from __future__ import annotations
 
+import argparse
 import base64
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from proctor.core.exits import BadInput
 from proctor.core.model import RunResult
-from proctor.results import ResultsFolder
-from proctor.runner.transcript import read_transcript
-from proctor.runner.workdir import WorkDir
+
+# The results folder and the transcript's reader are imported where they are used:
+# `proctor` imports this module for its parser, whatever the command.
+if TYPE_CHECKING:
+    from proctor.runner.workdir import WorkDir
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    sho = sub.add_parser("show", help="one item for a person to read: its task, what the "
+                                      "agent sent back, the patch, the test log, the verdict")
+    sho.add_argument("results", help="a results folder (proctor run's or eval's --output-dir)")
+    sho.add_argument("item", help="instance/variant/repeat, an instance id (its original "
+                                  "prompt's first repeat), or the start of an item id")
+    sho.set_defaults(func=cmd_show)
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    print(show(Path(args.results), args.item))
+    return 0
+
 
 
 def find_result(results: Sequence[RunResult], name: str) -> RunResult:
@@ -100,6 +118,8 @@ def verdict(result: RunResult) -> list[str]:
 
 def render_item(result: RunResult, work: WorkDir) -> str:
     """The whole page for one item, from its result and its work folder."""
+    from proctor.runner.transcript import read_transcript
+
     task = work.read("prompt.txt")
     if task is None and (work / "instance.json").exists():
         task = work.instance().problem_statement
@@ -119,6 +139,8 @@ def render_item(result: RunResult, work: WorkDir) -> str:
 
 
 def show(results_dir: Path, name: str) -> str:
+    from proctor.results import ResultsFolder
+
     folder = ResultsFolder(results_dir)
     if not folder.results_path.exists():
         raise BadInput(f"{results_dir} holds no results.jsonl: name a results folder "
