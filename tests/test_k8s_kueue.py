@@ -32,6 +32,7 @@ from proctor.k8s.evaluation.reconcile import (
     decide,
 )
 from proctor.k8s.evaluation.status import status_reason
+from proctor.k8s.features.kueue import Queued
 from proctor.runner.solve import PATCH_BEGIN, PATCH_END, task_line
 from test_k8s_manifests import (  # noqa: F401
     agent,
@@ -273,12 +274,12 @@ def solving_view(task: Instance, tracked: Tracked, *, ended: bool) -> ItemView: 
     admitted = item_job(task, suspended=False)
     (view,) = reconcile.observe([item_of(task)], [admitted], {},
                                 lambda j: item_state(j, [solving(j, ended=ended)]),
-                                tracked.answers)
+                                tracked.queued.answers)
     return view
 
 
 def test_the_patch_is_kept_when_the_solve_step_ends(task) -> None:  # noqa: F811
-    tracked = Tracked("uid-1", "demo", answers={"job-uid-0": None})
+    tracked = Tracked("uid-1", "demo", queued=Queued(answers={"job-uid-0": None}))
     view = solving_view(task, tracked, ended=True)
     solve_log = f"asking the agent\n{PATCH_BEGIN}\n--- a/x\n+++ b/x\n{PATCH_END}\n"
     with ApiServer(solve_log) as server:
@@ -288,7 +289,7 @@ def test_the_patch_is_kept_when_the_solve_step_ends(task) -> None:  # noqa: F811
     (kept,) = server.created("configmaps")
     assert kept["data"] == {"patch.diff": "--- a/x\n+++ b/x\n"}
     assert kept["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
-    assert tracked.answers["job-uid-0"]["metadata"]["name"] == kept["metadata"]["name"]
+    assert tracked.queued.answers["job-uid-0"]["metadata"]["name"] == kept["metadata"]["name"]
     assert server.created("jobs") == []  # the Job goes on: nothing else is done
 
 
@@ -356,19 +357,19 @@ def test_a_restarted_operator_knows_the_answers_kept_before(task) -> None:  # no
                                         tracked, [asking]))
     (listed,) = [path for method, path, _ in server.calls if method == "GET"]
     assert "labelSelector=" in listed and "kept-patch" in listed
-    assert tracked.answers == {"job-uid-0": patch}
-    (view,) = reconcile.observe([item_of(task)], [asking], {}, item_state, tracked.answers)
+    assert tracked.queued.answers == {"job-uid-0": patch}
+    (view,) = reconcile.observe([item_of(task)], [asking], {}, item_state, tracked.queued.answers)
     assert reconcile.preempted(view) and view.kept_patch == patch
 
 
 def test_the_agents_task_is_read_from_the_solve_log(task) -> None:  # noqa: F811
-    tracked = Tracked("uid-1", "demo", answers={"job-uid-0": None})
+    tracked = Tracked("uid-1", "demo", queued=Queued(answers={"job-uid-0": None}))
     view = solving_view(task, tracked, ended=False)
     with ApiServer(f"{task_line('t-42')}\nwaiting for the agent\n") as server:
         assert act(server, task, tracked, Decision(read_task=[view])) == []
     (log_call,) = [c for c in server.calls if c[0] == "GET"]
     assert "container=solve" in log_call[1]
-    assert tracked.task_ids == {"job-uid-0": "t-42"} and server.created("jobs") == []
+    assert tracked.queued.task_ids == {"job-uid-0": "t-42"} and server.created("jobs") == []
 
 
 def test_a_job_preempted_while_the_agent_works_follows_its_task(task) -> None:  # noqa: F811

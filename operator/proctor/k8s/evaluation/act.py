@@ -13,7 +13,6 @@ import asyncio
 import copy
 import logging
 import os
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -33,9 +32,10 @@ from proctor.k8s.evaluation.figures import Reliability
 from proctor.k8s.evaluation.metrics import Metrics
 from proctor.k8s.evaluation.reconcile import Decision, ItemView
 from proctor.k8s.features import kueue, store_backlog
-from proctor.k8s.features.kueue import SlotCheck
+from proctor.k8s.features.kueue import Queued
 from proctor.k8s.features.llm_variants import VariantsState
 from proctor.k8s.features.prepull import ANNOTATION_IMAGE, PullState
+from proctor.k8s.features.store_backlog import Uploads
 from proctor.k8s.machinery.api import Kube
 from proctor.k8s.machinery.conditions import now_text
 from proctor.k8s.machinery.expectations import Expectations
@@ -79,25 +79,8 @@ class Tracked:
     shown: tuple[tuple[str, str] | None, int] = (None, 0)
     # (the results' item ids and outcomes, their reliability figures): see `reliability`
     figures_of: tuple[frozenset[Any], Reliability | None] = (frozenset(), None)
-    store_error: str | None = None  # the last upload's failure; None once one succeeds
-    store_tried: bool = False  # whether this process has tried an upload (StoreUnavailable)
-    store_failed_at: float | None = None  # monotonic time of the last failed upload
-    moved: set[str] = field(default_factory=set)  # full ConfigMaps moved to the store (their
-    # deletion may not have reached the index yet)
-    # Queued Jobs (Kueue) seen asking the agent, by uid: the ConfigMap of the patch kept
-    # from each, {} when its solve log held none, None while not read (`reconcile.observe`)
-    answers: dict[str, MutableObj | None] = field(default_factory=dict)
-    answers_restored: bool = False  # the kept patches listed once (`restore_answers`)
-    # The agent-slots check on each queued Job's Workload, by Job uid (`kueue`)
-    slot_checks: dict[str, SlotCheck] = field(default_factory=dict)
-    # The agent's task each queued Job sent, by Job uid, read from its solve log while it
-    # waits (`reconcile.awaiting_task`): in this process's memory only
-    task_ids: dict[str, str] = field(default_factory=dict)
-
-    def uploaded(self, error: str | None) -> None:
-        """Note an upload's end: ``error`` why it failed, or None."""
-        self.store_tried, self.store_error = True, error
-        self.store_failed_at = time.monotonic() if error is not None else None
+    uploads: Uploads = field(default_factory=Uploads)  # to the object store (`store_backlog`)
+    queued: Queued = field(default_factory=Queued)  # its Jobs in Kueue's queue (`kueue`)
 
     def reliability(self, results: list[RunResult]) -> Reliability | None:
         """The figures of these results, computed again only when they changed (a kept
@@ -248,7 +231,7 @@ class Pass:
                       ) -> tuple[MutableObj | None, bool]:
         """The record ConfigMap of `result` once its files are uploaded to the
         Evaluation's store (None without a store, or when the upload failed), and whether
-        it failed (then `Tracked.store_error` says why, for StoreUnavailable)."""
+        it failed (then `Tracked.uploads` says why, for StoreUnavailable)."""
         files: dict[str, bytes] = {}
         error, config = None, None
         try:
@@ -263,7 +246,7 @@ class Pass:
             log.error("Uploading failed evaluation=%s item=%s: %s (kept in a ConfigMap)",
                       self.evaluation.name, result.item_id, error)
         if error is not None or config is not None:
-            self.tracked.uploaded(error)
+            self.tracked.uploads.uploaded(error)
         if store.keep_mode(config, error) != "record" or config is None:
             return None, error is not None
         return store.record_configmap(self.evaluation, result,
@@ -287,14 +270,14 @@ class Pass:
                 record = await asyncio.to_thread(moved_record, self.evaluation, full,
                                                  result, os.environ)
             except (StoreError, StoreUnreachable) as exc:
-                self.tracked.uploaded(str(exc))
+                self.tracked.uploads.uploaded(str(exc))
                 return log.error("Moving to the store failed evaluation=%s item=%s: %s",
                                  self.evaluation.name, result.item_id, exc)
-            self.tracked.uploaded(None)
+            self.tracked.uploads.uploaded(None)
             kopf.adopt(record, owner=_body(self.body))
             await asyncio.to_thread(self.kube.create, record)
             await asyncio.to_thread(self.kube.delete_configmap, namespace, name)
-            self.tracked.moved.add(name)
+            self.tracked.uploads.moved.add(name)
             log.info("Moved result to the store evaluation=%s item=%s configmap=%s",
                      self.evaluation.name, result.item_id, record["metadata"]["name"])
 
@@ -326,14 +309,14 @@ class Pass:
         patch = patch_from_log(text) if text else None
         uid = (view.latest or {}).get("metadata", {}).get("uid", "")  # "": no answer kept
         if patch is None:
-            if uid in self.tracked.answers and state.pod:
-                self.tracked.answers[uid] = {}  # read: no patch in it (not read again)
+            if uid in self.tracked.queued.answers and state.pod:
+                self.tracked.queued.answers[uid] = {}  # read: no patch in it (not read again)
             return None
         kept = manifests.patch_configmap(self.evaluation, view.item, patch)
         kopf.adopt(kept, owner=_body(self.body))
         await asyncio.to_thread(self.kube.create, kept)
-        if uid in self.tracked.answers:
-            self.tracked.answers[uid] = kept
+        if uid in self.tracked.queued.answers:
+            self.tracked.queued.answers[uid] = kept
         return kept
 
     async def _keep_patch(self, view: ItemView) -> None:
@@ -363,7 +346,7 @@ class Pass:
                                        view.state.pod, "solve")
         task_id = task_id_from_log(text or "")
         if task_id:
-            self.tracked.task_ids[uid] = task_id
+            self.tracked.queued.task_ids[uid] = task_id
             log.info("Noted the agent's task item=%s attempt=%d task=%s", view.item.key,
                      view.attempt, task_id)
 
@@ -448,14 +431,14 @@ async def restore_answers(kube: Kube, evaluation: Evaluation, tracked: Tracked,
     """Once per Evaluation this process tracks, when its Jobs are in a Kueue queue: the
     answers kept before it started (`reconcile.restored_answers`), so that a queued Job
     that got its patch is not run again by Kueue after a preemption."""
-    if tracked.answers_restored:
+    if tracked.queued.answers_restored:
         return
     labels = {**manifests.owner_labels(evaluation), COMPONENT: "kept-patch"}
     patches = (await asyncio.to_thread(kube.list_configmaps, evaluation.namespace,
                                        labels)).get("items") or []
     for uid, patch in reconcile.restored_answers(jobs, patches).items():
-        tracked.answers.setdefault(uid, dict(patch))
-    tracked.answers_restored = True
+        tracked.queued.answers.setdefault(uid, dict(patch))
+    tracked.queued.answers_restored = True
 
 
 async def still_there(kube: Kube, namespace: str, tracked: Tracked) -> bool:

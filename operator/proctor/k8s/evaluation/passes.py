@@ -81,9 +81,9 @@ def store_state(evaluation: Evaluation, tracked: Tracked, environ: Mapping[str, 
         return reconcile.StoreState(url="", error=str(exc))
     if config is None:
         return None
-    waiting = store_backlog.backlog(k for k in kept if k.name not in tracked.moved)
-    return reconcile.StoreState(url=str(config.run), error=tracked.store_error,
-                                tried=tracked.store_tried, backlog=len(waiting))
+    waiting = store_backlog.backlog(k for k in kept if k.name not in tracked.uploads.moved)
+    return reconcile.StoreState(url=str(config.run), error=tracked.uploads.error,
+                                tried=tracked.uploads.tried, backlog=len(waiting))
 
 
 def predecessors_left(jobs: list[Job], results: list[Kept], uid: str) -> int:
@@ -223,7 +223,7 @@ class Controller:
             await restore_answers(self.kube, evaluation, tracked, self.indexes.jobs(key))
             # Read each pass while items are in play (no watch: Kueue may be installed
             # after the operator starts); a finished Evaluation has none to admit.
-            tracked.slot_checks = {} if finished else kueue.checks_by_job(
+            tracked.queued.checks = {} if finished else kueue.checks_by_job(
                 await asyncio.to_thread(self.kube.list_workloads, key[0]))
         rows = evaluation.spec.max_concurrent_rows if refusal is None else 0
         views = self._observe(key, tracked, items, rows)
@@ -307,15 +307,15 @@ class Controller:
         if not store_backlog.backlog(kept) \
                 or store_state(p.evaluation, p.tracked, os.environ) is None:
             return
-        moves = store_backlog.plan_moves(kept, failed_at=p.tracked.store_failed_at,
-                                   now=time.monotonic(), moved=p.tracked.moved)
+        moves = store_backlog.plan_moves(kept, failed_at=p.tracked.uploads.failed_at,
+                                   now=time.monotonic(), moved=p.tracked.uploads.moved)
         try:
             await p.move_backlog(moves)
         except Exception as exc:  # an API call refused: the next pass tries again
             self.metrics.reconcile_errors.inc()
             log.error("Moving the backlog failed evaluation=%s/%s: %s", key[0],
                       p.tracked.name, describe(exc))
-        if moves.move and p.tracked.store_failed_at is None:
+        if moves.move and p.tracked.uploads.failed_at is None:
             self.queue.add_after(key, RETRY_SECONDS)
 
     def _decide(self, evaluation: Evaluation, views: list[ItemView],
@@ -362,19 +362,19 @@ class Controller:
             return item_state(job, own, [e for name in names
                                          for e in self.indexes.warnings(key[0], name)])
         chosen = items if rows is None else reconcile.in_play(items, jobs, kept.keys(), rows)
-        views = reconcile.observe(chosen, jobs, kept, state_of, tracked.answers,
-                                  tracked.task_ids, tracked.slot_checks)
+        views = reconcile.observe(chosen, jobs, kept, state_of, tracked.queued.answers,
+                                  tracked.queued.task_ids, tracked.queued.checks)
         # Remember the queued Jobs seen asking the agent: once Kueue preempts one, its pod
         # (what showed it) is deleted. Forgotten with their Jobs.
         for view in views:
             if view.asked and view.latest is not None:
-                tracked.answers.setdefault(view.latest["metadata"]["uid"], None)
+                tracked.queued.answers.setdefault(view.latest["metadata"]["uid"], None)
         if rows is not None:
             uids = {job["metadata"].get("uid") for job in jobs}
-            for uid in set(tracked.answers) - uids:
-                del tracked.answers[uid]
-            for uid in set(tracked.task_ids) - uids:
-                del tracked.task_ids[uid]
+            for uid in set(tracked.queued.answers) - uids:
+                del tracked.queued.answers[uid]
+            for uid in set(tracked.queued.task_ids) - uids:
+                del tracked.queued.task_ids[uid]
         return views
 
     async def _publish(self, key: Key, p: Pass, selection: datasets.Selection,

@@ -15,11 +15,11 @@ admit more Jobs than the agent has slots, and an admitted Job cannot be held bac
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from proctor.core.labels import KUEUE_JOB_UID
-from proctor.k8s.machinery.objects import Workload
+from proctor.k8s.machinery.objects import MutableObj, Workload
 
 CHECK = "proctor-agent-slots"
 """The AdmissionCheck's name, as a ClusterQueue's admissionChecksStrategy lists it."""
@@ -30,6 +30,23 @@ FIELD_MANAGER = "proctor-agent-slots"
 """The server-side apply field manager of the check's state on Workloads: it owns that
 one entry of status.admissionChecks, Kueue the rest."""
 PENDING, READY = "Pending", "Ready"
+
+
+@dataclass
+class Queued:
+    """What the operator notes of an Evaluation's Jobs in Kueue's queue, by Job uid (in this
+    process's memory only: a restart reads the kept patches again, `act.restore_answers`)."""
+
+    answers: dict[str, MutableObj | None] = field(default_factory=dict)
+    """The Jobs seen asking the agent: the ConfigMap of the patch kept from each, {} when its
+    solve log held none, None while not read (`reconcile.observe`)."""
+    answers_restored: bool = False
+    """Whether the kept patches were listed once (`act.restore_answers`)."""
+    checks: dict[str, SlotCheck] = field(default_factory=dict)
+    """The agent-slots check on each queued Job's Workload."""
+    task_ids: dict[str, str] = field(default_factory=dict)
+    """The agent's task each queued Job sent, read from its solve log while it waits
+    (`reconcile.awaiting_task`)."""
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,9 @@ full one (`Moves.drop`).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Set
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from proctor.core.model import RunResult
@@ -25,6 +26,26 @@ BATCH = 16
 RETRY_SECONDS = 60.0
 """After a move that failed, the store is tried again (one item) this much later: a store
 that is down takes seconds per failed upload, which every pass would otherwise wait for."""
+
+
+@dataclass
+class Uploads:
+    """How this process's uploads of one Evaluation's results went (StoreUnavailable)."""
+
+    error: str | None = None
+    """The last upload's failure; None once one succeeds."""
+    tried: bool = False
+    """Whether this process has tried an upload."""
+    failed_at: float | None = None
+    """Monotonic time of the last failed upload."""
+    moved: set[str] = field(default_factory=set)
+    """Full ConfigMaps moved to the store (their deletion may not have reached the index
+    yet)."""
+
+    def uploaded(self, error: str | None) -> None:
+        """Note an upload's end: ``error`` why it failed, or None."""
+        self.tried, self.error = True, error
+        self.failed_at = time.monotonic() if error is not None else None
 
 
 class Kept(NamedTuple):
