@@ -1,7 +1,7 @@
 """The A2A client against real agents: a2a-sdk 1.x servers in this process, 0.3.x servers
 in a venv of their own, streaming and not. No part of the SDK is mocked.
 
-Each scripted agent does what the message's `script` says (tests/a2a03/scripted.py)
+Each scripted agent does what the message's `script` says (tests/support/a2a03/scripted.py)
 and counts the message sends it receives, so the tests can check that a message
 is never sent twice.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+from pathlib import Path
 
 import httpx
 import pytest
@@ -24,12 +25,13 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from a2a03 import support
-from a2a03.scripted import PATCH, USAGE, CountingMiddleware, answer_parts, parse_script
 from proctor.a2a.client import SolveResult, pinned_url, resume, solve
 from proctor.a2a.message import TaskMessage
 from proctor.agents.server import agent_card, build_app, start_in_thread
 from proctor.core.model import ErrorKind, Usage
+from support.a2a03 import sdk03
+from support.a2a03.scripted import PATCH, USAGE, CountingMiddleware, answer_parts, parse_script
+from support.ports import free_port
 
 STATES = {"completed": TaskState.TASK_STATE_COMPLETED, "failed": TaskState.TASK_STATE_FAILED,
           "canceled": TaskState.TASK_STATE_CANCELED, "rejected": TaskState.TASK_STATE_REJECTED,
@@ -59,7 +61,7 @@ def script_of(message: Message | None) -> dict[str, str]:
 
 
 class ScriptedExecutor(AgentExecutor):
-    """The 1.x twin of tests/a2a03/server03.py's agent."""
+    """The 1.x twin of tests/support/a2a03/server03.py's agent."""
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         script = script_of(context.message)
@@ -115,9 +117,9 @@ def start_1x(stack, streaming: bool, card_url: str | None = None,
 
 
 @pytest.fixture(scope="session")
-def venv03(request) -> support.Path:
+def venv03(request) -> Path:
     """A venv with a2a-sdk 0.3 (made once, kept in pytest's cache folder)."""
-    return support.ensure_venv(request.config.cache.mkdir("a2a-sdk-0.3-venv"))
+    return sdk03.ensure_venv(request.config.cache.mkdir("a2a-sdk-0.3-venv"))
 
 
 @pytest.fixture(scope="module")
@@ -132,9 +134,9 @@ def agents(venv03, tmp_path_factory):
                  "1.x-elsewhere": start_1x(stack, True, card_url=ELSEWHERE)}
         for name, kwargs in (("0.3-stream", {}), ("0.3-blocking", {"streaming": False}),
                              ("0.3-elsewhere", {"card_url": ELSEWHERE})):
-            proc, url = support.start_server03(venv03, logs / f"{name}.log", **kwargs)
-            stack.callback(support.stop, proc)
-            found[name] = Agent(url, lambda url=url: support.sends(url))
+            proc, url = sdk03.start_server03(venv03, logs / f"{name}.log", **kwargs)
+            stack.callback(sdk03.stop, proc)
+            found[name] = Agent(url, lambda url=url: sdk03.sends(url))
         yield found
 
 
@@ -300,7 +302,7 @@ def test_agent_past_its_time_limit_is_an_agent_error(agents, server):
 
 
 def test_unreachable_agent_is_an_agent_error():
-    url = f"http://127.0.0.1:{support.free_port()}/"
+    url = f"http://127.0.0.1:{free_port()}/"
     result = asyncio.run(solve(url, TaskMessage("hi"), timeout_s=10))
     assert result.error_kind == ErrorKind.AGENT
     assert (result.error or "").startswith(f"agent unreachable at {url}")

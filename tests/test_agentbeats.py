@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import SHARED_DATA, shared
 from proctor.cli.demo import run_demo
 from proctor.cli.main import main
 from proctor.core.plan import shard
@@ -20,6 +19,7 @@ from proctor.formats.harness_logs import results_dir
 from proctor.formats.manifest import load_manifests
 from proctor.prepare import load_selection
 from proctor.results import ResultsFolder
+from support.paths import SHARED_DATA, shared
 
 AGENTBEATS = SHARED_DATA / "agentbeats"
 REAL_RESULTS = sorted((AGENTBEATS / "results").glob("*.json"))

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from a2a03 import support
 from proctor.a2a.client import SolveResult, solve
 from proctor.a2a.message import TaskMessage, build_message
 from proctor.agents.answers import TaskRequest
@@ -28,6 +27,8 @@ from proctor.runner.grade import grade_work_dir
 from proctor.runner.workdir import WorkDir, write_patch, write_task, write_test_step
 from proctor.sandboxes import process
 from proctor.variants.template import reword, style_ids
+from support.a2a03 import sdk03
+from support.ports import free_port
 
 INSTANCES = [Instance.model_validate(row) for row in demo.load_rows()]
 BY_ID = {i.instance_id: i for i in INSTANCES}
@@ -37,7 +38,7 @@ NON_ERROR = {o for o in Outcome if o != Outcome.ERROR}
 @pytest.fixture(scope="session")
 def venv03(request) -> Path:
     """A venv with a2a-sdk 0.3 (made once, kept in pytest's cache folder)."""
-    return support.ensure_venv(request.config.cache.mkdir("a2a-sdk-0.3-venv"))
+    return sdk03.ensure_venv(request.config.cache.mkdir("a2a-sdk-0.3-venv"))
 
 
 def message_for(instance: Instance, repo_dir: str | None = None) -> TaskMessage:
@@ -115,7 +116,7 @@ def test_noop_answers_without_a_patch():
 def test_oracle_serves_an_a2a_sdk_0_3_client(venv03, oracle, streaming):
     instance = INSTANCES[0]
     msg = message_for(instance)
-    got = support.ask03(venv03, oracle, msg.text, msg.data, streaming=streaming)
+    got = sdk03.ask03(venv03, oracle, msg.text, msg.data, streaming=streaming)
     assert got["protocol_version"].startswith("0.3")
     task = got["reply"]  # the 0.3 client's own view of the task, streamed or not
     assert task["kind"] == "task" and task["status"]["state"] == "completed"
@@ -188,14 +189,14 @@ def test_mixed_uses_every_answer_shape():
 
 
 def test_agent_serve_command_starts_the_way_agentbeats_starts_agents():
-    port = support.free_port()
+    port = free_port()
     card_url = "http://reference-oracle:9009/"  # the in-cluster name, unreachable from here
     argv = [sys.executable, "-m", "proctor.agents", "serve", "--kind", "oracle",
             "--host", "127.0.0.1", "--port", str(port), "--card-url", card_url]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/"
     try:
-        support.wait_until_up(url, proc)
+        sdk03.wait_until_up(url, proc)
         with urllib.request.urlopen(url + ".well-known/agent-card.json") as response:
             card = json.load(response)
         assert card["url"] == card_url and card["protocolVersion"].startswith("0.3")
@@ -205,7 +206,7 @@ def test_agent_serve_command_starts_the_way_agentbeats_starts_agents():
         result = ask(url, message_for(INSTANCES[1]))
         assert result.patch == INSTANCES[1].patch
     finally:
-        support.stop(proc)
+        sdk03.stop(proc)
 
 
 def test_add_agent_parser_builds_the_agent_command():

@@ -31,10 +31,10 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
-from k8s_tools import ToolMissing, tool_binary
 from proctor.k8s.features import kueue
 from proctor.k8s.machinery.api import AdmissionChecks, Kube, Leases, Rule, needed
-from tracked import SYMLINK, fresh_clone, tracked_files
+from support.k8s_tools import ToolMissing, tool_binary
+from support.tracked import SYMLINK, fresh_clone, tracked_files
 
 ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "charts" / "proctor"

@@ -5,7 +5,7 @@ of a finished item's steps, a finished Evaluation that outlives its agent, and a
 maxConcurrentTasks held across two Evaluations (with a control run that exceeds it), a
 service agent run by the operator, and an Evaluation that waits for an unreachable agent.
 
-It runs where the other real-cluster tests run (tests/real_cluster.py: skipped, saying why,
+It runs where the other real-cluster tests run (tests/support/real_cluster.py: skipped, saying why,
 where no cluster can start; a failure then with PROCTOR_REQUIRE_CLUSTER=1). It installs
 the chart as its own release (`part2`, in part2-system) serving only its own namespaces, so
 it can share a cluster; it applies crds/ first (the CRDs are cluster-wide). The runner image
@@ -29,12 +29,11 @@ from typing import Any
 import pytest
 import yaml
 
-import k8s_tools
-import real_cluster
 from proctor.core.spec import VARIANTS_FILE_ON_CLUSTER
 from proctor.k8s.agents.status import LOCAL_ENDPOINT
 from proctor.k8s.children import security
 from proctor.sandboxes.demo_images import demo_tasks
+from support import k8s_tools, real_cluster
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -174,7 +173,7 @@ def install_release(c: Cluster, release: str, system: str, namespaces: list[str]
 
 @pytest.fixture(scope="module")
 def cluster(cluster_kubeconfig: Path) -> Iterator[Cluster]:
-    """The session's cluster (tests/real_cluster.py) with this release installed, its images
+    """The session's cluster (tests/support/real_cluster.py) with this release installed, its images
     imported."""
     c = Cluster(str(cluster_kubeconfig))
     build_and_import(IMAGE)

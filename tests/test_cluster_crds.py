@@ -6,7 +6,7 @@ First the command alone: the hook's ServiceAccount, ClusterRole and binding are 
 the chart (release crdtest, in the test's namespace) and applied, and the command runs here
 as that account, with a token of it. Then the chart itself: installed, a CRD changed, and
 `helm upgrade` (its hook Job in the runner image) puts it back. They run where the other
-real-cluster tests run (tests/real_cluster.py); the second needs the session's images.
+real-cluster tests run (tests/support/real_cluster.py); the second needs the session's images.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 import yaml
 
-import k8s_tools
 from proctor.k8s.features.crds import packaged_crds
+from support import k8s_tools
 
-pytest_plugins = ["real_cluster_fixtures"]
+pytest_plugins = ["support.real_cluster_fixtures"]
 pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[1]
 RELEASE = "crdtest"

@@ -22,11 +22,9 @@ from typing import Any
 import kubernetes
 import pytest
 
-pytest.register_assert_rewrite("real_cluster_fixtures")
-
-from proctor.k8s.children.store import RESULT_KEY  # noqa: E402
-from real_cluster import CLUSTER_SH  # noqa: E402
-from real_cluster_fixtures import (  # noqa: E402
+from proctor.k8s.children.store import RESULT_KEY
+from support.real_cluster import CLUSTER_SH
+from support.real_cluster_fixtures import (
     AdmissionWebhook,
     Answer,
     ClusterImages,
@@ -35,7 +33,7 @@ from real_cluster_fixtures import (  # noqa: E402
     wait_for,
 )
 
-pytest_plugins = ["real_cluster_fixtures"]
+pytest_plugins = ["support.real_cluster_fixtures"]
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 GROUP = ("proctor.dev", "v1alpha1")

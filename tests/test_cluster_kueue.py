@@ -8,7 +8,7 @@ id; either way the agent (on this host, counting its requests) is asked once. La
 agent-slots AdmissionCheck (the chart's jobs.agentSlotsCheck): a queue that lists it holds
 more Jobs than the agent has slots, and never more than its one slot's worth asks it.
 
-It runs where the other real-cluster tests run (tests/real_cluster.py: skipped, saying why,
+It runs where the other real-cluster tests run (tests/support/real_cluster.py: skipped, saying why,
 where no cluster can start; a failure then with PROCTOR_REQUIRE_CLUSTER=1). Kueue v0.17.0's
 controller is installed first by `scripts/kueue.sh up` (in kueue-system; it waits for it
 to serve), given the cluster's kubeconfig in KUBECONFIG. Like tests/test_cluster_admission.py
@@ -37,7 +37,7 @@ from proctor.agents.kinds import Tasks, solver_for
 from proctor.agents.server import SolverExecutor, agent_card, build_app, start_in_thread
 from proctor.datasets import demo
 from proctor.k8s.features import kueue
-from real_cluster_fixtures import RealCluster
+from support.real_cluster_fixtures import RealCluster
 from test_cluster_admission import (
     Cluster,
     build_and_import,
@@ -47,7 +47,7 @@ from test_cluster_admission import (
     wait,
 )
 
-pytest_plugins = ["real_cluster_fixtures"]
+pytest_plugins = ["support.real_cluster_fixtures"]
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 RELEASE, SYSTEM, NS = "part-kueue", "part-kueue-system", "part-kueue-demo"
 IMAGE = os.environ.get("PROCTOR_TEST_RUNNER_IMAGE", "proctor-runner:cluster-kueue")

@@ -1,5 +1,5 @@
 """LLM prompt variants on a real Kubernetes (scripts/cluster.sh): the Evaluation's variants
-Job calls the scripted OpenAI-compatible server (tests/llm_servers.py) on the node's
+Job calls the scripted OpenAI-compatible server (tests/support/llm_servers.py) on the node's
 address with the key from a Secret the Evaluation names; the operator (in this process, as
 tests/test_operator.py runs it) reads the variants from the Job's log and runs 2 tasks x
 (original + 1 llm variant) x 1 repeat with the oracle agent, to Succeeded. The key appears
@@ -18,14 +18,14 @@ from typing import Any
 import kubernetes
 import pytest
 
-from llm_servers import ScriptedModel
 from proctor.agents.kinds import Tasks, solver_for
 from proctor.agents.server import SolverExecutor, agent_card, build_app, start_in_thread
 from proctor.k8s.features.llm_variants import CONDITION
 from proctor.variants.template import reword
-from real_cluster_fixtures import RealCluster, in_process_operator, wait_for
+from support.llm_servers import ScriptedModel
+from support.real_cluster_fixtures import RealCluster, in_process_operator, wait_for
 
-pytest_plugins = ["real_cluster_fixtures"]
+pytest_plugins = ["support.real_cluster_fixtures"]
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 GROUP = ("proctor.dev", "v1alpha1")

@@ -22,10 +22,10 @@ from proctor import datasets
 from proctor.core.images import instance_image
 from proctor.core.labels import LABEL_ITEM
 from proctor.k8s.features import prepull
-from real_cluster_fixtures import in_process_operator, wait_for
+from support.real_cluster_fixtures import in_process_operator, wait_for
 from test_operator import Watch
 
-pytest_plugins = ["real_cluster_fixtures"]
+pytest_plugins = ["support.real_cluster_fixtures"]
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 GROUP = ("proctor.dev", "v1alpha1")

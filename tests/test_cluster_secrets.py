@@ -26,10 +26,10 @@ import pytest
 from proctor.agents.server import start_reference_agent
 from proctor.k8s.machinery.api import Kube
 from proctor.k8s.pull import pull
-from real_cluster_fixtures import in_process_operator, wait_for
+from support.real_cluster_fixtures import in_process_operator, wait_for
 from test_secrets import files_holding
 
-pytest_plugins = ["real_cluster_fixtures"]
+pytest_plugins = ["support.real_cluster_fixtures"]
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 GROUP = ("proctor.dev", "v1alpha1")

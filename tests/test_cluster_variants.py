@@ -32,9 +32,9 @@ from proctor.k8s.machinery.api import Kube
 from proctor.k8s.pull import pull
 from proctor.local.engine import run_evaluation
 from proctor.results import ResultsFolder
-from real_cluster_fixtures import RealCluster, in_process_operator, wait_for
+from support.real_cluster_fixtures import RealCluster, in_process_operator, wait_for
 
-pytest_plugins = ["real_cluster_fixtures"]
+pytest_plugins = ["support.real_cluster_fixtures"]
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 GROUP = ("proctor.dev", "v1alpha1")

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from conftest import VERIFIED_PARQUET, shared
 from proctor import datasets
 from proctor.datasets import DatasetError, demo
+from support.paths import VERIFIED_PARQUET, shared
 
 PARQUET = VERIFIED_PARQUET
 

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import VERIFIED_PARQUET, shared
 from proctor import datasets
 from proctor.cli.eval_options import EvalOptions, evaluation_manifest
 from proctor.datasets import DatasetError, names
+from support.paths import VERIFIED_PARQUET, shared
 
 PARQUET = VERIFIED_PARQUET
 UNKNOWN_ID = "acme__widget-7"

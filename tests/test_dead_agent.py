@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from a2a03 import support
 from proctor.agents.server import reference_app, start_in_thread
 from proctor.cli.main import main
 from proctor.core.exits import Interrupted
@@ -30,6 +29,8 @@ from proctor.local.agent_watch import (
     decide,
 )
 from proctor.results import ResultsFolder
+from support.a2a03 import sdk03
+from support.ports import free_port
 
 
 def test_three_transport_failures_in_a_row_stop_new_tasks_until_a_probe():
@@ -91,7 +92,7 @@ def _serve(port: int, log: Path, *extra: str) -> subprocess.Popen:
     argv = [sys.executable, "-m", "proctor.agents", "serve", "--kind", "oracle",
             "--port", str(port), "--request-log", str(log), *extra]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    support.wait_until_up(f"http://127.0.0.1:{port}/", proc)
+    sdk03.wait_until_up(f"http://127.0.0.1:{port}/", proc)
     return proc
 
 
@@ -104,7 +105,7 @@ def _asked(log: Path) -> list[str]:
 
 def test_an_agent_that_dies_after_two_answers_stops_the_run_and_retry_completes_it(
         tmp_path, capsys):
-    port, log, out = support.free_port(), tmp_path / "requests.jsonl", tmp_path / "out"
+    port, log, out = free_port(), tmp_path / "requests.jsonl", tmp_path / "out"
     url = f"http://127.0.0.1:{port}/"
     ids = [i.instance_id for i in _instances()]
     run = ["eval", "--agent", url, "-d", "proctor-demo", "-j", "1", "-q", "--sandbox",
@@ -116,7 +117,7 @@ def test_an_agent_that_dies_after_two_answers_stops_the_run_and_retry_completes_
         assert main(run) == 3
         agent.wait(timeout=10)  # it did die
     finally:
-        support.stop(agent)
+        sdk03.stop(agent)
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith(f"proctor: error: the agent at {url} stopped answering")
     results = ResultsFolder(kept).load()
@@ -137,7 +138,7 @@ def test_an_agent_that_dies_after_two_answers_stops_the_run_and_retry_completes_
     try:
         assert main([*run, "--retry-errors"]) == 0
     finally:
-        support.stop(agent)
+        sdk03.stop(agent)
     results = ResultsFolder(kept).load()
     assert len(results) == 10 and {r.outcome for r in results} == {Outcome.RESOLVED}
     # Every task asked exactly once over both runs: none that had an answer asked again.

@@ -19,7 +19,6 @@ import docker
 import pytest
 import requests
 
-from conftest import GOLD, make_instance, prepare_work
 from proctor.core.exits import Interrupted
 from proctor.core.labels import LABEL_EVALUATION, LABEL_ITEM, LABEL_OWNER
 from proctor.core.model import ErrorKind, Instance, Outcome
@@ -29,6 +28,7 @@ from proctor.runner.grade import grade_work_dir
 from proctor.sandboxes import docker as ds
 from proctor.sandboxes.choose import SandboxOptions, assign, choose
 from proctor.sandboxes.process import GRACE_SECONDS
+from support.calc_task import GOLD, make_instance, prepare_work
 
 
 class FakeContainer:

@@ -21,8 +21,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import docker_unavailable
-from ports import free_port
 from proctor.cli.demo import run_demo
 from proctor.core.labels import LABEL_EVALUATION, LABEL_OWNER
 from proctor.core.model import ErrorKind, Instance, Outcome, WorkItem
@@ -34,6 +32,8 @@ from proctor.runner.workdir import WorkDir, write_patch, write_task, write_test_
 from proctor.sandboxes import docker as ds
 from proctor.sandboxes.choose import SandboxOptions
 from proctor.sandboxes.demo_images import build_demo_images
+from support.docker_daemon import docker_unavailable
+from support.ports import free_port
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 DOCKER = SandboxOptions(mode="docker", pull="never")

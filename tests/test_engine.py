@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import VERIFIED_PARQUET, shared
 from proctor.cli.main import main
 from proctor.core.model import Outcome, PassFail, RunResult
 from proctor.datasets import demo
 from proctor.formats.manifest import parse_manifests
 from proctor.local.engine import run_evaluation
 from proctor.results import ResultsFolder, ResultsFolderError
+from support.paths import VERIFIED_PARQUET, shared
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

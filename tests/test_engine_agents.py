@@ -7,7 +7,6 @@ import socket
 
 import pytest
 
-from llm_servers import ScriptedModel
 from proctor.agents.server import start_reference_agent
 from proctor.cli.main import main
 from proctor.core.exits import NotRun
@@ -16,6 +15,7 @@ from proctor.formats.manifest import parse_manifests
 from proctor.local.engine import EngineError, run_evaluation
 from proctor.results import ResultsFolder
 from proctor.variants import read_variants
+from support.llm_servers import ScriptedModel
 
 
 def manifests(endpoint: str, rows: int = 3, **agent_spec: str) -> str:

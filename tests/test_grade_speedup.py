@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from swebench.harness.log_parsers import PARSER_REGISTRY
 
-from conftest import SHARED_DATA, shared
 from proctor.runner.grade import STATUS_GATED_PARSERS, _status_lines_only
+from support.paths import SHARED_DATA, shared
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from grading import make_log

@@ -19,13 +19,13 @@ from a2a.helpers import new_text_part
 from a2a.types import Message, Role, SendMessageRequest, TaskState
 from google.protobuf.json_format import MessageToDict
 
-from conftest import SHARED_DATA, shared
 from proctor.agents.server import RunningServer, start_in_thread, start_reference_agent
 from proctor.cli.demo import demo_manifests
 from proctor.green.server import green_app
 from proctor.local.engine import run_evaluation
 from proctor.results import ResultsFolder
 from proctor.sandboxes.choose import SandboxOptions
+from support.paths import SHARED_DATA, shared
 from test_agentbeats import shape
 
 REAL_RESULTS = SHARED_DATA / "agentbeats" / "results"

@@ -10,13 +10,13 @@ from functools import cache
 
 import pytest
 
-from conftest import VERIFIED_PARQUET, shared
 from proctor.cli.main import main
 from proctor.core.model import Instance
 from proctor.datasets import load
 from proctor.sandboxes.images import specs
 from proctor.sandboxes.images.debian import ImageBuildError, Rootfs, mmdebstrap_command
 from proctor.sandboxes.images.plan import failure_line, plan_image
+from support.paths import VERIFIED_PARQUET, shared
 
 PARQUET = VERIFIED_PARQUET
 

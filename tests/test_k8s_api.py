@@ -10,9 +10,9 @@ from kubernetes.client.exceptions import ApiException
 
 from proctor.core.labels import LABEL_ITEM
 from proctor.k8s.machinery.api import Kube, NameTaken
-from real_cluster_fixtures import wait_for
+from support.real_cluster_fixtures import wait_for
 
-pytest_plugins = ["real_cluster_fixtures"]
+pytest_plugins = ["support.real_cluster_fixtures"]
 pytestmark = pytest.mark.cluster
 
 

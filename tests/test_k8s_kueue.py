@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from api_servers import StandInApi, answer, read_json
 from proctor.core.labels import KUEUE_QUEUE_NAME, LABEL_ATTEMPT, LABEL_ITEM
 from proctor.core.model import Instance
 from proctor.k8s.children import manifests as m
@@ -33,6 +32,7 @@ from proctor.k8s.evaluation.reconcile import (
 )
 from proctor.k8s.evaluation.status import status_reason
 from proctor.runner.solve import PATCH_BEGIN, PATCH_END, task_line
+from support.api_servers import StandInApi, answer, read_json
 from test_k8s_manifests import (  # noqa: F401
     agent,
     evaluation,

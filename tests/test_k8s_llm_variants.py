@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 import yaml
 
-from llm_servers import HttpError, ScriptedModel
 from proctor.datasets import demo
 from proctor.formats.manifest import parse_manifests
 from proctor.k8s.features.llm_variants import (
@@ -30,6 +29,7 @@ from proctor.k8s.features.llm_variants import (
 from proctor.variants import store
 from proctor.variants.llm import scrub
 from proctor.variants.template import reword
+from support.llm_servers import HttpError, ScriptedModel
 
 KEY = "sk-secret-variants-key-4f2a"
 TASKS = tuple(row["instance_id"] for row in demo.load_rows()[:2])

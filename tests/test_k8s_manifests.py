@@ -10,7 +10,6 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from conftest import VERIFIED_PARQUET, git, shared, task_files
 from proctor import datasets
 from proctor.cli.main import build_parser
 from proctor.cli.main import main as cli_main
@@ -23,6 +22,9 @@ from proctor.k8s.machinery.names import is_dns_label, is_label_value
 from proctor.runner.solve import init_from_task
 from proctor.runner.workdir import TEST_STEP_INPUTS, WorkDir, eval_script_of
 from proctor.variants import variants_for
+from support.calc_task import git
+from support.job_manifests import task_files
+from support.paths import VERIFIED_PARQUET, shared
 
 PARQUET = VERIFIED_PARQUET
 VERSIONS = ("1.29", "1.35")

@@ -6,7 +6,6 @@ import hashlib
 
 import pytest
 
-from conftest import VERIFIED_PARQUET, shared
 from proctor import datasets
 from proctor.core.plan import PlanInputs, Variant, plan
 from proctor.k8s.machinery.names import (
@@ -19,6 +18,7 @@ from proctor.k8s.machinery.names import (
     label_value,
     owner_part,
 )
+from support.paths import VERIFIED_PARQUET, shared
 
 PARQUET = VERIFIED_PARQUET
 LONGEST = "a" * 253  # the longest name an Evaluation can have (a DNS subdomain)

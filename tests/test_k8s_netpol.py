@@ -13,7 +13,6 @@ import pytest
 from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
 
-from api_servers import StandInApi, answer, read_json
 from proctor.core.model import Instance
 from proctor.core.spec import AgentUnderTest, AgentUnderTestSpec
 from proctor.k8s.children.agent_manifests import deployment
@@ -22,6 +21,7 @@ from proctor.k8s.evaluation.metrics import Metrics
 from proctor.k8s.evaluation.reconcile import Decision
 from proctor.k8s.features import netpol
 from proctor.k8s.features.netpol import Boundary, policy_while_open
+from support.api_servers import StandInApi, answer, read_json
 from test_k8s_manifests import (  # noqa: F401
     evaluation,
     item_of,

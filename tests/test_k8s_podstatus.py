@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import SHARED_DATA, shared
 from proctor.core.model import (
     ErrorKind,
     Instance,
@@ -31,6 +30,7 @@ from proctor.k8s.children.podstatus import (
     steps_of,
 )
 from proctor.runner.grade import compact_result
+from support.paths import SHARED_DATA, shared
 
 K8S = shared(SHARED_DATA / "k8s-status")  # every test reads these real objects
 REAL_FILES = sorted(p.name for p in K8S.iterdir() if p.suffix in (".json", ".yaml"))

@@ -27,9 +27,9 @@ from proctor.k8s.children.manifests import item_labels
 from proctor.k8s.machinery.names import is_dns_label, job_name
 from proctor.k8s.render import agent_of, render, to_yaml
 from proctor.prepare import Refusal, load_selection, plan_items
-from real_cluster_fixtures import RealCluster, in_process_operator, wait_for
+from support.real_cluster_fixtures import RealCluster, in_process_operator, wait_for
 
-pytest_plugins = ["real_cluster_fixtures"]
+pytest_plugins = ["support.real_cluster_fixtures"]
 
 TASKS = len(demo.load_rows())
 VERSIONS = ("1.29", "1.35")

@@ -1,9 +1,9 @@
 """kubectl 1.35 against the real cluster, with the operator as users run it: what a user types.
 
-The cluster is scripts/cluster.sh's (tests/real_cluster.py); scripts/try-operator.sh installs
-the chart into it with real helm (the operator in-cluster from its image, under the chart's
-ServiceAccount and Role, RBAC enforced) and serves the reference agent `mixed` in-cluster as
-the AgentUnderTest `local-agent`. kubectl comes from the npm package k8s_tools fetches
+The cluster is scripts/cluster.sh's (tests/support/real_cluster.py); scripts/try-operator.sh
+installs the chart into it with real helm (the operator in-cluster from its image, under the
+chart's ServiceAccount and Role, RBAC enforced) and serves the reference agent `mixed`
+in-cluster as the AgentUnderTest `local-agent`. kubectl comes from the npm package k8s_tools fetches
 (PROCTOR_KUBECTL names another). The tests run in order and share the install: a step fails
 on its own. The Evaluations' pods ask a tenth of a core, so that the one node runs several.
 """
@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 import yaml
 
-import real_cluster
-from k8s_tools import ToolMissing, tool_binary
 from proctor.datasets import demo
+from support import real_cluster
+from support.k8s_tools import ToolMissing, tool_binary
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

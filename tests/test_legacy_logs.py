@@ -1,7 +1,7 @@
 """Re-grading 177 real swebench 2.x logs (no output markers) with `--legacy-log`.
 
-Expected figures come from tests/data/legacy_log_disagreements.json, which
-tests/tools/analyze_legacy_logs.py recomputes from the data folder.
+Expected figures come from tests/support/data/legacy_log_disagreements.json, which
+tests/support/tools/analyze_legacy_logs.py recomputes from the data folder.
 """
 
 from __future__ import annotations
@@ -15,15 +15,15 @@ from swebench.harness.constants import EvalType
 from swebench.harness.grading import get_eval_tests_report, get_resolution_status
 from swebench.harness.log_parsers import PARSER_REGISTRY
 
-from conftest import SHARED_DATA, shared
 from proctor.core.model import ErrorKind, Instance, Outcome, WorkItem
 from proctor.datasets import load
 from proctor.runner.grade import grade_work_dir
 from proctor.runner.workdir import WorkDir, write_task
+from support.paths import SHARED_DATA, shared
 
 DATA = shared(SHARED_DATA / "swebench-verified")  # every test reads the old logs
-EXPECTED = json.loads((Path(__file__).parent / "data" / "legacy_log_disagreements.json")
-                      .read_text())
+EXPECTED = json.loads((Path(__file__).parent / "support" / "data"
+                       / "legacy_log_disagreements.json").read_text())
 
 
 @cache

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from llm_servers import HTTP500, SLOW, ScriptedModel, bash_call
 from proctor.agents.answers import TaskRequest
 from proctor.agents.checkout import EditError
 from proctor.agents.llm import LlmSettings, checkout_for
@@ -20,6 +19,7 @@ from proctor.core.model import ErrorKind, Outcome
 from proctor.formats.manifest import parse_manifests
 from proctor.local.engine import run_evaluation
 from proctor.results import ResultsFolder
+from support.llm_servers import HTTP500, SLOW, ScriptedModel, bash_call
 
 TASK = "proctor-demo__datekit-1"  # is_leap_year ignores the century rule
 BUGGY, FIXED = "return year % 4 == 0", \

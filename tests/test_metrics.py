@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-from conftest import SHARED_DATA, shared
 from proctor.core.metrics import aggregate, eval_result
 from proctor.core.model import (
     ErrorKind,
@@ -18,6 +17,7 @@ from proctor.core.model import (
     Usage,
 )
 from proctor.core.report import render
+from support.paths import SHARED_DATA, shared
 
 
 def result(iid: str, outcome: Outcome, *, repeat: int = 0, variant: str = "original",

@@ -24,8 +24,6 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from conftest import SHARED_DATA, shared
-from ports import free_port
 from proctor.core.model import RunResult
 from proctor.formats.manifest import parse_resource
 from proctor.k8s.children.store import (
@@ -43,6 +41,8 @@ from proctor.runner.workdir import WorkDir
 from proctor.store.location import S3Location, StoreError, item_location, parse_s3_url
 from proctor.store.record import ARTEFACTS, item_record, object_keys
 from proctor.store.s3 import StoreUnreachable, upload_item
+from support.paths import SHARED_DATA, shared
+from support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "s3-server.sh"

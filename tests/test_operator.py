@@ -42,7 +42,6 @@ from kopf.testing import KopfRunner
 from prometheus_client import REGISTRY, start_http_server
 from prometheus_client.parser import text_string_to_metric_families
 
-from ports import free_port
 from proctor.agents.answers import Answer as AgentAnswer
 from proctor.agents.answers import TaskRequest
 from proctor.agents.kinds import Tasks, solver_for
@@ -59,7 +58,8 @@ from proctor.local.engine import run_evaluation
 from proctor.results import ResultsFolder
 from proctor.sandboxes import process
 from proctor.store import s3
-from real_cluster_fixtures import (
+from support.ports import free_port
+from support.real_cluster_fixtures import (
     IMAGE_PREFIX,
     AdmissionWebhook,
     Answer,
@@ -70,7 +70,7 @@ from real_cluster_fixtures import (
     wait_for,
 )
 
-pytest_plugins = ["real_cluster_fixtures"]
+pytest_plugins = ["support.real_cluster_fixtures"]
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]  # every test here runs on the cluster
 
 GROUP = ("proctor.dev", "v1alpha1")

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from conftest import SHARED_DATA, shared
+from support.paths import SHARED_DATA, shared
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from operator_sim import ROWS, Record, check, task_seconds, utilisation

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from conftest import git
 from proctor import datasets
 from proctor.k8s.children import manifests as m
 from proctor.k8s.children import security
+from support.calc_task import git
 from test_k8s_manifests import SHAPES, agent, containers, evaluation, job_for, validate
 
 

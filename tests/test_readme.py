@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ports import free_port
 from proctor.cli.main import main
+from support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"

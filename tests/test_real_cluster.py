@@ -1,7 +1,7 @@
 """The chart installed for real: scripts/cluster-demo.sh end to end on a real Kubernetes.
 
 scripts/cluster.sh starts a one-node cluster built from Kubernetes' own sources
-(tests/real_cluster.py); scripts/try-operator.sh, which cluster-demo.sh runs, installs
+(tests/support/real_cluster.py); scripts/try-operator.sh, which cluster-demo.sh runs, installs
 charts/proctor into it with helm, the operator runs in-cluster from the runner image under
 the chart's ServiceAccount and Role (RBAC enforced by the API server), the demo Evaluation
 runs against a reference agent served in-cluster, and the verdicts `proctor results pull`
@@ -27,8 +27,7 @@ from pathlib import Path
 
 import pytest
 
-import k8s_tools
-import real_cluster
+from support import k8s_tools, real_cluster
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]

@@ -9,9 +9,9 @@ import json
 import pytest
 import yaml
 
-from conftest import SHARED_DATA, shared
-from real_cluster import shared_ip, unwell_pods
-from real_cluster_fixtures import not_built_here
+from support.paths import SHARED_DATA, shared
+from support.real_cluster import shared_ip, unwell_pods
+from support.real_cluster_fixtures import not_built_here
 
 BUILT_HERE = {"major": "1", "minor": "35", "gitVersion": "v1.35.4", "gitCommit": "$Format:%H$",
               "gitTreeState": "clean", "buildDate": "1970-01-01T00:00:00Z",

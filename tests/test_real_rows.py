@@ -17,11 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SHARED_DATA, docker_unavailable, git, shared
 from proctor.datasets import hostile
 from proctor.formats.harness_logs import results_dir
 from proctor.sandboxes import docker as ds
 from proctor.sandboxes.images.build import build_images
+from support.calc_task import git
+from support.docker_daemon import docker_unavailable
+from support.paths import SHARED_DATA, shared
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import real_rows

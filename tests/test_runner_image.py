@@ -23,7 +23,7 @@ from typing import NamedTuple
 import pytest
 import yaml
 
-from tracked import copy_tracked, tracked_files
+from support.tracked import copy_tracked, tracked_files
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = ROOT / "runner-image" / "Dockerfile"

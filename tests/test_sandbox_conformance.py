@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import docker_unavailable
 from proctor.core.exits import Interrupted
 from proctor.core.model import ErrorKind, Instance, Outcome, RunResult, WorkItem
 from proctor.core.result_files import RESULT_FILE
@@ -34,6 +33,7 @@ from proctor.runner.workdir import (
 )
 from proctor.sandboxes.choose import Sandbox
 from proctor.sandboxes.process import ProcessSandbox
+from support.docker_daemon import docker_unavailable
 
 pytestmark = pytest.mark.slow
 SANDBOXES = ["process", pytest.param("docker", marks=pytest.mark.docker)]

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GOLD, git, make_instance, prepare_work
 from proctor.core.model import ErrorKind, Outcome
 from proctor.runner.grade import grade_work_dir
 from proctor.sandboxes import process, testuser
-from trust_support import processes_naming, wait_for
+from support.calc_task import GOLD, git, make_instance, prepare_work
+from support.trust_support import processes_naming, wait_for
 
 
 def run_and_grade(tmp_path, instance, patch, **kw):

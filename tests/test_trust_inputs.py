@@ -17,7 +17,7 @@ from proctor.core.metrics import aggregate
 from proctor.datasets import demo
 from proctor.formats.manifest import parse_manifests
 from proctor.local.engine import run_evaluation
-from trust_support import gold_manifest, write
+from support.trust_support import gold_manifest, write
 
 ROWS = demo.load_rows()
 

@@ -19,7 +19,7 @@ import pytest
 from proctor.cli.main import main
 from proctor.core.model import ErrorKind, Outcome
 from proctor.results import ResultsFolder
-from trust_support import (
+from support.trust_support import (
     NEVER,
     agent_manifests,
     gold_manifest,

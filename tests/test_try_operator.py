@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-import real_cluster
+from support import real_cluster
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_instance
-from llm_servers import HTTP500, SLOW, ScriptedModel
 from proctor.cli.main import main
 from proctor.core.model import Instance
 from proctor.variants import store
 from proctor.variants.llm import ModelSettings, ModelUnreachable, check, generate
 from proctor.variants.spans import protected_spans
 from proctor.variants.template import reword
+from support.calc_task import make_instance
+from support.llm_servers import HTTP500, SLOW, ScriptedModel
 
 ISSUE = ("Hi, calling `Table.read` on a file fails.\n\n"
          "```python\nfrom astro.io import Table\nTable.read('data/x.qdp')\n```\n\n"

@@ -1,11 +1,11 @@
 """Re-grade the swebench 2.0 legacy logs with swebench 5.0.2 and compare verdicts.
 
 Usage:
-    python tests/tools/analyze_legacy_logs.py DATA_DIR [--out PATH]
+    python tests/support/tools/analyze_legacy_logs.py DATA_DIR [--out PATH]
 
 DATA_DIR is the swebench-verified data folder (SWE-bench_Verified_test.parquet,
 logs_index.json, logs/<instance_id>/{test_output.txt,report.json}). The result is
-written to tests/data/legacy_log_disagreements.json next to this tools folder,
+written to tests/support/data/legacy_log_disagreements.json next to this tools folder,
 unless --out is given ("-" prints it).
 
 For every legacy run the whole test_output.txt (it has no Start/End Test Output

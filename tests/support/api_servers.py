@@ -2,6 +2,12 @@
 the operator's shell (`act.Pass`) against a real `Kube` client: each test file's subclass
 says how it answers (`handle`), and what it records.
 
+Why not the real API server: these tests check each call the shell makes and what it does
+with each answer (a Job's solve-step log, a write's body) in states a real cluster reaches
+only by running pods for minutes (a Job Kueue preempted mid-solve, a NetworkPolicy of an
+Evaluation whose items are done); and they run where no cluster can start. The real API
+server runs the same shell in tests/cluster/ (the operator's own tests).
+
 Used as a context manager, it stops when the block ends, whatever the test asserted.
 """
 

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from support.paths import ROOT
+
 CLUSTER_SH = ROOT / "scripts" / "cluster.sh"
 TRY_OPERATOR = ROOT / "scripts" / "try-operator.sh"
 
@@ -120,7 +121,7 @@ def install(kubeconfig: Path, prefix: str, out: Path) -> Iterator[Install]:
 
 def uninstall(named: Install) -> None:
     """The release and the module's namespaces, with everything in them."""
-    from k8s_tools import tool_binary
+    from support.k8s_tools import tool_binary
 
     env = {**os.environ, "KUBECONFIG": str(named.kubeconfig)}
     subprocess.run([str(tool_binary("helm")), "uninstall", named.release, "-n",
@@ -166,7 +167,7 @@ def unwell_pods(pods: list[dict], events: list[dict]) -> list[str]:
 
 def pods_report(kubeconfig: Path, namespace: str | None = None) -> str:
     """unwell_pods() for one namespace (None: all of them), as a kubectl sees them now."""
-    from k8s_tools import tool_binary
+    from support.k8s_tools import tool_binary
 
     where = ["-n", namespace] if namespace else ["-A"]
     kubectl = [str(tool_binary("kubectl")), "--kubeconfig", str(kubeconfig),
@@ -216,7 +217,7 @@ def diagnosis() -> str | None:
     conditions and taints, the pods neither done nor running ready and why, the latest
     warning events and the disk; None where no cluster runs. A CI log then shows a sick node,
     or a pod that never got ready, not only the tests that timed out on it."""
-    from k8s_tools import tool_binary
+    from support.k8s_tools import tool_binary
 
     state = Path(os.environ.get("PROCTOR_CLUSTER_DIR", ROOT / ".cluster"))
     kubeconfig = state / "admin.kubeconfig"

@@ -19,6 +19,11 @@ A test tells the agent what to do in the message's data part, as
 
 `CountingMiddleware` counts the message sends each server receives and answers
 `GET /_sends` with them, so a test can check that a message was sent once.
+
+Why scripted and not a real agent: the servers are the real SDKs' own (1.x and 0.3); what
+an agent built on them answers, and when, is what the client must cope with, and no real
+agent can be made to answer in each shape, state and timing on demand, nor to cut its
+stream mid-task.
 """
 
 from __future__ import annotations

