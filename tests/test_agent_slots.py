@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from proctor.k8s.evaluation import reconcile
 from proctor.k8s.evaluation.reconcile import Settings, decide
-from test_k8s_reconcile import ITEMS, NOW, evaluation, job, observe, pod_for, result, ts
+from support.reconcile_views import ITEMS, NOW, evaluation, job, observe, pod_for, result, ts
 
 ASKING = {"initContainers": [{"name": "solve", "command": [
     "proctor", "runner", "solve", "--endpoint", "http://agent:9009/"]}]}

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -19,22 +18,12 @@ from proctor.formats.harness_logs import results_dir
 from proctor.formats.manifest import load_manifests
 from proctor.prepare import load_selection
 from proctor.results import ResultsFolder
+from support.json_shape import shape
 from support.paths import SHARED_DATA, shared
 
 AGENTBEATS = SHARED_DATA / "agentbeats"
 REAL_RESULTS = sorted((AGENTBEATS / "results").glob("*.json"))
 REAL_SCENARIOS = sorted(AGENTBEATS.rglob("*.toml"))
-
-
-def shape(value: Any, key: str = "") -> Any:
-    """Keys, nesting and value types; the participants' names (any) and ids are one type."""
-    if isinstance(value, dict):
-        if key == "participants":
-            return {"<name>": sorted({type(v).__name__ for v in value.values()})}
-        return {k: shape(v, k) for k, v in value.items()}
-    if isinstance(value, list):
-        return [shape(v) for v in value[:1]]
-    return type(value).__name__
 
 
 def test_the_real_files_are_here() -> None:

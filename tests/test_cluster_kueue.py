@@ -37,8 +37,7 @@ from proctor.agents.kinds import Tasks, solver_for
 from proctor.agents.server import SolverExecutor, agent_card, build_app, start_in_thread
 from proctor.datasets import demo
 from proctor.k8s.features import kueue
-from support.real_cluster_fixtures import RealCluster
-from test_cluster_admission import (
+from support.cluster_admin import (
     Cluster,
     build_and_import,
     install_release,
@@ -46,6 +45,7 @@ from test_cluster_admission import (
     sh,
     wait,
 )
+from support.real_cluster_fixtures import RealCluster
 
 pytest_plugins = ["support.real_cluster_fixtures"]
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]

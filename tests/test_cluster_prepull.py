@@ -22,8 +22,8 @@ from proctor import datasets
 from proctor.core.images import instance_image
 from proctor.core.labels import LABEL_ITEM
 from proctor.k8s.features import prepull
+from support.cluster_watch import Watch
 from support.real_cluster_fixtures import in_process_operator, wait_for
-from test_operator import Watch
 
 pytest_plugins = ["support.real_cluster_fixtures"]
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]

@@ -26,8 +26,8 @@ import pytest
 from proctor.agents.server import start_reference_agent
 from proctor.k8s.machinery.api import Kube
 from proctor.k8s.pull import pull
+from support.leaks import files_holding
 from support.real_cluster_fixtures import in_process_operator, wait_for
-from test_secrets import files_holding
 
 pytest_plugins = ["support.real_cluster_fixtures"]
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]

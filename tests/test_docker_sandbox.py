@@ -31,27 +31,11 @@ from proctor.results import ResultsFolder
 from proctor.runner.workdir import WorkDir, write_patch, write_task, write_test_step
 from proctor.sandboxes import docker as ds
 from proctor.sandboxes.choose import SandboxOptions
-from proctor.sandboxes.demo_images import build_demo_images
 from support.docker_daemon import docker_unavailable
 from support.ports import free_port
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 DOCKER = SandboxOptions(mode="docker", pull="never")
-
-
-@pytest.fixture(scope="module")
-def client():
-    found, problem = ds.connect()
-    if found is None:
-        docker_unavailable(problem)
-    if not shutil.which("mmdebstrap") and not _has(found, "proctor/demo-base:bookworm"):
-        docker_unavailable("mmdebstrap is missing, so the demo images cannot be built")
-    build_demo_images(found, log=lambda line: print(line, file=sys.stderr))
-    return found
-
-
-def _has(client, image: str) -> bool:
-    return bool(client.images.list(name=image))
 
 
 def _containers(client, evaluation: str) -> list:
@@ -72,21 +56,21 @@ def _outcomes(folder: Path) -> dict[str, Outcome]:
     return {r.instance_id: r.outcome for r in ResultsFolder(folder).load()}
 
 
-def test_gold_resolves_and_empty_is_no_op_in_the_task_images(client, tmp_path):
+def test_gold_resolves_and_empty_is_no_op_in_the_task_images(docker_client, tmp_path):
     for source, expected in (("gold", Outcome.RESOLVED), ("empty", Outcome.NO_OP)):
         name = f"docker-{source}-{uuid.uuid4().hex[:6]}"
         run_evaluation(_evaluation(name, source), tmp_path / source, progress=False,
                        sandbox=DOCKER)
         outcomes = _outcomes(tmp_path / source)
         assert len(outcomes) == 10 and set(outcomes.values()) == {expected}, outcomes
-        assert _containers(client, name) == []
+        assert _containers(docker_client, name) == []
     # The tests ran in the image's /testbed, not in a checkout on this machine.
     log = next((tmp_path / "gold" / "items").glob("*/original/0/test_output.txt"))
     assert "+ cd /testbed" in log.read_text()
 
 
-def test_the_demo_has_the_same_outcomes_in_docker_as_in_the_process_sandbox(client,
-                                                                           tmp_path):
+def test_the_demo_has_the_same_outcomes_in_docker_as_in_the_process_sandbox(
+        docker_client, tmp_path):
     in_docker = run_demo(tmp_path / "docker", kinds=["mixed"], progress=False, sandbox=DOCKER)
     in_process = run_demo(tmp_path / "process", kinds=["mixed"], progress=False)
     assert _outcomes(tmp_path / "docker" / "mixed") == _outcomes(tmp_path / "process" / "mixed")
@@ -104,19 +88,19 @@ def _work(tmp_path: Path, eval_script: str, limit: int = 120) -> tuple[WorkDir, 
     return work, instance
 
 
-def test_past_the_time_limit_the_container_is_killed(client, tmp_path):
+def test_past_the_time_limit_the_container_is_killed(docker_client, tmp_path):
     # run.sh's own watchdog waits 600 s: only the container's kill can end this.
     work, instance = _work(tmp_path, "sleep 600\n", limit=600)
     label = f"timeout-{uuid.uuid4().hex[:6]}"
-    sandbox = ds.DockerSandbox(client, pull="never", grace_seconds=1,
+    sandbox = ds.DockerSandbox(docker_client, pull="never", grace_seconds=1,
                                labels={LABEL_EVALUATION: label})
     run = sandbox.run_test_step(work, instance, time_limit=2)
     # The script sleeps 600 s: this error (not a result after the sleep) is the kill.
     assert "did not finish within 3 s; its container was killed" in run.error
-    assert _containers(client, label) == []
+    assert _containers(docker_client, label) == []
 
 
-def test_ctrl_c_leaves_no_container(client, tmp_path):
+def test_ctrl_c_leaves_no_container(docker_client, tmp_path):
     rows = demo.load_rows()[:2]
     for row in rows:
         row["eval_script"] = "sleep 600\n"
@@ -133,31 +117,31 @@ def test_ctrl_c_leaves_no_container(client, tmp_path):
                              "--pull", "never", "-q"], stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
-        while len(_containers(client, name)) < 2 and time.monotonic() < deadline:
+        while len(_containers(docker_client, name)) < 2 and time.monotonic() < deadline:
             assert proc.poll() is None, proc.stderr.read()
             time.sleep(0.2)
-        assert len(_containers(client, name)) == 2
+        assert len(_containers(docker_client, name)) == 2
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 130
     finally:
         proc.kill()
-    assert _containers(client, name) == []
+    assert _containers(docker_client, name) == []
     assert "interrupted" in proc.stderr.read()
 
 
-def test_containers_left_by_a_killed_run_go_at_the_next_run(client, tmp_path):
+def test_containers_left_by_a_killed_run_go_at_the_next_run(docker_client, tmp_path):
     proc = subprocess.Popen(["true"])
     proc.wait()  # its pid now names no process
     owner = f"{socket.gethostname()}:{proc.pid}"
-    left = client.containers.create("proctor/demo-datekit:0.4", command=["true"],
-                                    labels={LABEL_OWNER: owner})
+    left = docker_client.containers.create("proctor/demo-datekit:0.4", command=["true"],
+                                           labels={LABEL_OWNER: owner})
     run_evaluation(_evaluation("docker-orphans", "gold",
                                dataset={"name": demo.DATASET_NAME, "maxRows": 1}),
                    tmp_path, progress=False, sandbox=DOCKER)
-    assert client.containers.list(all=True, filters={"id": left.id}) == []
+    assert docker_client.containers.list(all=True, filters={"id": left.id}) == []
 
 
-def test_a_missing_image_with_pull_never_names_it(client, tmp_path):
+def test_a_missing_image_with_pull_never_names_it(docker_client, tmp_path):
     evaluation = _evaluation("docker-missing", "gold",
                              dataset={"name": demo.DATASET_NAME, "maxRows": 1},
                              runner={"instanceImageRegistry": "127.0.0.1:9/nowhere"})
@@ -170,7 +154,7 @@ def test_a_missing_image_with_pull_never_names_it(client, tmp_path):
 
 
 @pytest.fixture
-def registry(client, tmp_path):
+def registry(docker_client, tmp_path):
     """Debian's docker-registry on a free loopback port (the daemon trusts 127.0.0.0/8)."""
     binary = shutil.which("docker-registry")
     if not binary:
@@ -203,14 +187,14 @@ def _wait_for_port(port: int) -> None:
     raise TimeoutError(f"nothing listens on port {port}")
 
 
-def test_a_missing_image_is_pulled_once_with_progress_from_the_registry(client, registry,
-                                                                         tmp_path, capfd):
+def test_a_missing_image_is_pulled_once_with_progress_from_the_registry(
+        docker_client, registry, tmp_path, capfd):
     image = "proctor/demo-datekit:0.5"  # the image of demo tasks datekit-2 and datekit-3
     mirrored = f"{registry}/{image}"
-    client.images.get(image).tag(mirrored)
-    for event in client.api.push(mirrored, stream=True, decode=True):
+    docker_client.images.get(image).tag(mirrored)
+    for event in docker_client.api.push(mirrored, stream=True, decode=True):
         assert "error" not in event, event
-    client.images.remove(mirrored)
+    docker_client.images.remove(mirrored)
     evaluation = _evaluation("docker-pull", "gold", runner={"instanceImageRegistry": registry},
                              dataset={"name": demo.DATASET_NAME, "maxRows": -1,
                                       "instanceIds": ["proctor-demo__datekit-2",
@@ -223,7 +207,7 @@ def test_a_missing_image_is_pulled_once_with_progress_from_the_registry(client, 
         assert shown.count(f"Pulling {mirrored} ...") == 1
         assert f"Downloaded newer image for {mirrored}" in shown
     finally:
-        client.images.remove(mirrored)
+        docker_client.images.remove(mirrored)
 
 
 class _Hello(http.server.BaseHTTPRequestHandler):
@@ -246,11 +230,12 @@ EOF
 """
 
 
-def test_the_network_setting_takes_effect(client, tmp_path):
+def test_the_network_setting_takes_effect(docker_client, tmp_path):
     # The daemon here runs with --bridge=none, so the default network has no
     # interface; a user-defined bridge network is one it allows, with the host at
     # its gateway address.
-    network = client.networks.create(f"proctor-test-{uuid.uuid4().hex[:6]}", driver="bridge")
+    network = docker_client.networks.create(f"proctor-test-{uuid.uuid4().hex[:6]}",
+                                            driver="bridge")
     try:
         network.reload()
         gateway = network.attrs["IPAM"]["Config"][0]["Gateway"]
@@ -260,7 +245,7 @@ def test_the_network_setting_takes_effect(client, tmp_path):
         seen = {}
         for setting in (network.name, "none"):
             work, instance = _work(tmp_path / setting, fetch)
-            run = ds.DockerSandbox(client, pull="never", network=setting
+            run = ds.DockerSandbox(docker_client, pull="never", network=setting
                                    ).run_test_step(work, instance, 60)
             assert run.error is None and run.network_isolated == (setting == "none")
             seen[setting] = (work / "test_output.txt").read_text().strip()
@@ -272,12 +257,12 @@ def test_the_network_setting_takes_effect(client, tmp_path):
 
 
 
-def test_cpu_and_memory_limits_come_from_runner_resources(client, tmp_path):
+def test_cpu_and_memory_limits_come_from_runner_resources(docker_client, tmp_path):
     # cgroup v2 names them memory.max and cpu.max; v1 memory.limit_in_bytes, cfs_quota_us.
     work, instance = _work(tmp_path, "cd /sys/fs/cgroup\n"
                            "cat memory.max 2>/dev/null || cat memory/memory.limit_in_bytes\n"
                            "cat cpu.max 2>/dev/null || cat cpu/cpu.cfs_quota_us\n")
-    run = ds.DockerSandbox(client, pull="never", resources={
+    run = ds.DockerSandbox(docker_client, pull="never", resources={
         "requests": {"cpu": "250m"}, "limits": {"cpu": "1500m", "memory": "512Mi"}}
     ).run_test_step(work, instance, 60)
     assert run.error is None
@@ -287,7 +272,7 @@ def test_cpu_and_memory_limits_come_from_runner_resources(client, tmp_path):
 
 
 def test_repo_dir_comes_from_the_image_when_the_repository_cannot_be_cloned(
-        client, tmp_path, monkeypatch):
+        docker_client, tmp_path, monkeypatch):
     from proctor.sandboxes import process as sandbox
 
     monkeypatch.setattr(sandbox, "repo_source", lambda instance: str(tmp_path / "nowhere"))
@@ -295,7 +280,7 @@ def test_repo_dir_comes_from_the_image_when_the_repository_cannot_be_cloned(
     row["repo"] = "acme/datekit-offline"  # a key of its own in the checkout cache
     instance = Instance.model_validate(row)
     label = f"checkout-{uuid.uuid4().hex[:6]}"
-    ds.DockerSandbox(client, pull="never", labels={LABEL_EVALUATION: label}
+    ds.DockerSandbox(docker_client, pull="never", labels={LABEL_EVALUATION: label}
                      ).checkout(instance, tmp_path / "repo")
 
     def git(*args: str) -> str:
@@ -306,22 +291,22 @@ def test_repo_dir_comes_from_the_image_when_the_repository_cannot_be_cloned(
     assert git("status", "--porcelain") == ""
     assert git("for-each-ref") == "" and git("remote") == ""
     assert (tmp_path / "repo" / "datekit").is_dir()
-    assert _containers(client, label) == []
+    assert _containers(docker_client, label) == []
 
 
-def test_a_docker_run_records_its_images_runtime_and_limits(client, tmp_path):
+def test_a_docker_run_records_its_images_runtime_and_limits(docker_client, tmp_path):
     name = f"docker-provenance-{uuid.uuid4().hex[:6]}"
     evaluation = _evaluation(name, "gold", runner={
         "resources": {"limits": {"cpu": "1500m", "memory": "512Mi"}}})
     sandbox = run_evaluation(evaluation, tmp_path, progress=False,
                              sandbox=DOCKER).provenance.sandbox
     assert sandbox.kinds == ("docker",)
-    assert sandbox.runtime == client.info()["DefaultRuntime"]
+    assert sandbox.runtime == docker_client.info()["DefaultRuntime"]
     assert sandbox.limits_applied == f"docker: 1.5 CPUs, {512 * 2**20} bytes of memory"
-    images = {ds.DockerSandbox(client).image_of(Instance.model_validate(row))
+    images = {ds.DockerSandbox(docker_client).image_of(Instance.model_validate(row))
               for row in demo.load_rows()}
     assert set(sandbox.images) == images
     for image, digest in sandbox.images.items():
-        attrs = client.images.get(image).attrs
+        attrs = docker_client.images.get(image).attrs
         assert digest in {d.rpartition("@")[2] for d in attrs.get("RepoDigests") or []} | {
             attrs["Id"]}

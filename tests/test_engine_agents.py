@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 
 import pytest
 
@@ -16,6 +15,7 @@ from proctor.local.engine import EngineError, run_evaluation
 from proctor.results import ResultsFolder
 from proctor.variants import read_variants
 from support.llm_servers import ScriptedModel
+from support.ports import closed_port
 
 
 def manifests(endpoint: str, rows: int = 3, **agent_spec: str) -> str:
@@ -35,12 +35,6 @@ spec:
   endpoint: {endpoint}
   requestTimeoutSeconds: 30{extra}
 """
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_oracle_through_the_cli_resolves_and_reports_usage(tmp_path, capsys):

@@ -33,9 +33,8 @@ from proctor.formats.harness_logs import (
 from proctor.formats.manifest import parse_resource
 from proctor.formats.predictions import load_predictions
 from proctor.runner.grade import grade_work_dir
-from test_docker_sandbox import client  # noqa: F401 - the Docker fixture
-from test_engine_agents import closed_port
-from test_legacy_logs import DATA, log_ids, old_run_as_work_dir, verified
+from support.legacy_logs import DATA, log_ids, old_run_as_work_dir, verified
+from support.ports import closed_port
 
 DEMO_ROWS = {r["instance_id"]: r for r in demo.load_rows()}
 
@@ -189,7 +188,7 @@ def test_empty_patches_exist_and_a_patch_that_fails_to_apply_is_an_error(tmp_pat
 
 @pytest.mark.slow
 @pytest.mark.docker
-def test_gold_on_the_demo_resolves_all_in_docker(client, tmp_path, monkeypatch):  # noqa: F811
+def test_gold_on_the_demo_resolves_all_in_docker(docker_client, tmp_path, monkeypatch):
     out = _eval(tmp_path, "-p", "gold", "--sandbox", "docker", "--pull", "never")
     gold = {iid: row["patch"] for iid, row in DEMO_ROWS.items()}
     report = _check_against_swebench(out, "run", "gold", gold, list(DEMO_ROWS.values()),

@@ -25,8 +25,8 @@ from proctor.green.server import green_app
 from proctor.local.engine import run_evaluation
 from proctor.results import ResultsFolder
 from proctor.sandboxes.choose import SandboxOptions
+from support.json_shape import shape
 from support.paths import SHARED_DATA, shared
-from test_agentbeats import shape
 
 REAL_RESULTS = SHARED_DATA / "agentbeats" / "results"
 PROCESS = SandboxOptions(mode="process")

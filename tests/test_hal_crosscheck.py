@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from test_analysis import AGENT_A, AGENT_B, write_folder
+from support.analysis_folders import AGENT_A, AGENT_B, write_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 HAL = os.environ.get("PROCTOR_HAL_HARNESS", "")

@@ -19,8 +19,7 @@ from proctor.formats.harness_logs import results_dir
 from proctor.runner.grade import grade_work_dir
 from proctor.runner.workdir import WorkDir, write_patch, write_task, write_test_step
 from proctor.sandboxes import process
-from test_docker_sandbox import client  # noqa: F401 - the Docker fixture
-from test_legacy_logs import DATA
+from support.legacy_logs import DATA
 
 
 @cache
@@ -122,7 +121,7 @@ def test_no_hostile_patch_is_credited_in_the_process_sandbox(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.docker
-def test_no_hostile_patch_is_credited_in_the_docker_sandbox(client, tmp_path):  # noqa: F811
+def test_no_hostile_patch_is_credited_in_the_docker_sandbox(docker_client, tmp_path):
     _run_suite(tmp_path, ["--sandbox", "docker", "--pull", "never"])
 
 

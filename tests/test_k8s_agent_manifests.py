@@ -14,7 +14,7 @@ from proctor.agents.server import start_reference_agent
 from proctor.core.spec import AgentUnderTest, AgentUnderTestSpec, Evaluation, EvaluationSpec
 from proctor.k8s.children import agent_manifests as am
 from proctor.k8s.children import manifests
-from test_k8s_manifests import validate
+from support.job_manifests import validate
 
 UID = "0b6c1f2e-8c1d-4c3e-9a51-1f2d3c4b5a69"
 

@@ -33,25 +33,14 @@ from proctor.k8s.evaluation.reconcile import (
 from proctor.k8s.evaluation.status import status_reason
 from proctor.runner.solve import PATCH_BEGIN, PATCH_END, task_line
 from support.api_servers import StandInApi, answer, read_json
-from test_k8s_manifests import (  # noqa: F401
-    agent,
-    evaluation,
-    item_of,
-    job_for,
-    task,
-    validate,
-    verified,
-)
-from test_k8s_reconcile import ITEMS, NOW, job, pod_for, ts
-from test_k8s_reconcile import evaluation as eval_body
-
-QUEUE = "team-a"
-
+from support.job_manifests import agent, evaluation, item_of, job_for, validate
+from support.kueue_jobs import QUEUE, agent_eval, kueue_job, solving
+from support.reconcile_views import ITEMS, NOW, job, ts
 
 # --- The Jobs ------------------------------------------------------------------------------
 
 
-def test_a_queue_name_makes_jobs_suspended_with_kueues_label(task) -> None:  # noqa: F811
+def test_a_queue_name_makes_jobs_suspended_with_kueues_label(task) -> None:
     _, queued = job_for(evaluation(queueName=QUEUE), agent(), task)
     assert queued["metadata"]["labels"][KUEUE_QUEUE_NAME] == QUEUE
     assert queued["spec"]["suspend"] is True
@@ -79,43 +68,11 @@ def test_the_operators_default_queue_is_read_and_a_bad_one_is_one_line() -> None
 # --- Queued vs running (pure) ---------------------------------------------------------------
 
 
-def kueue_job(n: int, attempt: int = 0, *, suspended: bool = True, asks: bool = True) -> dict:
-    """A work item's Job in Kueue's queue: suspended (queued) or admitted."""
-    j = job(ITEMS[n], attempt)
-    j["metadata"]["labels"][KUEUE_QUEUE_NAME] = QUEUE
-    solve = ["proctor", "runner", "solve", *(["--endpoint", "http://agent:9009/"] if asks
-                                              else ["--patch-file", "/task/patch.diff"])]
-    j["spec"] = {"suspend": suspended,
-                 "template": {"spec": {"initContainers": [{"name": "solve", "command": solve}],
-                                       "containers": [{"name": "grade"}]}}}
-    # The Job controller's condition: True while suspended, False (JobResumed) once admitted.
-    j["status"]["conditions"].append(
-        {"type": "Suspended", "status": "True" if suspended else "False",
-         "reason": "JobSuspended" if suspended else "JobResumed",
-         "lastTransitionTime": ts(30)})
-    return j
-
-
-def solving(j: dict, *, ended: bool) -> dict:
-    """The Job's pod: its solve step running, or ended (exit 0) and its test step running."""
-    solve = ({"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": ts(50),
-                             "finishedAt": ts(5)}} if ended
-             else {"running": {"startedAt": ts(50)}})
-    statuses = [{"name": "solve", "state": solve}]
-    if ended:
-        statuses.append({"name": "test", "state": {"running": {"startedAt": ts(4)}}})
-    return pod_for(j, "Running", initContainerStatuses=statuses)
-
-
 def observe(jobs: list[dict], pods: list[dict], answers: dict[str, Any] | None = None,
             items=ITEMS) -> list[ItemView]:
     by_job = PodsByJob(pods)
     return reconcile.observe(items, jobs, {}, lambda j: item_state(j, by_job.of(j)),
                              {} if answers is None else answers)
-
-
-def agent_eval(**spec: Any):
-    return eval_body(predictions={"source": "agent"}, agentRef={"name": "agent"}, **spec)
 
 
 def test_a_suspended_job_is_queued_and_an_admitted_one_runs() -> None:
@@ -267,7 +224,7 @@ def item_job(instance: Instance, *, suspended: bool, kept: dict | None = None) -
     return j
 
 
-def solving_view(task: Instance, tracked: Tracked, *, ended: bool) -> ItemView:  # noqa: F811
+def solving_view(task: Instance, tracked: Tracked, *, ended: bool) -> ItemView:
     """The item's first attempt, admitted, its solve step running or ended (`solving`),
     observed with what ``tracked`` remembers of the agent's answers."""
     admitted = item_job(task, suspended=False)
@@ -277,7 +234,7 @@ def solving_view(task: Instance, tracked: Tracked, *, ended: bool) -> ItemView: 
     return view
 
 
-def test_the_patch_is_kept_when_the_solve_step_ends(task) -> None:  # noqa: F811
+def test_the_patch_is_kept_when_the_solve_step_ends(task) -> None:
     tracked = Tracked("uid-1", "demo", answers={"job-uid-0": None})
     view = solving_view(task, tracked, ended=True)
     solve_log = f"asking the agent\n{PATCH_BEGIN}\n--- a/x\n+++ b/x\n{PATCH_END}\n"
@@ -292,7 +249,7 @@ def test_the_patch_is_kept_when_the_solve_step_ends(task) -> None:  # noqa: F811
     assert server.created("jobs") == []  # the Job goes on: nothing else is done
 
 
-def act_preempted(task: Instance, view: ItemView  # noqa: F811
+def act_preempted(task: Instance, view: ItemView
                   ) -> tuple[ApiServer, list[tuple[str, str]]]:
     """Carry out the preemption of ``view``'s attempt; the server (its calls) and the Events."""
     with ApiServer() as server:
@@ -300,14 +257,14 @@ def act_preempted(task: Instance, view: ItemView  # noqa: F811
     return server, events
 
 
-def preempted_view(task: Instance, kept: dict | None) -> ItemView:  # noqa: F811
+def preempted_view(task: Instance, kept: dict | None) -> ItemView:
     suspended = item_job(task, suspended=True)
     (view,) = reconcile.observe([item_of(task)], [suspended], {}, item_state,
                                 {"job-uid-0": kept})
     return view
 
 
-def test_a_preempted_job_is_replaced_with_the_kept_patch(task) -> None:  # noqa: F811
+def test_a_preempted_job_is_replaced_with_the_kept_patch(task) -> None:
     patch = m.patch_configmap(evaluation("demo"), item_of(task), "--- a/x\n+++ b/x\n")
     view = preempted_view(task, patch)
     assert view.state is not None and view.state.phase == Phase.QUEUED
@@ -328,7 +285,7 @@ def test_a_preempted_job_is_replaced_with_the_kept_patch(task) -> None:  # noqa:
     assert reason == "Preempted" and "attempt 2" in message and "reusing" in message
 
 
-def test_a_job_preempted_before_the_agent_answered_asks_it_again(task) -> None:  # noqa: F811
+def test_a_job_preempted_before_the_agent_answered_asks_it_again(task) -> None:
     view = preempted_view(task, None)
     server, events = act_preempted(task, view)
     (job_made,) = server.created("jobs")
@@ -337,7 +294,7 @@ def test_a_job_preempted_before_the_agent_answered_asks_it_again(task) -> None: 
     assert reason == "Preempted" and "answer never arrived" in message
 
 
-def test_a_restarted_operator_knows_the_answers_kept_before(task) -> None:  # noqa: F811
+def test_a_restarted_operator_knows_the_answers_kept_before(task) -> None:
     """Its memory gone, the kept patches say which queued Jobs got their answer: one of
     them preempted after the restart is still not run again as it is."""
     patch = m.patch_configmap(evaluation("demo"), item_of(task), "--- a/x\n+++ b/x\n")
@@ -361,7 +318,7 @@ def test_a_restarted_operator_knows_the_answers_kept_before(task) -> None:  # no
     assert reconcile.preempted(view) and view.kept_patch == patch
 
 
-def test_the_agents_task_is_read_from_the_solve_log(task) -> None:  # noqa: F811
+def test_the_agents_task_is_read_from_the_solve_log(task) -> None:
     tracked = Tracked("uid-1", "demo", answers={"job-uid-0": None})
     view = solving_view(task, tracked, ended=False)
     with ApiServer(f"{task_line('t-42')}\nwaiting for the agent\n") as server:
@@ -371,7 +328,7 @@ def test_the_agents_task_is_read_from_the_solve_log(task) -> None:  # noqa: F811
     assert tracked.task_ids == {"job-uid-0": "t-42"} and server.created("jobs") == []
 
 
-def test_a_job_preempted_while_the_agent_works_follows_its_task(task) -> None:  # noqa: F811
+def test_a_job_preempted_while_the_agent_works_follows_its_task(task) -> None:
     suspended = item_job(task, suspended=True)
     (view,) = reconcile.observe([item_of(task)], [suspended], {}, item_state,
                                 {"job-uid-0": None}, {"job-uid-0": "t-42"})

@@ -22,14 +22,7 @@ from proctor.k8s.evaluation.reconcile import Decision
 from proctor.k8s.features import netpol
 from proctor.k8s.features.netpol import Boundary, policy_while_open
 from support.api_servers import StandInApi, answer, read_json
-from test_k8s_manifests import (  # noqa: F401
-    evaluation,
-    item_of,
-    job_for,
-    task,
-    validate,
-    verified,
-)
+from support.job_manifests import evaluation, item_of, job_for, validate
 
 INDEX = Boundary(enabled=True, package_index_cidrs=("151.101.0.0/16", "2a04:4e42::/32"),
                  package_index_ports=(443,))
@@ -50,7 +43,7 @@ def policy(aut: AgentUnderTest | None, boundary: Boundary = INDEX) -> dict[str, 
     return netpol.network_policy(evaluation("demo"), aut, boundary)
 
 
-def test_the_policy_governs_the_evaluations_task_pods_and_takes_no_ingress(task) -> None:  # noqa: F811
+def test_the_policy_governs_the_evaluations_task_pods_and_takes_no_ingress(task) -> None:
     obj = policy(agent(endpoint="http://10.0.0.5:9009/"))
     validate(obj)
     assert obj["metadata"]["name"] == "proctor-demo"
@@ -182,7 +175,7 @@ def a_pass(server: ApiServer, instance: Instance, tracked: Tracked) -> Pass:
                 {instance.instance_id: instance}, policy=policy(aut))
 
 
-def test_the_policy_is_applied_owned_before_the_first_job_and_once(task) -> None:  # noqa: F811
+def test_the_policy_is_applied_owned_before_the_first_job_and_once(task) -> None:
     tracked = Tracked("uid-1", "demo")
     with ApiServer() as server:
         p = a_pass(server, task, tracked)
@@ -202,7 +195,7 @@ def test_the_policy_is_applied_owned_before_the_first_job_and_once(task) -> None
     assert [w[1].split("/")[-1] for w in server.writes[len(first):]] == ["jobs"]
 
 
-def test_a_policy_refused_starts_no_job(task) -> None:  # noqa: F811
+def test_a_policy_refused_starts_no_job(task) -> None:
     with ApiServer(refuse_policy=True) as server:
         failed = asyncio.run(a_pass(server, task, Tracked("uid-1", "demo")).act(
             Decision(start=[item_of(task)])))

@@ -8,19 +8,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-import yaml
 
 from proctor.core.model import (
     ErrorKind,
-    Instance,
     Outcome,
     PassFail,
     PatchInfo,
     RunResult,
-    WorkItem,
 )
-from proctor.core.spec import AgentUnderTest, AgentUnderTestSpec, Evaluation, EvaluationSpec
-from proctor.k8s.children import manifests as m
 from proctor.k8s.children.podstatus import (
     Phase,
     PodsByJob,
@@ -30,20 +25,25 @@ from proctor.k8s.children.podstatus import (
     steps_of,
 )
 from proctor.runner.grade import compact_result
-from support.paths import SHARED_DATA, shared
-
-K8S = shared(SHARED_DATA / "k8s-status")  # every test reads these real objects
-REAL_FILES = sorted(p.name for p in K8S.iterdir() if p.suffix in (".json", ".yaml"))
-
-
-def real(name: str) -> Any:
-    text = (K8S / name).read_text()
-    return json.loads(text) if name.endswith(".json") else yaml.safe_load(text)
-
-
-def real_items(name: str) -> list[dict[str, Any]]:
-    obj = real(name)
-    return obj.get("items", [obj])
+from support.k8s_status import (
+    COMPLETE_131,
+    EVICTED_POD,
+    FAILED_131,
+    OOM_POD,
+    REAL_FILES,
+    real,
+    real_items,
+)
+from support.work_item_pods import (
+    ACTIVE,
+    BEFORE_SOLVE,
+    ITEM,
+    RUNNING,
+    TASK,
+    done,
+    our_job,
+    our_pod,
+)
 
 
 def without(job: dict[str, Any], condition: str) -> dict[str, Any]:
@@ -58,13 +58,6 @@ def job_named(name: str, uid: str = "", **status: Any) -> dict[str, Any]:
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": name, "uid": uid, "creationTimestamp": "2026-01-01T00:00:00Z"},
             "status": status}
-
-
-ACTIVE = {"active": 1, "startTime": "2026-01-01T00:00:00Z"}
-COMPLETE_131 = real("job-complete-successcriteriamet_k8s131plus.yaml")
-FAILED_131 = real("job-failed-backofflimitexceeded-failuretarget_k8s131plus.yaml")
-OOM_POD = real_items("podlist-oomkilled-job-pod_troubleshoot.json")[0]
-EVICTED_POD = real("pod-evicted-emptydir-sizelimit_aiops-e2e-report_k8s1.26.yaml")
 
 
 def test_every_real_object_is_read_by_some_test() -> None:
@@ -229,57 +222,6 @@ def test_a_native_sidecar_does_not_count_as_the_running_step() -> None:
 
 
 # --- Our own pods, as a cluster would show them ---------------------------------------------
-
-TASK = Instance(instance_id="django__django-11099", repo="django/django",
-                base_commit="d26b2424437dabeeca94d7900b37d2df4410da0c",
-                problem_statement="p", FAIL_TO_PASS=["t"], image="swebench/x:latest",
-                eval_script="true", log_parser="parse_log_django")
-ITEM = WorkItem(id="0123456789abcdef0123456789abcdef", instance_id=TASK.instance_id)
-EVALUATION = Evaluation(name="demo", spec=EvaluationSpec.model_validate(
-    {"agentRef": {"name": "agent"}}))
-AGENT = AgentUnderTest(name="agent", spec=AgentUnderTestSpec(sidecar={"image": "agent:1"}))
-
-
-def our_job(**status: Any) -> dict[str, Any]:
-    cm = m.task_configmap(EVALUATION, TASK, {})
-    job = m.desired_job(EVALUATION, AGENT, ITEM, TASK, cm, runner_version="0.1.0")
-    job["metadata"] |= {"uid": "job-uid", "creationTimestamp": "2026-05-01T10:00:00Z"}
-    job["status"] = status or dict(ACTIVE)
-    return job
-
-
-def our_pod(job: dict[str, Any], phase: str, states: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The Job's pod with each named step in the given state (others without status)."""
-    spec = copy.deepcopy(job["spec"]["template"]["spec"]) | {"nodeName": "node-a"}
-    labels = job["spec"]["template"]["metadata"]["labels"] | {
-        "batch.kubernetes.io/controller-uid": "job-uid", "job-name": job["metadata"]["name"]}
-
-    def statuses(key: str) -> list[dict[str, Any]]:
-        return [{"name": c["name"], "state": states[c["name"]], "image": c["image"],
-                 "imageID": f"docker.io/{c['image'].split(':')[0]}@sha256:{'ab' * 32}"
-                 if "terminated" in states[c["name"]] or "running" in states[c["name"]] else "",
-                 "ready": False, "restartCount": 0}
-                for c in spec[key] if c["name"] in states]
-
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": f"{job['metadata']['name']}-x7k2p", "labels": labels,
-                         "creationTimestamp": "2026-05-01T10:00:01Z"},
-            "spec": spec,
-            "status": {"phase": phase, "startTime": "2026-05-01T10:00:02Z",
-                       "initContainerStatuses": statuses("initContainers"),
-                       "containerStatuses": statuses("containers")}}
-
-
-def done(exit_code: int = 0, finished: str = "2026-05-01T10:05:00Z", **more: Any) -> dict:
-    return {"terminated": {"exitCode": exit_code, "reason": "Completed" if exit_code == 0
-                           else "Error", "startedAt": "2026-05-01T10:01:00Z",
-                           "finishedAt": finished, **more}}
-
-
-RUNNING = {"running": {"startedAt": "2026-05-01T10:06:00Z"}}
-BEFORE_SOLVE = {"pull": done(finished="2026-05-01T10:03:00Z"), "workspace": done(),
-                "agent": RUNNING}
-
 
 def a_result() -> RunResult:
     return RunResult(item_id=ITEM.id, instance_id=TASK.instance_id, outcome=Outcome.RESOLVED,

@@ -20,22 +20,10 @@ from proctor.k8s.evaluation import reconcile
 from proctor.k8s.evaluation.reconcile import ItemView, Settings, decide
 from proctor.k8s.features import prepull
 from proctor.k8s.render import render
-from test_k8s_manifests import evaluation, validate
-from test_k8s_podstatus import (
-    ACTIVE,
-    BEFORE_SOLVE,
-    COMPLETE_131,
-    EVICTED_POD,
-    FAILED_131,
-    ITEM,
-    TASK,
-    done,
-    our_job,
-    our_pod,
-    real,
-    real_items,
-)
-from test_pod_security import restricted_departures
+from support.job_manifests import evaluation, validate
+from support.k8s_status import COMPLETE_131, EVICTED_POD, FAILED_131, real, real_items
+from support.pod_security import restricted_departures
+from support.work_item_pods import ACTIVE, BEFORE_SOLVE, ITEM, TASK, done, our_job, our_pod
 
 NOW = datetime(2026, 5, 1, 10, 10, tzinfo=UTC)
 

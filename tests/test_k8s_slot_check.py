@@ -14,8 +14,8 @@ from proctor.k8s.evaluation import reconcile
 from proctor.k8s.evaluation.reconcile import ItemView, decide
 from proctor.k8s.features import kueue
 from proctor.k8s.features.kueue import CHECK, SlotCheck, checks_by_job
-from test_k8s_kueue import agent_eval, kueue_job, solving
-from test_k8s_reconcile import ITEMS, NOW, ts
+from support.kueue_jobs import agent_eval, kueue_job, solving
+from support.reconcile_views import ITEMS, NOW, ts
 
 
 def workload(job: dict, state: str | None = "Pending", reserved: bool = True,

@@ -7,42 +7,17 @@ tests/support/tools/analyze_legacy_logs.py recomputes from the data folder.
 from __future__ import annotations
 
 import json
-from functools import cache
-from pathlib import Path
 
 import pytest
 from swebench.harness.constants import EvalType
 from swebench.harness.grading import get_eval_tests_report, get_resolution_status
 from swebench.harness.log_parsers import PARSER_REGISTRY
 
-from proctor.core.model import ErrorKind, Instance, Outcome, WorkItem
-from proctor.datasets import load
+from proctor.core.model import ErrorKind, Instance, Outcome
 from proctor.runner.grade import grade_work_dir
-from proctor.runner.workdir import WorkDir, write_task
-from support.paths import SHARED_DATA, shared
+from support.legacy_logs import DATA, DISAGREEMENTS, log_ids, old_run_as_work_dir, verified
 
-DATA = shared(SHARED_DATA / "swebench-verified")  # every test reads the old logs
-EXPECTED = json.loads((Path(__file__).parent / "support" / "data"
-                       / "legacy_log_disagreements.json").read_text())
-
-
-@cache
-def verified() -> dict[str, Instance]:
-    return load(str(DATA / "SWE-bench_Verified_test.parquet"), max_rows=-1).by_id
-
-
-def log_ids() -> list[str]:
-    return sorted(p.name for p in (DATA / "logs").iterdir() if p.is_dir())
-
-
-def old_run_as_work_dir(tmp: Path, instance_id: str) -> WorkDir:
-    """An old run laid out as a Proctor work folder (what `runner grade` reads)."""
-    src = DATA / "logs" / instance_id
-    work = WorkDir(tmp / instance_id)
-    write_task(work, verified()[instance_id], WorkItem(id="1" * 32, instance_id=instance_id))
-    (work / "patch.diff").write_text((src / "patch.diff").read_text())
-    (work / "test_output.txt").write_text((src / "test_output.txt").read_text(errors="replace"))
-    return work
+EXPECTED = json.loads(DISAGREEMENTS.read_text())
 
 
 def swebench_whole_log(instance: Instance, log: str, eval_type: EvalType) -> dict:

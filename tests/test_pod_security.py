@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-from typing import Any
 
 import pytest
 
@@ -14,7 +13,8 @@ from proctor import datasets
 from proctor.k8s.children import manifests as m
 from proctor.k8s.children import security
 from support.calc_task import git
-from test_k8s_manifests import SHAPES, agent, containers, evaluation, job_for, validate
+from support.job_manifests import SHAPES, agent, containers, evaluation, job_for, validate
+from support.pod_security import restricted_departures
 
 
 @pytest.fixture(scope="module")
@@ -27,29 +27,6 @@ BASELINE_CAPABILITIES = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSET
                          "SYS_CHROOT"}
 """Pod Security's baseline profile: the capabilities a container may add (the Kubernetes
 documentation's list, written out here rather than taken from the code under test)."""
-
-
-def restricted_departures(pod: dict[str, Any], container: dict[str, Any]) -> set[str]:
-    """The fields by which a container fails Pod Security's `restricted` profile, as the
-    Kubernetes documentation states the profile (pod-level settings count for it)."""
-    pod_ctx, ctx = pod.get("securityContext") or {}, container.get("securityContext") or {}
-    found = set()
-    if not ctx.get("runAsNonRoot", pod_ctx.get("runAsNonRoot")):
-        found.add("runAsNonRoot")
-    if ctx.get("runAsUser", pod_ctx.get("runAsUser")) == 0:
-        found.add("runAsUser")
-    if ctx.get("allowPrivilegeEscalation") is not False:
-        found.add("allowPrivilegeEscalation")
-    capabilities = ctx.get("capabilities") or {}
-    if "ALL" not in capabilities.get("drop", []) or set(capabilities.get("add", [])) - {
-            "NET_BIND_SERVICE"}:
-        found.add("capabilities")
-    seccomp = (ctx.get("seccompProfile") or pod_ctx.get("seccompProfile") or {}).get("type")
-    if seccomp not in ("RuntimeDefault", "Localhost"):
-        found.add("seccompProfile")
-    if ctx.get("privileged"):
-        found.add("privileged")
-    return found
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))

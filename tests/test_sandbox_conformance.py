@@ -8,8 +8,6 @@ tests/test_docker_sandbox.py). A new sandbox joins by adding itself to SANDBOXES
 
 from __future__ import annotations
 
-import shutil
-import sys
 import threading
 import time
 import uuid
@@ -33,7 +31,6 @@ from proctor.runner.workdir import (
 )
 from proctor.sandboxes.choose import Sandbox
 from proctor.sandboxes.process import ProcessSandbox
-from support.docker_daemon import docker_unavailable
 
 pytestmark = pytest.mark.slow
 SANDBOXES = ["process", pytest.param("docker", marks=pytest.mark.docker)]
@@ -48,21 +45,6 @@ class Subject:
 
     sandbox: Sandbox
     leftovers: Callable[[], list[str]]
-
-
-@pytest.fixture(scope="module")
-def docker_client():
-    from proctor.sandboxes import docker as ds
-    from proctor.sandboxes.demo_images import build_demo_images
-
-    found, problem = ds.connect()
-    if found is None:
-        docker_unavailable(problem)
-    if not shutil.which("mmdebstrap") and not found.images.list(
-            name="proctor/demo-base:bookworm"):
-        docker_unavailable("mmdebstrap is missing, so the demo images cannot be built")
-    build_demo_images(found, log=lambda line: print(line, file=sys.stderr))
-    return found
 
 
 @pytest.fixture(params=SANDBOXES)

@@ -9,7 +9,6 @@ tests/test_cluster_secrets.py.
 
 from __future__ import annotations
 
-import gzip
 import os
 import subprocess
 import sys
@@ -21,6 +20,7 @@ import pytest
 from proctor.agents.server import start_reference_agent
 from proctor.core.model import Outcome
 from proctor.results import ResultsFolder
+from support.leaks import files_holding
 
 PROCTOR = Path(sys.executable).parent / "proctor"
 TOKEN = "s3cr3t-Proctor-token-5b1f0e"
@@ -51,18 +51,6 @@ def proctor(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if k != "PROCTOR_AGENT_TOKEN"}
     return subprocess.run([str(PROCTOR), *args], env={**base, **env}, capture_output=True,
                           text=True, timeout=600)
-
-
-def files_holding(folder: Path, secret: str) -> list[str]:
-    """The files under `folder` whose bytes (or, gzipped, whose content) hold `secret`."""
-    found = []
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        data = path.read_bytes()
-        if data[:2] == b"\x1f\x8b":
-            data = gzip.decompress(data)
-        if secret.encode() in data:
-            found.append(str(path.relative_to(folder)))
-    return found
 
 
 @pytest.fixture(scope="module")

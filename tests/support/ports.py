@@ -1,4 +1,4 @@
-"""A free TCP port on loopback for a server a test starts."""
+"""Ports on loopback: a free one for a server a test starts, a closed one that refuses."""
 
 from __future__ import annotations
 
@@ -19,3 +19,10 @@ def free_port() -> int:
                 continue
             return port
     raise RuntimeError(f"no free port between {LOW} and {HIGH}")
+
+
+def closed_port() -> int:
+    """A port nothing listens on (bound, then let go): a connection to it is refused."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
