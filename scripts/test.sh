@@ -34,7 +34,7 @@ else
     echo "test.sh: scripts/cluster.sh up failed (above): the real-cluster tests will try again"
   fi
   # Kueue's manager takes minutes to build the first time: in the background, while the
-  # tests before tests/test_cluster_kueue.py run (its `scripts/kueue.sh up` waits for it,
+  # tests before tests/cluster/test_cluster_kueue.py run (its `scripts/kueue.sh up` waits for it,
   # and says why if it failed).
   bash scripts/kueue.sh build >/dev/null 2>&1 &
 fi

@@ -13,12 +13,10 @@ import pytest
 # shared helpers say what they compared, as a test's own do.
 pytest.register_assert_rewrite("support")
 
-from proctor import datasets  # noqa: E402
 from proctor.core.model import Instance  # noqa: E402
 from support import real_cluster  # noqa: E402
 from support.calc_task import make_calc_repo, make_instance  # noqa: E402
 from support.docker_daemon import demo_docker_client  # noqa: E402
-from support.paths import VERIFIED_PARQUET, shared  # noqa: E402
 
 
 @pytest.fixture
@@ -34,18 +32,6 @@ def mirror(tmp_path, monkeypatch) -> Path:
 def calc_task(mirror) -> Instance:
     """A real task: `add` subtracts; test_add fails before the fix, test_sub passes."""
     return make_instance(make_calc_repo(mirror / "acme" / "calc"))
-
-
-@pytest.fixture(scope="module")
-def verified() -> list[Instance]:
-    """Every row of the real SWE-bench Verified split (a skip without the shared data)."""
-    return list(datasets.load(str(shared(VERIFIED_PARQUET)), max_rows=-1).instances)
-
-
-@pytest.fixture(scope="module")
-def task(verified) -> Instance:
-    """The Verified split's first row."""
-    return verified[0]
 
 
 @pytest.fixture(scope="module")

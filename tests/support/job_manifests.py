@@ -96,7 +96,7 @@ def task_files(job: Mapping[str, Any], configmaps: Iterable[Mapping[str, Any]]) 
     """What /task holds in the pod of ``job``: path -> text, as a kubelet projects it from
     the ConfigMaps given and the pod template's annotations (written apart from the
     manifests, from Kubernetes' projected volumes; on the real cluster of
-    tests/test_operator.py the runner steps read what a kubelet projects)."""
+    tests/cluster/test_operator.py the runner steps read what a kubelet projects)."""
     by_name = {cm["metadata"]["name"]: cm.get("data", {}) for cm in configmaps}
     template = job["spec"]["template"]
     annotations = template["metadata"].get("annotations", {})
