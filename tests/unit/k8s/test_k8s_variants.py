@@ -75,6 +75,17 @@ def test_template_and_llm_variants_run_on_the_cluster(sensitivity: dict) -> None
     check_runnable(evaluation, on_cluster=True)
 
 
+def test_the_operator_runs_llm_variants_and_template_takes_a_variants_file(tmp_path: Path
+                                                                          ) -> None:
+    llm = parse_manifests(evaluation_yaml(promptSensitivity={"enabled": True,
+                                                             "numVariations": 2}))[0]
+    check_runnable(llm, on_cluster=False)
+    check_runnable(llm, on_cluster=True)  # its variants Job writes them
+    template = parse_manifests(evaluation_yaml(promptSensitivity={
+        **TEMPLATE, "variantsFile": str(tmp_path / "v.jsonl")}))[0]
+    check_runnable(template, on_cluster=False)
+
+
 # --- One Job per item, each with its own variant's text -------------------------------------
 
 

@@ -288,18 +288,6 @@ def test_variants_show_names_a_bad_file(tmp_path, capsys):
     assert "v.jsonl:1: not a variants record" in capsys.readouterr().err
 
 
-def test_the_operator_runs_llm_variants_and_template_takes_a_variants_file(tmp_path):
-    from proctor.formats.manifest import parse_manifests
-    from proctor.prepare import check_runnable
-
-    llm = parse_manifests(EVALUATION.format(extra=""))[0]
-    check_runnable(llm, on_cluster=False)
-    check_runnable(llm, on_cluster=True)  # its variants Job writes them
-    template = parse_manifests(EVALUATION.format(
-        extra=f", strategy: template, variantsFile: {tmp_path / 'v.jsonl'}"))[0]
-    check_runnable(template, on_cluster=False)
-
-
 def test_one_file_holds_both_strategies_and_each_uses_its_own(tmp_path, ollama, capsys):
     """llm and template records side by side: each Evaluation takes the records of its
     own strategy (another strategy's key differs), the llm ones with no new model call."""
