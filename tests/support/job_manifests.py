@@ -50,11 +50,22 @@ def containers(job: dict) -> dict[str, dict]:
     return {c["name"]: c for c in spec["initContainers"] + spec["containers"]}
 
 
+def valid_versions(obj: dict) -> tuple[str, ...]:
+    """The Kubernetes versions of VERSIONS whose schemas take ``obj`` (strict): all of them,
+    or kubernetes-validate's error naming what the first refused."""
+    return tuple(kubernetes_validate.validate(obj, version, strict=True) for version in VERSIONS)
+
+
 def validate(*objects: dict) -> None:
     for obj in objects:
-        for version in VERSIONS:
-            assert kubernetes_validate.validate(obj, version, strict=True) == version
+        assert valid_versions(obj) == VERSIONS
         check_names_and_labels(obj)
+
+
+def task_configmaps(job: dict) -> list[str]:
+    """The ConfigMaps a Job's pod reads its /task from."""
+    (volume,) = [v for v in job["spec"]["template"]["spec"]["volumes"] if v["name"] == "task"]
+    return [s["configMap"]["name"] for s in volume["projected"]["sources"] if "configMap" in s]
 
 
 def check_names_and_labels(obj: dict) -> None:
@@ -90,6 +101,11 @@ SHAPES: dict[str, tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any]]] 
                         "timeouts": {"testSeconds": 600, "podSeconds": 4000}},
                        {"endpoint": "http://a:9009/"}, {"preferred_node": "node-7"}),
 }
+
+STEPS = ["pull", "solve", "test-log", "test", "grade"]
+"""A work item's pod, step by step (init containers and containers)."""
+SIDECAR_STEPS = ["pull", "workspace", "agent", "solve", "test-log", "test", "grade"]
+"""With a sidecar agent: its copy of the repository made, then the agent beside the task."""
 
 
 def task_files(job: Mapping[str, Any], configmaps: Iterable[Mapping[str, Any]]) -> dict[str, str]:

@@ -18,7 +18,7 @@ import yaml
 from proctor.cli.main import main as cli_main
 from proctor.core.labels import ANNOTATION_ITEM
 from proctor.core.model import ORIGINAL_VARIANT
-from proctor.core.spec import LLM_VARIANTS_NOT_RENDERED, VARIANTS_FILE_ON_CLUSTER
+from proctor.core.spec import LLM_VARIANTS_NOT_RENDERED, VARIANTS_FILE_ON_CLUSTER, Evaluation
 from proctor.datasets import demo
 from proctor.formats.manifest import parse_manifests, parse_resource
 from proctor.k8s.children.manifests import (
@@ -30,8 +30,16 @@ from proctor.k8s.children.manifests import (
 )
 from proctor.k8s.evaluation import reconcile
 from proctor.k8s.evaluation.act import Tracked
+from proctor.k8s.features.llm_variants import variants_job
 from proctor.k8s.render import agent_of, render
-from proctor.prepare import Refusal, check_runnable, load_selection, plan_items, prompt_variants
+from proctor.prepare import (
+    Refusal,
+    check_runnable,
+    load_selection,
+    plan_items,
+    prompt_variants,
+    variants_store,
+)
 from proctor.variants import read_variants, template_variants, text_hash, write_variants
 from proctor.variants.template import style_ids
 
@@ -66,24 +74,50 @@ def test_a_variants_file_is_refused_on_the_cluster_only() -> None:
     check_runnable(evaluation, on_cluster=False)  # `proctor run` runs it
 
 
-@pytest.mark.parametrize("sensitivity", [
-    TEMPLATE, {"enabled": True},  # llm: the CRD's default (its variants Job writes them)
-    {"enabled": True, "strategy": "llm", "model": "openai/gpt-4o"}],
+def refusal(evaluation: Evaluation, on_cluster: bool) -> str | None:
+    """The reason `check_runnable` refuses the Evaluation for, or None where it runs it."""
+    try:
+        check_runnable(evaluation, on_cluster=on_cluster)
+    except Refusal as refused:
+        return refused.reason
+    return None
+
+
+@pytest.mark.parametrize(("sensitivity", "strategy"), [
+    (TEMPLATE, "template"),
+    ({"enabled": True}, "llm"),  # llm: the CRD's default (its variants Job writes them)
+    ({"enabled": True, "strategy": "llm", "model": "openai/gpt-4o"}, "llm")],
     ids=["template", "llm-default", "llm"])
-def test_template_and_llm_variants_run_on_the_cluster(sensitivity: dict) -> None:
+def test_template_and_llm_variants_run_on_the_cluster(sensitivity: dict, strategy: str) -> None:
     (evaluation,) = parse_manifests(evaluation_yaml(promptSensitivity=sensitivity, repeats=2))
-    check_runnable(evaluation, on_cluster=True)
+    assert evaluation.spec.prompt_sensitivity.strategy == strategy
+    assert refusal(evaluation, on_cluster=True) is None
+    # And the operator makes them: template ones in its process, planned as `proctor run`
+    # plans them; llm ones in the Job that runs `proctor variants generate`.
+    if strategy == "template":
+        selection = load_selection(evaluation)
+        items = Tracked(uid="u", name="demo").items({"metadata": {"generation": 1}}, evaluation,
+                                                    selection,
+                                                    prompt_variants(evaluation, selection))
+        assert len(items) == TASKS * 3 * 2
+        assert {i.variant_id for i in items} == {ORIGINAL_VARIANT, *style_ids()[:2]}
+    else:
+        job = variants_job(evaluation, runner_version="0.1.0")
+        (container,) = job["spec"]["template"]["spec"]["containers"]
+        assert "exec proctor variants generate" in container["command"][-1]
 
 
 def test_the_operator_runs_llm_variants_and_template_takes_a_variants_file(tmp_path: Path
                                                                           ) -> None:
     llm = parse_manifests(evaluation_yaml(promptSensitivity={"enabled": True,
                                                              "numVariations": 2}))[0]
-    check_runnable(llm, on_cluster=False)
-    check_runnable(llm, on_cluster=True)  # its variants Job writes them
+    assert llm.spec.prompt_sensitivity.strategy == "llm"
+    assert refusal(llm, on_cluster=False) is None
+    assert refusal(llm, on_cluster=True) is None  # its variants Job writes them
     template = parse_manifests(evaluation_yaml(promptSensitivity={
         **TEMPLATE, "variantsFile": str(tmp_path / "v.jsonl")}))[0]
-    check_runnable(template, on_cluster=False)
+    assert refusal(template, on_cluster=False) is None
+    assert variants_store(template) == tmp_path / "v.jsonl"  # where its records are kept
 
 
 # --- One Job per item, each with its own variant's text -------------------------------------

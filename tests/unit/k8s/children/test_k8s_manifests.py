@@ -21,13 +21,18 @@ from proctor.variants import variants_for
 from support.calc_task import git
 from support.job_manifests import (
     SHAPES,
+    SIDECAR_STEPS,
+    STEPS,
+    VERSIONS,
     agent,
     check_names_and_labels,
     containers,
     evaluation,
     item_of,
     job_for,
+    task_configmaps,
     task_files,
+    valid_versions,
     validate,
 )
 
@@ -40,7 +45,13 @@ def test_every_shape_of_job_and_configmap_validates(shape: str, task: Instance) 
     aut = agent(**aut_spec) if aut_spec else None
     ev = evaluation(**spec) if aut else evaluation(**{**spec, "agentRef": None})
     cm, job = job_for(ev, aut, task, **kwargs)
-    validate(cm, job)
+    for obj in (cm, job):
+        assert valid_versions(obj) == VERSIONS, obj["kind"]
+        check_names_and_labels(obj)
+    # Each object is the shape's: the Job's pod reads /task from this ConfigMap, and runs
+    # the shape's steps (a sidecar agent's two more).
+    assert task_configmaps(job) == [cm["metadata"]["name"]]
+    assert list(containers(job)) == (SIDECAR_STEPS if "sidecar" in (aut_spec or {}) else STEPS)
 
 
 def test_retry_with_a_kept_patch_validates_and_never_asks_the_agent(task: Instance) -> None:
