@@ -33,6 +33,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -371,13 +372,17 @@ def test_two_operators_one_leads_and_the_other_takes_over_when_it_is_killed(
     eval_body["spec"]["dataset"]["maxRows"] = rows
     logs = {name: tmp_path / f"{name}.log" for name in ("op-a", "op-b")}
 
-    def holder() -> str | None:
+    def lease() -> Any:
         try:
-            return leases.read_namespaced_lease(LEASE, ns).spec.holder_identity
+            return leases.read_namespaced_lease(LEASE, ns).spec
         except kubernetes.client.ApiException as exc:
             if exc.status == 404:
                 return None
             raise
+
+    def holder() -> str | None:
+        spec = lease()
+        return spec.holder_identity if spec is not None else None
 
     started: list[subprocess.Popen] = []
     try:
@@ -391,12 +396,13 @@ def test_two_operators_one_leads_and_the_other_takes_over_when_it_is_killed(
         api.apply(agent_body, eval_body)
         wait_for(lambda: len(results(api)) >= 1, 180)
         assert "Created Job" not in logs["op-b"].read_text(), "the standby acted"
-        assert holder() == "op-a"
+        held = lease()
+        assert held.holder_identity == "op-a"
         os.killpg(started[0].pid, signal.SIGKILL)
         started[0].wait()
-        killed, kept_before = time.monotonic(), len(results(api))
+        kept_before = len(results(api))
         wait_for(lambda: holder() == "op-b", 30, 0.2, lambda: logs["op-b"].read_text())
-        took = time.monotonic() - killed
+        taken = lease()
         body = wait_succeeded(api)
     finally:
         for process in started:
@@ -404,7 +410,13 @@ def test_two_operators_one_leads_and_the_other_takes_over_when_it_is_killed(
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
     assert kept_before < rows, "the kill should land mid-run"
-    assert took < 6 + 4, f"the standby took {took:.1f}s to take over a 6s Lease"
+    # The standby took over a Lease its killed holder could not release, once its record
+    # had not changed for a lease duration: after op-a's last renewal by that much, in one
+    # transition. (How soon: benchmarks/operator_response.py.)
+    assert "Acquired the Lease" in logs["op-b"].read_text()
+    assert taken.lease_transitions == (held.lease_transitions or 0) + 1
+    assert taken.acquire_time >= held.renew_time + timedelta(
+        seconds=held.lease_duration_seconds), (held, taken)
     assert "Kept result" in logs["op-b"].read_text(), "the new leader finished nothing"
     assert body["status"]["items"]["done"] == rows
     created = [obj for kind, obj in jobs.events if kind == "ADDED"]
