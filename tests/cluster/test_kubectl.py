@@ -93,6 +93,11 @@ def _rows(table: str) -> list[dict[str, str]]:
                                                      strict=True)} for line in lines]
 
 
+def _jobs_of(kubectl: Kubectl, evaluation: str) -> list[str]:
+    return kubectl("get", "jobs", "-l", f"proctor.dev/evaluation={evaluation}",
+                   "-o", "name").stdout.split()
+
+
 def _made_for(kubectl: Kubectl, evaluation: str) -> list[str]:
     """The Jobs, pods and ConfigMaps made for an Evaluation, as kubectl names them."""
     return kubectl("get", "jobs,pods,configmaps", "-l", f"proctor.dev/evaluation={evaluation}",
@@ -204,11 +209,26 @@ def test_delete_mid_run_returns_and_starts_nothing_more(kubectl: Kubectl) -> Non
             assert time.monotonic() < deadline, "the operator never created two Jobs"
             time.sleep(0.5)
         assert _made_for(kubectl, "long"), "nothing was made for the Evaluation to delete"
-        began = time.monotonic()
-        kubectl("delete", "evaluation", "long", "--timeout=60s", timeout=90)
+        # Nothing holds the delete back: the operator adds no finalizer (the Evaluation owns
+        # what it made, and Kubernetes' garbage collector takes that). kubectl's own wait
+        # then ends when the object is gone; past its --timeout it would fail instead.
+        finalizers = kubectl("get", "evaluation", "long", "-o", "jsonpath={.metadata.finalizers}")
+        assert finalizers.stdout == ""
+        deleted = kubectl("delete", "evaluation", "long", "--timeout=60s", timeout=90)
+        assert 'evaluation.proctor.dev "long" deleted' in deleted.stdout, deleted.stdout
         returned = time.monotonic()
-        assert returned - began < 60
-        time.sleep(5)  # a pass in flight, or a resync, would have created a Job by now
+        # A positive sign that a pass of "long" in flight, or one queued before the delete,
+        # would have created its Job by now: the operator has since run a whole pass, to a
+        # Job created, for an Evaluation applied after the delete (it takes the events in
+        # the order the API server sends them).
+        kubectl("apply", "-f", "-", stdin=_evaluation_yaml("later", 1))
+        try:
+            deadline = time.monotonic() + 120
+            while not _jobs_of(kubectl, "later"):
+                assert time.monotonic() < deadline, "no Job for an Evaluation made afterwards"
+                time.sleep(0.5)
+        finally:
+            kubectl("delete", "evaluation", "later", "--wait=true", timeout=90)
         assert watch.created_after(returned) == [], "a Job was created after the delete"
     finally:
         watch.stop()
