@@ -6,10 +6,15 @@
 * the speed-up from maxConcurrentRows 1 to 2 (oracle agent);
 * the time to stop in flight: `proctor run` as a process with items in flight (requests
   to an agent on loopback that never answers; an eval script that sleeps), sent SIGINT
-  as a terminal's Ctrl-C would: seconds from the signal to its exit (130).
+  as a terminal's Ctrl-C would: seconds from the signal to its exit (130);
+* the same for one run's cancellation scope (`local/scope.py`) on its own: a run whose one
+  item waits at the edge (`SCOPE_RUN`, which tests/unit/local/test_run_scope.py runs too),
+  from Ctrl-C to its exit when the edge ends on the stop, and from a second Ctrl-C to its
+  exit when the edge ignores the stop (target: each under 10 s; the edge alone would take
+  a minute).
 
     python benchmarks/engine.py          # all of them
-    python benchmarks/engine.py stop     # only the time to stop in flight
+    python benchmarks/engine.py stop     # only the times to stop in flight
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 from collections.abc import Callable
@@ -38,6 +44,7 @@ from proctor.agents.server import (
 from proctor.cli.demo import demo_manifests, run_demo
 from proctor.datasets import demo
 from proctor.local.engine import run_evaluation
+from proctor.local.scope import REPEAT_S
 from proctor.results import ResultsFolder
 
 
@@ -168,10 +175,84 @@ spec:
               f"{1000 * statistics.median(t[1] for t in times):.0f} ms")
 
 
+# A run whose one item waits in a thread at the edge: until `stop` (`obeys`), until
+# `stop` and then a while, as a container's removal takes (`lingers`), or a minute
+# whatever happens (`ignores`). It prints "in flight" once the thread runs, and how the
+# edge ended, when it does.
+SCOPE_RUN = textwrap.dedent("""
+    import asyncio, sys, threading, time
+    from proctor.local.scope import RunScope
+
+    mode = sys.argv[1]
+    stop = threading.Event()
+
+    def edge():
+        print("in flight", flush=True)
+        if mode == "ignores":
+            time.sleep(60)
+        stopped = stop.wait(60)
+        print("edge: stopped" if stopped else "edge: timed out", flush=True)
+        time.sleep(0.5 if mode == "lingers" else 0)
+
+    async def run():
+        scope = RunScope(stop)
+        with scope.owning(asyncio.current_task()):
+            try:
+                async with asyncio.TaskGroup() as group:
+                    group.create_task(scope.at_edge(edge))
+            except asyncio.CancelledError:
+                raise scope.why from None
+
+    try:
+        asyncio.run(run())
+    except KeyboardInterrupt:
+        time.sleep(0.3)  # what a command does after its run: its last lines, say
+        print("stopped", file=sys.stderr)
+        sys.exit(130)
+""")
+
+
+def _scope_exit(root: Path, mode: str, second: bool) -> float:
+    """Seconds from the Ctrl-C that should end a SCOPE_RUN in `mode` (the first, or with
+    `second` the second, sent once the first's window has passed) to its exit (130)."""
+    script = root / "scope_run.py"
+    script.write_text(SCOPE_RUN)
+    proc = subprocess.Popen([sys.executable, str(script), mode], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        if proc.stdout.readline() != "in flight\n":
+            raise SystemExit(f"the scope run did not start: {proc.stderr.read()[-500:]}")
+        os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole group
+        if second:
+            time.sleep(REPEAT_S + 0.3)  # past the window in which it is the same keypress
+            os.killpg(proc.pid, signal.SIGINT)
+        sent = time.perf_counter()
+        code = proc.wait(timeout=120)
+        took = time.perf_counter() - sent
+    finally:
+        proc.kill()
+    if code != 130:
+        raise SystemExit(f"the scope run exited {code}, not 130")
+    return took
+
+
+def scope_figures(root: Path, rounds: int = 5) -> None:
+    """The time a run's cancellation scope takes to end, median of `rounds`."""
+    for what, mode, second in (("Ctrl-C, the edge ending on the stop", "obeys", False),
+                               ("a second Ctrl-C, the edge ignoring the stop", "ignores",
+                                True)):
+        times = [_scope_exit(root, mode, second) for _ in range(rounds)]
+        print(f"one run's scope: {what}, to its exit (130) (median of {rounds}): "
+              f"{1000 * statistics.median(times):.0f} ms, max {1000 * max(times):.0f} ms "
+              f"(target: under 10 s)")
+
+
 def main() -> None:
     if sys.argv[1:] == ["stop"]:
         with tempfile.TemporaryDirectory() as tmp:
             stop_figures(Path(tmp))
+            scope_figures(Path(tmp))
         return
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -189,6 +270,7 @@ def main() -> None:
               f"(target: under 120 s on 2 cores)")
         (root / "stop").mkdir()
         stop_figures(root / "stop")
+        scope_figures(root / "stop")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """Real SWE-bench Verified rows on images built from source, in Proctor and in swebench's
-harness: shared by tests/test_real_rows.py (a subset, in CI) and benchmarks/swebench_peer.py
+harness: shared by tests/e2e/test_real_rows.py (a subset, in CI) and benchmarks/swebench_peer.py
 (all 20 rows of the shared data's bundles).
 
 Each tool runs as its own process, as a user runs it: `proctor eval --sandbox docker`, and

@@ -9,6 +9,10 @@ With `--sandbox docker`, the same in the Docker sandbox on the demo images
 (`proctor images build-demo` first): a container created, files copied in,
 started, waited for, files copied out, removed. No target: it is for comparison.
 
+Then the time a test step past its limit takes to end: an eval script that sleeps ten
+minutes under a 2 s limit, killed at it (the sandbox conformance test checks that it is
+killed, not how soon). Target: ended within a minute of its start.
+
     python benchmarks/sandbox_overhead.py [--rounds 3] [--sandbox docker]
 """
 
@@ -17,6 +21,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import tempfile
+import time
 from pathlib import Path
 
 from proctor.core.model import WorkItem
@@ -44,6 +49,29 @@ def measure(rounds: int, run_test_step=None) -> list[float]:
     return overheads
 
 
+LIMIT = 2
+"""The time limit of the test step that overruns it, in seconds."""
+
+
+def past_the_limit(rounds: int, run_test_step=None) -> list[float]:
+    """Seconds from the start of a test step whose eval script sleeps 600 s under a
+    LIMIT-second limit to its end, once per round."""
+    run_test_step = run_test_step or process.ProcessSandbox().run_test_step
+    inst = to_instance(demo.load_rows()[0], 0)
+    took = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in range(rounds):
+            work = WorkDir(Path(tmp) / f"limit-{n}")
+            write_task(work, inst, WorkItem(id="0" * 32, instance_id=inst.instance_id))
+            write_patch(work, inst.patch)
+            write_test_step(work, inst, LIMIT)
+            (work / "eval.sh").write_text("echo started; sleep 600\n")
+            started = time.perf_counter()
+            run_test_step(work, inst, LIMIT)
+            took.append(time.perf_counter() - started)
+    return took
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
@@ -53,17 +81,21 @@ def main() -> None:
         client, problem = docker_sandbox.connect()
         if client is None:
             raise SystemExit(problem)
-        values = sorted(measure(args.rounds, docker_sandbox.DockerSandbox(
-            client, pull="never").run_test_step))
+        run_test_step = docker_sandbox.DockerSandbox(client, pull="never").run_test_step
         isolated, target = "no (the daemon's default network)", ""
     else:
         process.network_wrapper()  # the one-off probe is not per-item cost
-        values = sorted(measure(args.rounds))
+        run_test_step = process.ProcessSandbox().run_test_step
         isolated, target = str(bool(process.network_wrapper())), " (target: median < 150 ms)"
+    values = sorted(measure(args.rounds, run_test_step))
     ms = [1000 * v for v in values]
     print(f"items: {len(ms)}  sandbox: {args.sandbox}  network isolated: {isolated}")
     print(f"sandbox overhead per item: median {statistics.median(ms):.0f} ms, "
           f"p90 {ms[int(0.9 * (len(ms) - 1))]:.0f} ms, max {ms[-1]:.0f} ms{target}")
+    ended = sorted(past_the_limit(args.rounds, run_test_step))
+    print(f"a test step past its {LIMIT} s limit (its script sleeps 600 s): ended after "
+          f"median {statistics.median(ended):.1f} s, max {ended[-1]:.1f} s, "
+          f"over {len(ended)} (target: < 60 s)")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Makes a Docker daemon answer for the Docker sandbox's tests (tests/test_docker_sandbox.py).
+# Makes a Docker daemon answer for the Docker sandbox's tests (tests/unit/sandboxes/test_docker_sandbox.py).
 #
 # Only as root, and only when no daemon answers: installs what is missing of docker.io,
 # mmdebstrap (the demo images' base) and docker-registry (the pull test) from Debian's

@@ -6,7 +6,7 @@
 docs/crds.md lists every field of the two CRDs in crds/ (path, type, default,
 description, limits, CEL rules' messages); docs/metrics.md every metric the operator
 exports, read from the exporter's own definitions. Both are generated so that they
-cannot drift from what Kubernetes and Prometheus see; tests/test_docs.py fails when
+cannot drift from what Kubernetes and Prometheus see; tests/e2e/test_docs.py fails when
 either file differs from what this script writes.
 """
 
@@ -89,12 +89,12 @@ def crds_reference(crds: Path = ROOT / "crds") -> str:
     """docs/crds.md's text, from the CRD files in a folder."""
     head = ("# CRD reference\n\n"
             "Generated from `crds/` by `scripts/gen_docs.py`; do not edit by hand "
-            "(`tests/test_docs.py` fails when it is stale). On a cluster, `kubectl explain "
+            "(`tests/e2e/test_docs.py` fails when it is stale). On a cluster, `kubectl explain "
             "evaluation.spec` shows the same descriptions. A rule is a CEL validation, named "
             "by the message `kubectl apply` gives when it fails. The CRDs are the one source "
             "of these schemas: the Python models of the specs (`proctor.core.spec`) are "
-            "checked against them field by field (`tests/test_spec_matches_crds.py`), not "
-            "generated.\n\n")
+            "checked against them field by field "
+            "(`tests/unit/core/test_spec_matches_crds.py`), not generated.\n\n")
     return head + "\n".join(crd_section(yaml.safe_load((crds / name).read_text()))
                              for name in CRDS)
 
@@ -127,7 +127,7 @@ def metrics_reference() -> str:
     lines = ["# Metrics reference", "",
              "Generated from `operator/proctor/k8s/evaluation/metrics.py` by "
              "`scripts/gen_docs.py`; "
-             "do not edit by hand (`tests/test_docs.py` fails when it is stale). The operator "
+             "do not edit by hand (`tests/e2e/test_docs.py` fails when it is stale). The operator "
              "serves them on port 9090 (`/metrics`). The leaderboard figures are named after "
              "the fields of summary.json's EvalResult (`resolved_pct` -> "
              "`proctor_resolved_ratio`), the reliability figures after the status's "

@@ -33,7 +33,7 @@ die() { say "$*"; exit 1; }
 
 kubectl() {
   local bin
-  bin=$("$ROOT/.venv/bin/python" "$ROOT/tests/k8s_tools.py" kubectl) || die "no kubectl"
+  bin=$("$ROOT/.venv/bin/python" "$ROOT/tests/support/k8s_tools.py" kubectl) || die "no kubectl"
   "$bin" "$@"
 }
 

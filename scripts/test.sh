@@ -19,7 +19,7 @@ bash scripts/s3-server.sh build >/dev/null || echo "test.sh: the S3 server did n
 .venv/bin/mypy
 
 started=""
-why=$(.venv/bin/python -c 'import sys; sys.path.insert(0, "tests"); import real_cluster; print(real_cluster.missing() or "")')
+why=$(.venv/bin/python -c 'import sys; sys.path.insert(0, "tests"); from support import real_cluster; print(real_cluster.missing() or "")')
 if [ -n "$why" ]; then
   echo "test.sh: no real cluster here, so the real-cluster tests skip: $why"
 else
@@ -29,12 +29,12 @@ else
   if line=$(bash scripts/cluster.sh up | tail -n1); then
     how="already running"; [ -z "$started" ] || how="started here"
     echo "test.sh: the real cluster was up in ${SECONDS}s ($how):"
-    "$(.venv/bin/python tests/k8s_tools.py kubectl)" --kubeconfig "${line#KUBECONFIG=}" version
+    "$(.venv/bin/python tests/support/k8s_tools.py kubectl)" --kubeconfig "${line#KUBECONFIG=}" version
   else
     echo "test.sh: scripts/cluster.sh up failed (above): the real-cluster tests will try again"
   fi
   # Kueue's manager takes minutes to build the first time: in the background, while the
-  # tests before tests/test_cluster_kueue.py run (its `scripts/kueue.sh up` waits for it,
+  # tests before tests/cluster/test_cluster_kueue.py run (its `scripts/kueue.sh up` waits for it,
   # and says why if it failed).
   bash scripts/kueue.sh build >/dev/null 2>&1 &
 fi

@@ -56,8 +56,8 @@ hash=$( { git ls-files -s -- "${inputs[@]}"; git diff HEAD -- "${inputs[@]}"
         } 2>/dev/null | sha256sum | cut -c1-12)
 tag=${PROCTOR_RUNNER_TAG:-$version-$hash}
 runner=${PROCTOR_RUNNER_IMAGE:-proctor-runner:$tag}
-helm=$(.venv/bin/python tests/k8s_tools.py helm)
-kubectl_bin=$(.venv/bin/python tests/k8s_tools.py kubectl)
+helm=$(.venv/bin/python tests/support/k8s_tools.py helm)
+kubectl_bin=$(.venv/bin/python tests/support/k8s_tools.py kubectl)
 kubectl() { "$kubectl_bin" "$@"; }
 # The chart's full name of the release's objects (templates/_helpers.tpl).
 case $release in *proctor*) fullname=$release ;; *) fullname=$release-proctor ;; esac

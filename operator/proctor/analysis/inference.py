@@ -34,8 +34,8 @@ MIN_TASKS = 30
 narrow to trust. Why 30: a 95% percentile bootstrap interval of a mean over n tasks is about
 mean +- 1.96 * sd / sqrt(n) with the plug-in sd (divided by n, not n - 1) and a normal
 quantile (not Student's t), so it covers less than 95%; measured for this module's figures
-(tests/test_inference.py, 1,000 simulated evaluations each) it covers about 83% at 5 tasks,
-91% at 10, 92-93% at 20 and 94% from 30 on."""
+(tests/unit/analysis/test_inference.py, 1,000 simulated evaluations each) it covers about
+83% at 5 tasks, 91% at 10, 92-93% at 20 and 94% from 30 on."""
 
 
 def flip_statistics(diffs: np.ndarray, signs: np.ndarray) -> np.ndarray:

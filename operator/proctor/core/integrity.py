@@ -9,7 +9,7 @@ applied and graded as usual. It is a pure function of the patch text and the tas
 the process sandbox, the Docker sandbox and a cluster's Job apply the same decision.
 
 The set was chosen against the 500 gold patches of SWE-bench Verified: none of them
-loses a hunk (tests/test_integrity.py checks it over the dataset). SWE-bench itself
+loses a hunk (tests/unit/core/test_integrity.py checks it over the dataset). SWE-bench itself
 files every path containing "test" under the test patch; the rule here is narrower
 (whole path components), so that pytest-dev/pytest's own source (`src/_pytest/`),
 which is the library under test, stays the agent's to change.

@@ -1,7 +1,7 @@
 """Typed, frozen views of the Evaluation and AgentUnderTest custom resources.
 
 The CRDs under ``crds/`` are the one source of each schema; these models are checked
-against them, not generated from them. tests/test_spec_matches_crds.py walks both, field
+against them, not generated from them. tests/unit/core/test_spec_matches_crds.py walks both, field
 by field: the same fields by camelCase name, types, enums (Literals), defaults, required
 fields, and the bounds a model states (the models state none: the CRD's bounds, patterns
 and CEL rules are checked on every manifest by ``proctor.formats.manifest`` before a model

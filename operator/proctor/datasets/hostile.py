@@ -1,5 +1,5 @@
 """Hostile patches: one or more per class of the threat model, for any task: the demo
-dataset's and real SWE-bench rows (tests/test_integrity.py, tests/test_real_rows.py,
+dataset's and real SWE-bench rows (tests/unit/core/test_integrity.py, tests/e2e/test_real_rows.py,
 benchmarks/integrity.py).
 
 Each patch fixes nothing and tries to get credit by changing the machinery that runs

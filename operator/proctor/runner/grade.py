@@ -118,7 +118,7 @@ def grade_log(instance: Instance, log_path: str, legacy_log: bool = False) -> Lo
 # swebench parsers that look at a line only when it starts with a test status
 # (PASSED, FAILED, ...). Handing them just those lines yields the same map, found by
 # one regex scan in C instead of a Python loop over every line: a 20 MB pytest log
-# grades in a fraction of the time. tests/test_grade_speedup.py checks equality.
+# grades in a fraction of the time. tests/unit/runner/test_grade_speedup.py checks equality.
 STATUS_GATED_PARSERS = ("parse_log_pytest", "parse_log_pytest_options")
 
 

@@ -70,7 +70,7 @@ def refusal(instance: Instance, image: str, mode: SandboxMode, daemon_problem: s
 class Sandbox(Protocol):
     """What the engine asks of a sandbox (the process one, the Docker one, any other).
 
-    tests/test_sandbox_conformance.py holds the contract every sandbox must pass: the
+    tests/unit/sandboxes/test_sandbox_conformance.py holds the contract every sandbox must pass: the
     same graded outcome for the same task, a patch that does not apply and a timeout
     reported as such, only regular files brought back, nothing of one item left for the
     next, and, once stopped, nothing left running and nothing new started."""

@@ -46,7 +46,8 @@ _Method = TypeVar("_Method", bound=Callable[..., Any])
 def needs(*rules: Rule) -> Callable[[_Method], _Method]:
     """Declare the rights a method's API calls need. The chart grants what Kube's and Leases'
     methods declare, and a test runs each method against a recording HTTP server: a call
-    its declaration lacks fails it (tests/test_k8s_rbac.py, tests/test_chart.py)."""
+    its declaration lacks fails it (tests/unit/k8s/machinery/test_k8s_rbac.py,
+    tests/deploy/test_chart.py)."""
     def declare(method: _Method) -> _Method:
         NEEDS[method.__qualname__] = rules
         return method

@@ -1,0 +1,1 @@
+"""Whole-program tests: the README, the docs, the demo, the scripts, real rows end to end."""

@@ -1,0 +1,1 @@
+"""Tests of the package, laid out as operator/proctor is; here, the package as a whole."""

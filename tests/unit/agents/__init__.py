@@ -1,0 +1,1 @@
+"""proctor.agents: the reference agents and the llm agent, served for real."""

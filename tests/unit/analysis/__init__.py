@@ -1,0 +1,1 @@
+"""proctor.analysis: `proctor analyze`'s figures, tables and report."""

@@ -1,0 +1,1 @@
+"""proctor.cli: the commands as a user runs them, bad input included."""

@@ -1,0 +1,1 @@
+"""proctor.core: grading, metrics, patches, integrity and the spec models."""

@@ -1,0 +1,1 @@
+"""proctor.formats: manifests and the Agentbeats files."""

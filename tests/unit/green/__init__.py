@@ -1,0 +1,1 @@
+"""proctor.green: Proctor as an Agentbeats green agent."""

@@ -1,0 +1,1 @@
+"""proctor.k8s.agents: the probes of an agent and its task slots over Evaluations."""

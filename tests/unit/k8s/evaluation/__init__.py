@@ -1,0 +1,1 @@
+"""proctor.k8s.evaluation: the reconcile decision, the status, figures and metrics."""

@@ -1,0 +1,1 @@
+"""proctor.local: the embedded engine, `proctor run`."""

@@ -1,0 +1,1 @@
+"""proctor.sandboxes: the process and Docker sandboxes, checkouts, the test step and task images."""

@@ -1,0 +1,1 @@
+"""proctor.store: results in an S3-compatible object store."""

@@ -1,0 +1,1 @@
+"""proctor.variants: template and llm prompt variants."""
