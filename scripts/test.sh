@@ -6,38 +6,65 @@
 # A cluster already running is used and left running; one started here is stopped at the end.
 # Where none can start, the real-cluster tests skip, saying why (PROCTOR_REQUIRE_CLUSTER=1:
 # they fail instead).
+#
+# The tests run on PROCTOR_TEST_WORKERS pytest-xdist workers (default 2, one a core here):
+# the real-cluster tests one after another on one worker (they share the one node, and some
+# change what is cluster-wide), the others spread over all of them meanwhile. Each phase
+# prints its time and the load average beside it, and pytest the test modules over 30 s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+started_at=$SECONDS
+phase() {  # phase NAME: the time since the last phase ended, with the load average
+  echo "test.sh: $1 took $(( SECONDS - started_at ))s (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+  started_at=$SECONDS
+}
+
 bash scripts/setup.sh --test
+phase "install"
 bash scripts/docker-daemon.sh
-# The object store's tests run against a real S3 server built with Go (2 to 3 minutes the
-# first time, then cached); where it cannot build they skip or, with PROCTOR_REQUIRE_S3=1,
-# fail, saying why.
-bash scripts/s3-server.sh build >/dev/null || echo "test.sh: the S3 server did not build (above)"
-.venv/bin/ruff check .
-# [tool.mypy] in pyproject.toml: the package; strict on core, k8s, local, runner, sandboxes, store
-.venv/bin/mypy
+phase "the Docker daemon"
 
 started=""
 why=$(.venv/bin/python -c 'import sys; sys.path.insert(0, "tests"); from support import real_cluster; print(real_cluster.missing() or "")')
+cluster_log=$(mktemp)
 if [ -n "$why" ]; then
   echo "test.sh: no real cluster here, so the real-cluster tests skip: $why"
 else
   case $(bash scripts/cluster.sh status) in *"kubelet: running"*) ;; *) started=1 ;; esac
   [ -z "$started" ] || trap 'bash scripts/cluster.sh down' EXIT
-  SECONDS=0
-  if line=$(bash scripts/cluster.sh up | tail -n1); then
-    how="already running"; [ -z "$started" ] || how="started here"
-    echo "test.sh: the real cluster was up in ${SECONDS}s ($how):"
-    "$(.venv/bin/python tests/support/k8s_tools.py kubectl)" --kubeconfig "${line#KUBECONFIG=}" version
-  else
-    echo "test.sh: scripts/cluster.sh up failed (above): the real-cluster tests will try again"
-  fi
-  # Kueue's manager takes minutes to build the first time: in the background, while the
-  # tests before tests/cluster/test_cluster_kueue.py run (its `scripts/kueue.sh up` waits for it,
-  # and says why if it failed).
+  # Its build (minutes, the first time) goes on while the S3 server builds and the lint
+  # and type check run; the tests start once it is up.
+  bash scripts/cluster.sh up >"$cluster_log" 2>&1 &
+  cluster_pid=$!
+  # Kueue's manager too (minutes the first time): its module's `scripts/kueue.sh up` waits
+  # for this build, and says why if it failed.
   bash scripts/kueue.sh build >/dev/null 2>&1 &
 fi
+# The object store's tests run against a real S3 server built with Go (2 to 3 minutes the
+# first time, then cached); where it cannot build they skip or, with PROCTOR_REQUIRE_S3=1,
+# fail, saying why.
+bash scripts/s3-server.sh build >/dev/null || echo "test.sh: the S3 server did not build (above)"
+phase "the S3 server's build"
+.venv/bin/ruff check .
+phase "lint"
+# [tool.mypy] in pyproject.toml: the package; strict on core, k8s, local, runner, sandboxes, store
+.venv/bin/mypy
+phase "type check"
+
+if [ -z "$why" ]; then
+  if wait "$cluster_pid"; then
+    how="already running"; [ -z "$started" ] || how="started here"
+    grep -v '^KUBECONFIG=' "$cluster_log" || true
+    phase "the real cluster's start ($how)"
+    line=$(tail -n1 "$cluster_log")
+    "$(.venv/bin/python tests/support/k8s_tools.py kubectl)" --kubeconfig "${line#KUBECONFIG=}" version
+  else
+    cat "$cluster_log"
+    echo "test.sh: scripts/cluster.sh up failed (above): the real-cluster tests will try again"
+  fi
+fi
+rm -f "$cluster_log"
 df -h . | awk 'NR == 2 {print "test.sh: " $4 " free on the disk of the checkout (" $5 " used)"}'
 # PROCTOR_TEST_DEADLINE (epoch seconds; CI sets it): interrupt pytest then, as Ctrl-C does,
 # so that it still prints what failed and why, rather than being killed without a word.
@@ -45,4 +72,8 @@ limit=0  # none
 if [ -n "${PROCTOR_TEST_DEADLINE:-}" ]; then
   limit=$(( PROCTOR_TEST_DEADLINE - $(date +%s) )); [ "$limit" -gt 0 ] || limit=1
 fi
-timeout --signal INT --kill-after 120 "$limit" .venv/bin/python -m pytest "$@"
+status=0
+timeout --signal INT --kill-after 120 "$limit" .venv/bin/python -m pytest \
+  -n "${PROCTOR_TEST_WORKERS:-2}" --dist loadgroup "$@" || status=$?
+phase "the tests"
+exit "$status"
