@@ -4,8 +4,9 @@ Runs in the separate 0.3 venv the tests make (never in Proctor's own):
 
     python server03.py --port 9123 [--card-url URL] [--no-streaming]
 
-It does what the message's `script` says (see scripted.py), on the 0.3 SDK's
-own classes: A2AStarletteApplication, DefaultRequestHandler, TaskUpdater.
+It does what the message's `script` says (see scripted.py, which says why a scripted
+agent stands in for a real one), on the 0.3 SDK's own classes:
+A2AStarletteApplication, DefaultRequestHandler, TaskUpdater.
 """
 
 from __future__ import annotations
