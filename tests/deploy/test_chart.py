@@ -317,7 +317,7 @@ def test_the_chart_defaults_are_the_operator_defaults(
 def _operator_source() -> str:
     """The operator's code: every module of proctor/k8s (pull.py runs on the user's side,
     with the user's rights)."""
-    return "\n".join(p.read_text() for p in sorted((PACKAGE / "k8s").glob("*.py"))
+    return "\n".join(p.read_text() for p in sorted((PACKAGE / "k8s").rglob("*.py"))
                      if p.name != "pull.py")
 
 
