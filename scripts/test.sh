@@ -7,10 +7,8 @@
 # Where none can start, the real-cluster tests skip, saying why (PROCTOR_REQUIRE_CLUSTER=1:
 # they fail instead).
 #
-# The tests run on PROCTOR_TEST_WORKERS pytest-xdist workers (default 2, one a core here):
-# the real-cluster tests one after another on one worker (they share the one node, and some
-# change what is cluster-wide), the others spread over all of them meanwhile. Each phase
-# prints its time and the load average beside it, and pytest the test modules over 30 s.
+# Each phase prints its time and the load average beside it, and pytest the test modules
+# over 30 s (tests/support/suite_plan.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -73,7 +71,6 @@ if [ -n "${PROCTOR_TEST_DEADLINE:-}" ]; then
   limit=$(( PROCTOR_TEST_DEADLINE - $(date +%s) )); [ "$limit" -gt 0 ] || limit=1
 fi
 status=0
-timeout --signal INT --kill-after 120 "$limit" .venv/bin/python -m pytest \
-  -n "${PROCTOR_TEST_WORKERS:-2}" --dist loadgroup "$@" || status=$?
+timeout --signal INT --kill-after 120 "$limit" .venv/bin/python -m pytest "$@" || status=$?
 phase "the tests"
 exit "$status"

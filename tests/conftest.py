@@ -18,7 +18,7 @@ from support import real_cluster  # noqa: E402
 from support.calc_task import make_calc_repo, make_instance  # noqa: E402
 from support.docker_daemon import demo_docker_client  # noqa: E402
 
-# The real-cluster tests on one worker; the modules over 30 s named at the end.
+# The test modules over 30 s, named at the end.
 pytest_plugins = ["support.suite_plan"]
 
 

@@ -1,10 +1,9 @@
-"""How the suite runs: the real-cluster tests on one pytest-xdist worker, and where its time
-goes (a pytest plugin, loaded by tests/conftest.py)."""
+"""Where the suite's time goes: the test modules over 30 s, named at the end with the load
+average at their last test (a pytest plugin, loaded by tests/conftest.py)."""
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,26 +12,6 @@ SLOW_MODULE_S = 30.0
 """A test module that takes longer is named in the summary, with its time."""
 _seconds: dict[str, float] = {}
 _load: dict[str, float] = {}
-
-
-CLUSTER_TESTS = Path(__file__).resolve().parents[1] / "cluster"
-
-
-def uses_the_real_cluster(item: pytest.Item) -> bool:
-    """Every test of tests/cluster/ (some drive the cluster through scripts alone, with no
-    marker or fixture to say so), and any other marked `cluster` or using its kubeconfig."""
-    return (CLUSTER_TESTS in item.path.parents or item.get_closest_marker("cluster") is not None
-            or "cluster_kubeconfig" in getattr(item, "fixturenames", ()))
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The real-cluster tests run one after another on one worker (scripts/test.sh: `-n 2
-    --dist loadgroup`): they share the one node, and some change what is cluster-wide
-    (CRDs, Kueue, webhooks; scripts/cluster-demo.sh and try-operator.sh install and remove
-    the chart). The other tests spread over the workers meanwhile."""
-    for item in items:
-        if uses_the_real_cluster(item):
-            item.add_marker(pytest.mark.xdist_group("real-cluster"))
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
