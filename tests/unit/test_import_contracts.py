@@ -32,63 +32,64 @@ def test_the_package_keeps_its_import_contracts() -> None:
     assert "4 kept, 0 broken" in done.stdout
 
 
-def _copy_with(tmp_path: Path, module: str, line: str) -> Path:
-    """The package's Python files, with ``line`` added at the top of ``module``."""
-    copy = tmp_path / "proctor"
+LAYERS = "Layers: each package imports only the ones below it BROKEN"
+K8S_LAYERS = "Inside proctor.k8s: each role imports only the ones below it BROKEN"
+FEATURES = "The operator's optional features are independent of each other BROKEN"
+KOPF = "Only proctor.k8s imports kopf or the Kubernetes client BROKEN"
+
+# (module, the import added at its top, the contract it breaks, the import the report names)
+BREAKS = [
+    # kopf outside proctor.k8s
+    ("cli/main.py", "kopf", KOPF, "proctor.cli.main -> kopf"),
+    # the ground floor reaching up to the engine
+    ("core/model.py", "proctor.local.engine", LAYERS, "proctor.core.model -> proctor.local.engine"),
+    # a step reaching up to a sandbox
+    ("runner/workdir.py", "proctor.sandboxes.process", LAYERS,
+     "proctor.runner.workdir -> proctor.sandboxes.process"),
+    # the cluster engine and the one-machine engine, side by side
+    ("k8s/pull.py", "proctor.local.engine", LAYERS, "proctor.k8s.pull -> proctor.local.engine"),
+    ("local/engine.py", "proctor.k8s.children.store", LAYERS,
+     "proctor.local.engine -> proctor.k8s.children.store"),
+    # the analysis reaching up to the operator whose status carries its figures
+    ("analysis/reliability.py", "proctor.k8s.evaluation.figures", LAYERS,
+     "proctor.analysis.reliability -> proctor.k8s.evaluation.figures"),
+    # the machinery reaching up to the Evaluation's reconcile
+    ("k8s/machinery/api.py", "proctor.k8s.evaluation.reconcile", K8S_LAYERS,
+     "proctor.k8s.machinery.api -> proctor.k8s.evaluation.reconcile"),
+    # an owned object's manifest reaching up to an optional feature
+    ("k8s/children/manifests.py", "proctor.k8s.features.kueue", K8S_LAYERS,
+     "proctor.k8s.children.manifests -> proctor.k8s.features.kueue"),
+    # the agents reaching up to the Evaluations' passes
+    ("k8s/agents/slots.py", "proctor.k8s.evaluation.act", K8S_LAYERS,
+     "proctor.k8s.agents.slots -> proctor.k8s.evaluation.act"),
+    # one optional feature leaning on another
+    ("k8s/features/prepull.py", "proctor.k8s.features.kueue", FEATURES,
+     "proctor.k8s.features.prepull -> proctor.k8s.features.kueue"),
+]
+
+
+@pytest.fixture(scope="module")
+def broken(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """lint-imports' report on a copy of the package with every import of BREAKS added (one
+    run for all: each takes seconds)."""
+    parent = tmp_path_factory.mktemp("broken")
+    copy = parent / "proctor"
     shutil.copytree(ROOT / "operator" / "proctor", copy, symlinks=True,
                     ignore=lambda _, names: [n for n in names if "." in n
                                              and not n.endswith(".py")])
-    path = copy / module
-    path.write_text(f"{line}\n{path.read_text()}")
-    return tmp_path
-
-
-def test_kopf_imported_outside_k8s_breaks_the_contract(tmp_path: Path) -> None:
-    done = lint(_copy_with(tmp_path, "cli/main.py", "import kopf  # noqa"))
-    assert done.returncode != 0 and "proctor.cli.main -> kopf" in done.stdout, done.stdout
-
-
-@pytest.mark.parametrize(("module", "imported", "shown"), [
-    # the ground floor reaching up to the engine
-    ("core/model.py", "proctor.local.engine", "proctor.core.model -> proctor.local.engine"),
-    # a step reaching up to a sandbox
-    ("runner/workdir.py", "proctor.sandboxes.process",
-     "proctor.runner.workdir -> proctor.sandboxes.process"),
-    # the cluster engine and the one-machine engine, side by side
-    ("k8s/pull.py", "proctor.local.engine", "proctor.k8s.pull -> proctor.local.engine"),
-    ("local/engine.py", "proctor.k8s.children.store",
-     "proctor.local.engine -> proctor.k8s.children.store"),
-    # the analysis reaching up to the operator whose status carries its figures
-    ("analysis/reliability.py", "proctor.k8s.evaluation.figures",
-     "proctor.analysis.reliability -> proctor.k8s.evaluation.figures"),
-])
-def test_an_import_against_the_layers_breaks_the_contract(
-        tmp_path: Path, module: str, imported: str, shown: str) -> None:
-    done = lint(_copy_with(tmp_path, module, f"import {imported}  # noqa"))
+    for module, imported, _, _ in BREAKS:
+        path = copy / module
+        path.write_text(f"import {imported}  # noqa\n{path.read_text()}")
+    done = lint(parent)
     assert done.returncode != 0, done.stdout
-    assert "Layers: each package imports only the ones below it BROKEN" in done.stdout
-    assert shown in done.stdout, done.stdout
+    return done.stdout
 
 
-K8S_LAYERS = "Inside proctor.k8s: each role imports only the ones below it BROKEN"
-FEATURES = "The operator's optional features are independent of each other BROKEN"
-
-
-@pytest.mark.parametrize(("module", "imported", "contract"), [
-    # the machinery reaching up to the Evaluation's reconcile
-    ("k8s/machinery/api.py", "proctor.k8s.evaluation.reconcile", K8S_LAYERS),
-    # an owned object's manifest reaching up to an optional feature
-    ("k8s/children/manifests.py", "proctor.k8s.features.kueue", K8S_LAYERS),
-    # the agents reaching up to the Evaluations' passes
-    ("k8s/agents/slots.py", "proctor.k8s.evaluation.act", K8S_LAYERS),
-    # one optional feature leaning on another
-    ("k8s/features/prepull.py", "proctor.k8s.features.kueue", FEATURES),
-])
-def test_an_import_against_the_operators_roles_breaks_a_contract(
-        tmp_path: Path, module: str, imported: str, contract: str) -> None:
-    done = lint(_copy_with(tmp_path, module, f"import {imported}  # noqa"))
-    assert done.returncode != 0, done.stdout
-    assert contract in done.stdout, done.stdout
+@pytest.mark.parametrize(("module", "imported", "contract", "shown"), BREAKS)
+def test_an_import_against_the_contracts_is_named_in_the_one_it_breaks(
+        broken: str, module: str, imported: str, contract: str, shown: str) -> None:
+    assert contract in broken, broken
+    assert shown in broken, broken
 
 
 def test_the_operator_imports_no_plotting_library() -> None:
