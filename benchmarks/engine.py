@@ -33,6 +33,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from waits import until
+
 from proctor.agents.kinds import Tasks, solver_for
 from proctor.agents.server import (
     SolverExecutor,
@@ -72,14 +74,6 @@ class Silent(SolverExecutor):
         await asyncio.sleep(3600)
 
 
-def _until(check: Callable[[], bool], what: str, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"waited {timeout:g} s for {what}")
-        time.sleep(0.02)
-
-
 def _stop_time(manifest: str, root: Path, ready: Callable[[], bool]) -> tuple[float, float]:
     """Seconds from SIGINT to the last line of a `proctor run` with items in flight (its
     items stopped, its partial summary written), and to its exit."""
@@ -94,7 +88,7 @@ def _stop_time(manifest: str, root: Path, ready: Callable[[], bool]) -> tuple[fl
         (time.perf_counter(), line) for line in err), daemon=True)
     reader.start()
     try:
-        _until(lambda: ready() or proc.poll() is not None, "items in flight")
+        until(lambda: ready() or proc.poll() is not None, "items in flight")
         if proc.poll() is not None:
             reader.join(5)
             raise SystemExit(f"the run ended by itself ({proc.returncode}): "

@@ -28,11 +28,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import kwok_plane
+from waits import until
 
 from proctor.core.labels import LABEL_EVALUATION
 from proctor.datasets import demo
@@ -49,15 +49,6 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def _until(check: Callable[[], object], what: str, timeout: float = 120.0,
-           every: float = 0.05) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"waited {timeout:g} s for {what}")
-        time.sleep(every)
 
 
 def _operator(plane: kwok_plane.Plane, log: Path, *election: str,
@@ -112,13 +103,13 @@ def delete_times(plane: kwok_plane.Plane, logs: Path, rounds: int) -> list[float
             name = f"deleted-{n}"
             custom.create_namespaced_custom_object(*GROUP, NAMESPACE, "evaluations",
                                                    _evaluation(name))
-            _until(lambda name=name: len(batch.list_namespaced_job(
+            until(lambda name=name: len(batch.list_namespaced_job(
                 NAMESPACE, label_selector=f"{LABEL_EVALUATION}={name}").items) >= 2,
                 f"two Jobs of {name} (the operator's log: {logs / 'operator.log'})")
             sent = time.perf_counter()
             custom.delete_namespaced_custom_object(*GROUP, NAMESPACE, "evaluations", name,
                                                    propagation_policy="Background")
-            _until(lambda name=name: _gone(custom, name), f"{name} gone", 300)
+            until(lambda name=name: _gone(custom, name), f"{name} gone", 300)
             times.append(time.perf_counter() - sent)
     finally:
         _kill(op)
@@ -148,13 +139,13 @@ def takeover_times(plane: kwok_plane.Plane, logs: Path, rounds: int) -> list[flo
         leader = _operator(plane, logs / f"leader-{n}.log", *election, name="op-a")
         standby = None
         try:
-            _until(lambda: holder() == "op-a", "op-a to hold the Lease")
+            until(lambda: holder() == "op-a", "op-a to hold the Lease")
             standby = _operator(plane, logs / f"standby-{n}.log", *election, name="op-b")
-            _until(lambda n=n: "Waiting for the Lease" in (
+            until(lambda n=n: "Waiting for the Lease" in (
                 logs / f"standby-{n}.log").read_text(), "op-b to wait for the Lease")
             os.killpg(leader.pid, signal.SIGKILL)
             killed = time.perf_counter()
-            _until(lambda: holder() == "op-b", "op-b to take the Lease over", 60)
+            until(lambda: holder() == "op-b", "op-b to take the Lease over", 60)
             times.append(time.perf_counter() - killed)
         finally:
             _kill(leader)
