@@ -104,12 +104,17 @@ def pod_cpu_request(pod: dict[str, Any]) -> int:
     return max(sum(cpu(c) for c in pod["containers"]) + sidecars, init)
 
 
+ROWS = 6
+"""Items of the queued Evaluation: three times what the quota admits at once, all of them
+asked for at once (maxConcurrentRows), so that Kueue, not the operator, holds them back."""
+
+
 def evaluation() -> dict[str, Any]:
     return {"apiVersion": "proctor.dev/v1alpha1", "kind": "Evaluation",
             "metadata": {"name": "queued", "namespace": NS},
             "spec": {"agentRef": {"name": "queued-agent"},
-                     "dataset": {"name": "proctor-demo", "maxRows": -1}, "queueName": QUEUE,
-                     "maxConcurrentRows": 10, "runner": {"resources": RESOURCES}}}
+                     "dataset": {"name": "proctor-demo", "maxRows": ROWS}, "queueName": QUEUE,
+                     "maxConcurrentRows": ROWS, "runner": {"resources": RESOURCES}}}
 
 
 def one_job_request(tmp_path: Path) -> int:
@@ -190,7 +195,7 @@ def test_kueue_admits_no_more_jobs_than_its_quota_and_the_status_shows_the_queue
     assert most_queued > 0
     assert len(workloads_seen) == 1
     status = cluster.get("evaluation", "queued", "-n", NS)["status"]
-    assert status["items"]["done"] == status["items"]["total"] == 10
+    assert status["items"]["done"] == status["items"]["total"] == ROWS
     assert status["items"]["queued"] == 0 and status["errorKinds"] == {}
 
 
