@@ -13,8 +13,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 started_at=$SECONDS
-phase() {  # phase NAME: the time since the last phase ended, with the load average
-  echo "test.sh: $1 took $(( SECONDS - started_at ))s (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+since() {  # the time since started_at, with the load average
+  echo "$(( SECONDS - started_at ))s (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+}
+phase() {  # phase NAME: the time since the last phase ended
+  echo "test.sh: $1 took $(since)"
   started_at=$SECONDS
 }
 
@@ -67,7 +70,7 @@ half() {  # half NAME MARKER [pytest args]: one half of the suite, its output pr
   timeout --signal INT --kill-after 120 "$limit" .venv/bin/python -m pytest -m "$marker" "$@" \
     2>&1 | sed -u "s/^/[$name] /" || code=$?
   [ "$code" -ne 5 ] || code=0
-  echo "test.sh: the $name tests ended with status $code after $(( SECONDS - started_at ))s (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+  echo "test.sh: the $name tests ended with status $code after $(since)"
   return "$code"
 }
 half rest "not cluster" "$@" &
